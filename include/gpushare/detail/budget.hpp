@@ -1,0 +1,120 @@
+// SPDX-License-Identifier: Apache-2.0
+// Memory budget arithmetic: pure functions of the table state, called under the table lock.
+//
+// The one invariant (docs/design.md, "Budget invariants"):
+//     committed_total = sum over active slots of max(reserved + external, guarantee) <= capacity
+// is checked by check_grow() before any reservation grows, and it implies both promises:
+//   * the sum of reservations never exceeds the capacity, and
+//   * every session can always grow up to its guarantee (it is already counted as committed).
+// Only these functions change the totals; recompute_totals() rebuilds them from the slots after a
+// crash. Values read from shared memory are never trusted to be sane: arithmetic saturates and
+// subtraction clamps at zero, so a scribbled slot can mis-account but never wrap to 2^64.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include <gpushare/detail/layout.hpp>
+
+namespace gpushare {
+inline namespace v0 {
+namespace detail {
+
+inline constexpr std::uint64_t sat_add(std::uint64_t a, std::uint64_t b) noexcept {
+  return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+inline constexpr std::uint64_t sat_sub(std::uint64_t a, std::uint64_t b) noexcept {
+  return a > b ? a - b : 0;
+}
+
+inline constexpr std::uint32_t sat_sub32(std::uint32_t a, std::uint32_t b) noexcept {
+  return a > b ? a - b : 0;
+}
+
+/// Bytes of the capacity this slot keeps from the others.
+inline constexpr std::uint64_t commitment(std::uint64_t reserved, std::uint64_t external,
+                                          std::uint64_t guarantee) noexcept {
+  return std::max(sat_add(reserved, external), guarantee);
+}
+inline std::uint64_t commitment(const slot_record& s) noexcept {
+  return commitment(s.reserved, s.external, s.memory_guarantee);
+}
+
+enum class budget_verdict { granted, over_limit, exceeds_capacity, not_now };
+
+/// May slot `s` grow its reservations by `bytes` now?
+inline budget_verdict check_grow(const table_header& h, const slot_record& s,
+                                 std::uint64_t bytes) noexcept {
+  const std::uint64_t used_after = sat_add(sat_add(s.reserved, s.external), bytes);
+  if (bytes > h.capacity) return budget_verdict::exceeds_capacity;
+  if (used_after > s.memory_limit) return budget_verdict::over_limit;
+  const std::uint64_t before = commitment(s);
+  const std::uint64_t after =
+      commitment(sat_add(s.reserved, bytes), s.external, s.memory_guarantee);
+  const std::uint64_t total_after = sat_add(sat_sub(h.committed_total, before), after);
+  return total_after <= h.capacity ? budget_verdict::granted : budget_verdict::not_now;
+}
+
+/// Replaces slot `s`'s figures by `reserved`, `external`, `guarantee`, keeping the totals exact.
+inline void set_usage(table_header& h, slot_record& s, std::uint64_t reserved,
+                      std::uint64_t external, std::uint64_t guarantee) noexcept {
+  h.committed_total =
+      sat_add(sat_sub(h.committed_total, commitment(s)), commitment(reserved, external, guarantee));
+  h.reserved_total = sat_add(sat_sub(h.reserved_total, s.reserved), reserved);
+  s.reserved = reserved;
+  s.external = external;
+  s.memory_guarantee = guarantee;
+  s.peak = std::max(s.peak, sat_add(reserved, external));
+}
+
+inline void apply_grow(table_header& h, slot_record& s, std::uint64_t bytes) noexcept {
+  set_usage(h, s, sat_add(s.reserved, bytes), s.external, s.memory_guarantee);
+  ++s.reservations_granted;
+}
+
+/// Releases `bytes` (clamped to what the slot holds: a double release cannot underflow).
+inline void apply_shrink(table_header& h, slot_record& s, std::uint64_t bytes) noexcept {
+  set_usage(h, s, sat_sub(s.reserved, bytes), s.external, s.memory_guarantee);
+}
+
+/// Can a new guarantee of `guarantee` bytes be promised to slot `s` (whose current figures are
+/// already counted in the totals)?
+inline bool guarantee_fits(const table_header& h, const slot_record& s,
+                           std::uint64_t guarantee) noexcept {
+  const std::uint64_t after = commitment(s.reserved, s.external, guarantee);
+  return sat_add(sat_sub(h.committed_total, commitment(s)), after) <= h.capacity;
+}
+
+/// Removes an active slot's contributions from the totals and marks it free.
+inline void clear_slot(table_header& h, slot_record& s) noexcept {
+  if (s.state.load(std::memory_order_relaxed) == slot_active) {
+    set_usage(h, s, 0, 0, 0);
+    h.live_sessions = h.live_sessions > 0 ? h.live_sessions - 1 : 0;
+    h.memory_waiters = sat_sub32(h.memory_waiters, s.memory_waiting);
+  }
+  s.memory_waiting = 0;
+  s.state.store(slot_free, std::memory_order_release);
+}
+
+/// Rebuilds every derived total from the slots (after the lock's owner died mid-update).
+inline void recompute_totals(const table_view& t) noexcept {
+  table_header& h = *t.header;
+  std::uint64_t reserved = 0, committed = 0;
+  std::uint32_t live = 0, waiters = 0;
+  for (std::uint32_t i = 0; i < t.slot_count; ++i) {
+    const slot_record& s = t.slots[i];
+    if (s.state.load(std::memory_order_relaxed) != slot_active) continue;
+    reserved = sat_add(reserved, s.reserved);
+    committed = sat_add(committed, commitment(s));
+    ++live;
+    waiters += std::min(s.memory_waiting, 1024u); // bounded: a scribbled count cannot overflow
+  }
+  h.reserved_total = reserved;
+  h.committed_total = committed;
+  h.live_sessions = live;
+  h.memory_waiters = waiters;
+}
+
+} // namespace detail
+} // namespace v0
+} // namespace gpushare

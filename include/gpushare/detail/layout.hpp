@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: Apache-2.0
+// The bytes of the shared table. Every process that maps a table interprets it through these
+// structs, so any change here must bump gpushare::table_layout_version.
+#pragma once
+
+#include <pthread.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include <gpushare/version.hpp>
+
+namespace gpushare {
+inline namespace v0 {
+namespace detail {
+
+inline constexpr std::uint64_t table_magic = 0x4552414853555047ull;  // "GPUSHARE" (little endian)
+inline constexpr std::uint32_t init_state_fresh = 0;                 // zero-filled by fallocate
+inline constexpr std::uint32_t init_state_initialising = 0x54494E49; // "INIT"
+inline constexpr std::uint32_t init_state_ready = 0x59444552;        // "REDY"
+
+inline constexpr std::uint32_t default_slot_count = 256;
+inline constexpr std::uint32_t max_slot_count = 4096;
+inline constexpr std::uint64_t unlimited_capacity = 1ull << 63;
+
+inline constexpr std::uint32_t slot_free = 0;
+inline constexpr std::uint32_t slot_active = 0x45564C41; // "ALVE"
+
+inline constexpr std::size_t name_capacity = 64; // session name incl. terminating NUL
+inline constexpr std::size_t key_capacity = 128; // table key incl. NUL
+inline constexpr std::size_t domain_capacity = 48;
+
+/// Byte offsets (in the table's file) used as kernel-held OFD locks. They are lock ranges, not
+/// data: fcntl locks may lie anywhere, so they do not overlap the mapped structures' meaning.
+inline constexpr off_t init_lock_byte = 0;
+inline constexpr off_t slot_lock_byte(std::uint32_t slot) { return 1 + static_cast<off_t>(slot); }
+
+/// The fixed prefix: the same in every layout version, so any version can recognise another
+/// version's table (and refuse it) instead of misreading it.
+struct table_prefix {
+  std::uint64_t magic;
+  std::uint32_t layout_version;
+  std::atomic<std::uint32_t> init_state;
+  std::uint32_t header_size;
+  std::uint32_t slot_size;
+  std::uint32_t slot_count;
+  std::uint32_t mutex_size; ///< sizeof(pthread_mutex_t) of the creator: a libc ABI check
+  std::uint64_t total_size;
+};
+
+struct alignas(64) table_header {
+  table_prefix prefix;
+  // ---- creation facts, written once before init_state becomes ready
+  std::int32_t creator_pid;
+  std::uint32_t access_mode; ///< file mode bits the table was created with (0600 or 0660)
+  std::uint64_t created_unix_ns;
+  char key[key_capacity];
+  char domain[domain_capacity];
+
+  // ---- protected by `lock`
+  alignas(64) pthread_mutex_t lock;
+  std::int32_t lock_holder_pid;  ///< display only: who holds `lock` now (0: nobody)
+  std::uint32_t memory_waiters;  ///< derived: sum of slot::memory_waiting
+  std::uint64_t capacity;        ///< bytes the sessions of this table may reserve in total
+  std::uint64_t reserved_total;  ///< derived: sum of slot::reserved over active slots
+  std::uint64_t committed_total; ///< derived: sum of commitment(slot) over active slots
+  std::uint32_t live_sessions;   ///< derived: number of active slots
+  std::uint32_t pad0;
+  std::uint64_t lock_repairs;       ///< times a locker found the lock's owner dead and repaired
+  std::uint64_t sessions_reclaimed; ///< dead sessions whose resources a peer reclaimed
+
+  // ---- futex words, each on its own cache line
+  alignas(64) std::atomic<std::uint32_t> memory_wake; ///< bumped whenever memory is released
+};
+
+struct alignas(64) slot_record {
+  std::atomic<std::uint32_t> state; ///< slot_free or slot_active; written under the table lock
+  std::uint32_t generation;         ///< bumped at every join: (index, generation) names a session
+  std::int32_t pid;                 ///< display only: liveness never trusts it
+  std::uint32_t memory_waiting;     ///< threads of this session blocked in reserve()
+  std::uint64_t start_time_ticks;   ///< display only: /proc/self/stat starttime
+  std::uint64_t joined_unix_ns;
+  char name[name_capacity];
+
+  // ---- settings: written by the owner or by a remote configurer, under the table lock
+  std::int32_t priority;
+  std::uint32_t share;
+  std::uint32_t compute_limit_ppm;
+  std::uint32_t settings_seq;     ///< bumped on every change of the settings
+  std::uint64_t memory_limit;     ///< bytes, resolved against capacity
+  std::uint64_t memory_guarantee; ///< bytes, resolved against capacity
+
+  // ---- memory accounting, under the table lock
+  std::uint64_t reserved; ///< bytes held by this session's reservations
+  std::uint64_t external; ///< bytes used outside reservations (e.g. a CUDA context)
+  std::uint64_t peak;     ///< max of reserved + external
+  std::uint64_t reservations_granted;
+  std::uint64_t reserve_waits;
+  std::uint64_t reserve_wait_ns;
+  std::uint64_t reserve_wait_max_ns;
+
+  std::uint8_t spare[512 - 184]; ///< room for the scheduler's per-slot state
+};
+
+static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
+static_assert(sizeof(std::atomic<std::uint32_t>) == sizeof(std::uint32_t));
+static_assert(std::is_standard_layout_v<table_prefix>);
+static_assert(offsetof(table_prefix, init_state) == 12);
+static_assert(sizeof(table_prefix) == 40);
+static_assert(std::is_standard_layout_v<slot_record>);
+static_assert(sizeof(slot_record) == 512, "slot layout changed: bump table_layout_version");
+static_assert(offsetof(slot_record, spare) == 184);
+static_assert(offsetof(table_header, lock) % 64 == 0);
+
+inline constexpr std::size_t table_size(std::uint32_t slot_count) {
+  return sizeof(table_header) + static_cast<std::size_t>(slot_count) * sizeof(slot_record);
+}
+
+/// The mapped table: header followed by `slot_count` slots.
+struct table_view {
+  table_header* header = nullptr;
+  slot_record* slots = nullptr;
+  std::uint32_t slot_count = 0; ///< validated at open; never re-read from shared memory
+};
+
+} // namespace detail
+} // namespace v0
+} // namespace gpushare

@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: Apache-2.0
+// Small POSIX helpers: an owning file descriptor, clocks, process facts.
+#pragma once
+
+#include <fcntl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <utility>
+
+namespace gpushare {
+inline namespace v0 {
+namespace detail {
+
+/// An owning file descriptor (closed on destruction, movable).
+class unique_fd {
+public:
+  unique_fd() = default;
+  explicit unique_fd(int fd) noexcept : fd_(fd) {}
+  unique_fd(unique_fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  unique_fd& operator=(unique_fd&& o) noexcept {
+    if (this != &o) reset(std::exchange(o.fd_, -1));
+    return *this;
+  }
+  unique_fd(const unique_fd&) = delete;
+  unique_fd& operator=(const unique_fd&) = delete;
+  ~unique_fd() { reset(); }
+
+  int get() const noexcept { return fd_; }
+  explicit operator bool() const noexcept { return fd_ >= 0; }
+  int release() noexcept { return std::exchange(fd_, -1); }
+  void reset(int fd = -1) noexcept {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = fd;
+  }
+
+private:
+  int fd_ = -1;
+};
+
+inline std::uint64_t monotonic_ns() noexcept {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull +
+         static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+inline std::uint64_t realtime_ns() noexcept {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull +
+         static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+/// Field 22 of /proc/self/stat (start time in clock ticks since boot): shown next to the pid so a
+/// human can tell a reused pid apart. Never used for liveness. 0 when unavailable.
+inline std::uint64_t process_start_ticks() noexcept {
+  std::FILE* f = std::fopen("/proc/self/stat", "re");
+  if (!f) return 0;
+  char buf[1024];
+  const std::size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = '\0';
+  // The command name (field 2) may contain spaces and ')': skip to the last ')'.
+  const char* p = nullptr;
+  for (std::size_t i = 0; i < n; ++i)
+    if (buf[i] == ')') p = buf + i;
+  if (!p) return 0;
+  int field = 2;
+  std::uint64_t value = 0;
+  for (++p; *p && field < 22; ++p)
+    if (*p == ' ') ++field;
+  while (*p >= '0' && *p <= '9') value = value * 10 + static_cast<std::uint64_t>(*p++ - '0');
+  return value;
+}
+
+/// Clamp a std::chrono duration to whole nanoseconds in [0, max].
+template <class Rep, class Period>
+std::uint64_t to_ns(std::chrono::duration<Rep, Period> d) noexcept {
+  if (d <= d.zero()) return 0;
+  if (d >= std::chrono::duration_cast<std::chrono::duration<Rep, Period>>(
+               std::chrono::nanoseconds::max()))
+    return static_cast<std::uint64_t>(std::chrono::nanoseconds::max().count());
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
+}
+
+} // namespace detail
+} // namespace v0
+} // namespace gpushare

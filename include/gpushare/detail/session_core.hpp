@@ -1,0 +1,337 @@
+// SPDX-License-Identifier: Apache-2.0
+// The state behind a gpushare::session: its table, its slot, and the join/leave/budget protocol.
+// Kept on the heap (shared with the session's reservations) so a moved session or a reservation
+// that outlives its session never dangles.
+#pragma once
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include <gpushare/detail/budget.hpp>
+#include <gpushare/detail/fork_guard.hpp>
+#include <gpushare/detail/table_core.hpp>
+#include <gpushare/table.hpp>
+
+namespace gpushare {
+inline namespace v0 {
+namespace detail {
+
+/// The longest a waiter sleeps before re-checking for dead sessions that may hold memory.
+inline constexpr std::uint64_t liveness_recheck_ns = 100'000'000; // 100 ms
+inline constexpr std::uint64_t wait_forever_ns = UINT64_MAX;
+
+class session_core final : public fork_registry::member {
+public:
+  session_core(std::string_view key, const session_options& opts) {
+    const resolved_options r = resolve_options(opts);
+    create_params p;
+    p.domain = r.domain;
+    p.key = std::string(key);
+    p.access = r.access;
+    p.capacity = r.capacity;
+    p.open_timeout_ns = to_ns(r.open_timeout);
+    table_ = table_core(mapped_table::open_or_create(p));
+    name_ = r.name;
+    claim_slot();
+    crash_point("join.claimed");
+    try {
+      activate(r);
+    } catch (...) {
+      unlock_byte(table_.fd(), slot_lock_byte(slot_));
+      throw;
+    }
+    owner_pid_ = ::getpid();
+    fork_registry::instance().add(this);
+  }
+
+  session_core(const session_core&) = delete;
+  session_core& operator=(const session_core&) = delete;
+  ~session_core() { leave(); }
+
+  /// Leaves the table: frees the slot and every byte it held. Idempotent.
+  void leave() noexcept {
+    if (!joined_.exchange(false)) return;
+    fork_registry::instance().remove(this);
+    if (inherited_) return; // a forked child's copy: the parent's session is not ours to end
+    try {
+      table_core::guard g(table_);
+      slot_record& s = own();
+      if (s.state.load(std::memory_order_relaxed) == slot_active && s.generation == generation_)
+        clear_slot(table_.header(), s);
+      crash_point("leave.cleared");
+      const bool wake = table_.note_memory_released();
+      g.unlock();
+      if (wake) table_.wake_memory_waiters();
+    } catch (...) {
+      // Could not take the lock (a stopped peer holds it): dropping the liveness lock below
+      // makes the slot dead, and the next process that looks reclaims it.
+    }
+    unlock_byte(table_.fd(), slot_lock_byte(slot_));
+  }
+
+  void forked_into_child() noexcept override {
+    inherited_ = true;
+    const int fd = table_.mapping().fd();
+    table_.mapping().abandon_fd();
+    if (fd >= 0) ::close(fd);
+  }
+
+  /// Grows this session's reservations by `bytes`, waiting up to `timeout_ns` for memory to be
+  /// released. Returns false only when `timeout_ns == 0` and the memory is not free now.
+  bool grow(std::uint64_t bytes, std::uint64_t timeout_ns, bool throw_on_timeout) {
+    check_usable();
+    const std::uint64_t start = monotonic_ns();
+    const std::uint64_t deadline =
+        timeout_ns == wait_forever_ns ? wait_forever_ns : sat_add(start, timeout_ns);
+    bool reclaimed = false, waiting = false;
+    for (;;) {
+      table_core::guard g(table_);
+      slot_record& s = own_checked();
+      const budget_verdict v = check_grow(table_.header(), s, bytes);
+      if (v == budget_verdict::granted) {
+        apply_grow(table_.header(), s, bytes);
+        crash_point("reserve.locked");
+        if (waiting) stop_waiting(s, start);
+        return true;
+      }
+      if (v != budget_verdict::not_now) {
+        if (waiting) stop_waiting(s, start);
+        throw never_fits(v, s, bytes);
+      }
+      if (!reclaimed) { // dead sessions may hold what we need: reclaim, then try again at once
+        g.unlock();
+        reclaimed = true;
+        table_.reclaim_dead();
+        continue;
+      }
+      const std::uint64_t now = monotonic_ns();
+      if (now >= deadline) {
+        if (waiting) stop_waiting(own(), start);
+        if (!throw_on_timeout) return false;
+        throw not_available(own(), bytes, timeout_ns);
+      }
+      if (!waiting) {
+        waiting = true;
+        ++own().memory_waiting;
+        ++table_.header().memory_waiters;
+      }
+      const std::uint32_t seq = table_.header().memory_wake.load(std::memory_order_acquire);
+      g.unlock();
+      const auto r = futex_wait(&table_.header().memory_wake, seq,
+                                std::min(deadline - now, liveness_recheck_ns));
+      if (r == wait_result::timed_out) table_.reclaim_dead();
+    }
+  }
+
+  /// Releases `bytes` of this session's reservations.
+  void shrink(std::uint64_t bytes) noexcept {
+    if (!joined_ || inherited_ || bytes == 0) return;
+    try {
+      table_core::guard g(table_);
+      slot_record& s = own();
+      if (s.state.load(std::memory_order_relaxed) != slot_active || s.generation != generation_)
+        return;
+      apply_shrink(table_.header(), s, bytes);
+      const bool wake = table_.note_memory_released();
+      g.unlock();
+      if (wake) table_.wake_memory_waiters();
+    } catch (...) {
+      // The lock is stuck (a stopped holder): the bytes stay counted until this session ends.
+    }
+  }
+
+  /// Records memory this session uses outside reservations (e.g. its CUDA context).
+  void set_external(std::uint64_t bytes) {
+    check_usable();
+    table_core::guard g(table_);
+    slot_record& s = own_checked();
+    const bool less = bytes < s.external;
+    set_usage(table_.header(), s, s.reserved, bytes, s.memory_guarantee);
+    const bool wake = less && table_.note_memory_released();
+    g.unlock();
+    if (wake) table_.wake_memory_waiters();
+  }
+
+  session_info info() {
+    check_usable();
+    table_core::guard g(table_);
+    return read_session(own_checked(), slot_);
+  }
+
+  void configure(const settings_change& c) {
+    check_usable();
+    table_core::guard g(table_);
+    slot_record& s = own_checked();
+    apply_settings(table_.header(), s, c, "session '" + name_ + "'");
+    const bool wake = c.memory_guarantee && table_.note_memory_released();
+    g.unlock();
+    if (wake) table_.wake_memory_waiters();
+  }
+
+  table_snapshot snapshot() {
+    check_usable();
+    return take_snapshot(table_);
+  }
+
+  session_id id() const noexcept { return {slot_, generation_}; }
+  const std::string& name() const noexcept { return name_; }
+  const std::string& table_name() const noexcept { return table_.name(); }
+  bool joined() const noexcept { return joined_ && !inherited_; }
+  table_core& core() noexcept { return table_; }
+
+private:
+  slot_record& own() noexcept { return table_.slot(slot_); }
+
+  /// Our slot, after checking it is still ours (a peer reclaims it only if our liveness lock is
+  /// gone, e.g. after `gpushare clean --force` removed and recreated the table).
+  slot_record& own_checked() {
+    slot_record& s = own();
+    if (s.state.load(std::memory_order_relaxed) != slot_active || s.generation != generation_)
+      throw error(errc::session_closed, "session '" + name_ + "' no longer holds slot " +
+                                            std::to_string(slot_) + " of table '" + table_.name() +
+                                            "' (was it reclaimed?)");
+    return s;
+  }
+
+  void check_usable() const {
+    if (inherited_)
+      throw error(errc::session_closed, "session '" + name_ +
+                                            "' belongs to the parent process; a forked child "
+                                            "must open its own session");
+    if (!joined_) throw error(errc::session_closed, "session '" + name_ + "' has left its table");
+  }
+
+  void stop_waiting(slot_record& s, std::uint64_t start) noexcept {
+    s.memory_waiting = sat_sub32(s.memory_waiting, 1);
+    table_.header().memory_waiters = sat_sub32(table_.header().memory_waiters, 1);
+    const std::uint64_t waited = monotonic_ns() - start;
+    ++s.reserve_waits;
+    s.reserve_wait_ns = sat_add(s.reserve_wait_ns, waited);
+    s.reserve_wait_max_ns = std::max(s.reserve_wait_max_ns, waited);
+  }
+
+  void claim_slot();
+  void activate(const resolved_options& r);
+  error never_fits(budget_verdict v, const slot_record& s, std::uint64_t bytes) const;
+  error not_available(const slot_record& s, std::uint64_t bytes, std::uint64_t timeout_ns) const;
+
+  table_core table_;
+  std::string name_;
+  std::uint32_t slot_ = 0;
+  std::uint32_t generation_ = 0;
+  std::int32_t owner_pid_ = 0;
+  std::atomic<bool> joined_{false};
+  bool inherited_ = false;
+};
+
+/// Takes the liveness lock of a slot: that lock *is* the claim, so concurrent joiners never need
+/// the table lock to pick slots and 256 of them do not queue behind each other. Free slots are
+/// tried first, from a per-process starting point; a second pass also takes slots whose owner
+/// died without leaving (their lock is free), which activate() then cleans.
+inline void session_core::claim_slot() {
+  const std::uint32_t n = table_.slot_count();
+  const std::uint32_t start = static_cast<std::uint32_t>(::getpid() * 2654435761u) % n;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (std::uint32_t k = 0; k < n; ++k) {
+      const std::uint32_t i = (start + k) % n;
+      const bool is_free = table_.slot(i).state.load(std::memory_order_acquire) == slot_free;
+      if ((pass == 0) != is_free) continue;
+      if (try_lock_byte(table_.fd(), slot_lock_byte(i)) == 0) {
+        slot_ = i;
+        table_.set_own_slot(i);
+        return;
+      }
+    }
+  }
+  throw error(errc::no_free_slot, "all " + std::to_string(n) + " session slots of table '" +
+                                      table_.name() +
+                                      "' are held by live sessions; end some (see `gpushare "
+                                      "status`) or use another GPUSHARE_DOMAIN");
+}
+
+inline void session_core::activate(const resolved_options& r) {
+  for (int attempt = 0;; ++attempt) {
+    table_core::guard g(table_);
+    table_header& h = table_.header();
+    slot_record& s = own();
+    if (s.state.load(std::memory_order_relaxed) == slot_active) { // its owner died; we hold it
+      clear_slot(h, s);
+      ++h.sessions_reclaimed;
+    }
+    const std::uint64_t limit = r.memory_limit ? r.memory_limit->resolve(h.capacity) : h.capacity;
+    const std::uint64_t guarantee = r.memory_guarantee.resolve(h.capacity);
+    if (guarantee > limit)
+      throw error(errc::invalid_argument, "session '" + name_ + "': memory guarantee " +
+                                              format_bytes(guarantee) + " exceeds its limit " +
+                                              format_bytes(limit));
+    s.reserved = s.external = s.memory_guarantee = 0; // a free slot counts nowhere yet
+    if (!guarantee_fits(h, s, guarantee)) {
+      if (attempt == 0) {
+        g.unlock();
+        table_.reclaim_dead();
+        continue;
+      }
+      throw error(errc::guarantee_unavailable,
+                  "session '" + name_ + "': a memory guarantee of " + format_bytes(guarantee) +
+                      " cannot be promised in table '" + table_.name() + "': capacity " +
+                      format_bytes(h.capacity) + ", already committed " +
+                      format_bytes(h.committed_total) + "; lower the guarantee or wait");
+    }
+    generation_ = s.generation + 1;
+    s.generation = generation_;
+    s.pid = ::getpid();
+    s.start_time_ticks = process_start_ticks();
+    s.joined_unix_ns = realtime_ns();
+    copy_name_to(s.name, name_capacity, name_);
+    s.priority = r.priority;
+    s.share = r.share;
+    s.compute_limit_ppm = r.compute_limit_ppm;
+    ++s.settings_seq;
+    s.memory_limit = limit;
+    s.memory_waiting = 0;
+    s.peak = s.reservations_granted = s.reserve_waits = 0;
+    s.reserve_wait_ns = s.reserve_wait_max_ns = 0;
+    set_usage(h, s, 0, 0, guarantee);
+    ++h.live_sessions;
+    crash_point("join.locked");
+    s.state.store(slot_active, std::memory_order_release);
+    joined_ = true;
+    return;
+  }
+}
+
+inline error session_core::never_fits(budget_verdict v, const slot_record& s,
+                                      std::uint64_t bytes) const {
+  if (v == budget_verdict::exceeds_capacity)
+    return error(errc::exceeds_capacity,
+                 "session '" + name_ + "': a reservation of " + format_bytes(bytes) +
+                     " exceeds the whole capacity of table '" + table_.name() + "' (" +
+                     format_bytes(table_.header().capacity) + ")");
+  return error(errc::over_limit, "session '" + name_ + "': reserving " + format_bytes(bytes) +
+                                     " would exceed its memory limit of " +
+                                     format_bytes(s.memory_limit) + " (reserved " +
+                                     format_bytes(s.reserved) + ", used outside reservations " +
+                                     format_bytes(s.external) +
+                                     "); raise the limit (GPUSHARE_MEMORY_LIMIT or `gpushare "
+                                     "set`) or reserve less");
+}
+
+inline error session_core::not_available(const slot_record& s, std::uint64_t bytes,
+                                         std::uint64_t timeout_ns) const {
+  const table_header& h = table_.header();
+  return error(errc::timeout, "session '" + name_ + "': " + format_bytes(bytes) +
+                                  " did not become available in " +
+                                  std::to_string(timeout_ns / 1'000'000) + " ms (table '" +
+                                  table_.name() + "': capacity " + format_bytes(h.capacity) +
+                                  ", committed " + format_bytes(h.committed_total) +
+                                  "; this session holds " + format_bytes(s.reserved) + ")");
+}
+
+} // namespace detail
+} // namespace v0
+} // namespace gpushare

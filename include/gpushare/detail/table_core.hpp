@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: Apache-2.0
+// The mechanics shared by sessions and observers of a table: the lock with crash repair, and the
+// reclamation of dead sessions by whichever live process notices them.
+#pragma once
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include <gpushare/detail/budget.hpp>
+#include <gpushare/detail/crash_point.hpp>
+#include <gpushare/detail/futex.hpp>
+#include <gpushare/detail/liveness.hpp>
+#include <gpushare/detail/robust_lock.hpp>
+#include <gpushare/detail/shm.hpp>
+
+namespace gpushare {
+inline namespace v0 {
+namespace detail {
+
+/// How long a locker waits for the table lock before reporting a stuck (stopped) holder.
+/// Critical sections are a few hundred nanoseconds, so only a stopped or hung process gets near.
+inline constexpr std::uint64_t lock_timeout_ns = 10'000'000'000ull;
+inline constexpr std::int64_t no_slot = -1;
+
+class table_core {
+public:
+  table_core() = default;
+  explicit table_core(mapped_table m) : map_(std::move(m)), pid_(::getpid()) {}
+
+  const table_view& view() const noexcept { return map_.view(); }
+  table_header& header() const noexcept { return *map_.view().header; }
+  slot_record& slot(std::uint32_t i) const noexcept { return map_.view().slots[i]; }
+  std::uint32_t slot_count() const noexcept { return map_.view().slot_count; }
+  const std::string& name() const noexcept { return map_.name(); }
+  int fd() const noexcept { return map_.fd(); }
+  mapped_table& mapping() noexcept { return map_; }
+
+  /// The slot this descriptor holds the liveness lock of (never probed: a probe through the
+  /// owning descriptor cannot see its own lock and would call it dead).
+  void set_own_slot(std::int64_t s) noexcept { own_slot_ = s; }
+  std::int64_t own_slot() const noexcept { return own_slot_; }
+
+  /// RAII holder of the table lock. If the previous holder died inside its critical section, the
+  /// state it protected is repaired before the lock is marked consistent.
+  class guard {
+  public:
+    explicit guard(table_core& t) : t_(&t) {
+      table_header& h = t.header();
+      if (lock_robust(&h.lock, lock_timeout_ns, t.name()) == lock_outcome::owner_died) {
+        t.repair_locked();
+        mark_consistent(&h.lock);
+      }
+      h.lock_holder_pid = t.pid_;
+    }
+    guard(const guard&) = delete;
+    guard& operator=(const guard&) = delete;
+    ~guard() { unlock(); }
+    void unlock() noexcept {
+      if (!t_) return;
+      t_->header().lock_holder_pid = 0;
+      unlock_robust(&t_->header().lock);
+      t_ = nullptr;
+    }
+
+  private:
+    table_core* t_;
+  };
+
+  /// Marks memory as released; the caller wakes the waiters after unlocking (wake_memory_waiters).
+  /// Returns whether anyone waits. Call under the lock.
+  bool note_memory_released() noexcept {
+    table_header& h = header();
+    if (h.memory_waiters == 0) return false;
+    h.memory_wake.fetch_add(1, std::memory_order_release);
+    return true;
+  }
+  void wake_memory_waiters() noexcept { futex_wake(&header().memory_wake); }
+
+  /// Frees the slots of sessions whose owners died, returning their memory to the table.
+  /// Lock-free probing first (one fcntl per active slot), then a re-check under the lock of just
+  /// the candidates: a slot a joiner has claimed in between shows as alive again.
+  std::uint32_t reclaim_dead() {
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> dead;
+    for (std::uint32_t i = 0; i < slot_count(); ++i) {
+      if (i == own_slot_ || slot(i).state.load(std::memory_order_acquire) != slot_active) continue;
+      if (!slot_owner_alive(fd(), i)) dead.emplace_back(i, slot(i).generation);
+    }
+    if (dead.empty()) return 0;
+    guard g(*this);
+    std::uint32_t reclaimed = 0;
+    for (auto [i, gen] : dead) {
+      slot_record& s = slot(i);
+      if (s.state.load(std::memory_order_relaxed) != slot_active || s.generation != gen ||
+          slot_owner_alive(fd(), i))
+        continue;
+      clear_slot(header(), s);
+      ++header().sessions_reclaimed;
+      ++reclaimed;
+    }
+    const bool wake = reclaimed > 0 && note_memory_released();
+    g.unlock();
+    if (wake) wake_memory_waiters();
+    return reclaimed;
+  }
+
+private:
+  /// Called with the lock held, after its previous owner died: clears the slots of every dead
+  /// session and recomputes every total from the slots that remain.
+  void repair_locked() noexcept {
+    table_header& h = header();
+    ++h.lock_repairs;
+    for (std::uint32_t i = 0; i < slot_count(); ++i) {
+      slot_record& s = slot(i);
+      if (i == own_slot_ || s.state.load(std::memory_order_relaxed) != slot_active) continue;
+      if (!slot_owner_alive(fd(), i)) {
+        s.state.store(slot_free, std::memory_order_relaxed); // totals are rebuilt below
+        s.memory_waiting = 0;
+        ++h.sessions_reclaimed;
+      }
+    }
+    recompute_totals(view());
+    h.memory_wake.fetch_add(1, std::memory_order_release);
+    futex_wake(&h.memory_wake); // memory may have come back: let waiters re-check
+  }
+
+  mapped_table map_;
+  std::int64_t own_slot_ = no_slot;
+  std::int32_t pid_ = 0;
+};
+
+} // namespace detail
+} // namespace v0
+} // namespace gpushare

@@ -1,0 +1,11 @@
+// SPDX-License-Identifier: Apache-2.0
+// gpushare: several processes share one GPU by cooperating through a shared-memory table.
+// This umbrella header is the whole GPU-free core API.
+#pragma once
+
+#include <gpushare/error.hpp>
+#include <gpushare/options.hpp>
+#include <gpushare/reservation.hpp>
+#include <gpushare/session.hpp>
+#include <gpushare/table.hpp>
+#include <gpushare/version.hpp>

@@ -1,0 +1,299 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <gpushare/error.hpp>
+
+namespace gpushare {
+inline namespace v0 {
+
+/// Priority classes: a higher number runs first. Any integer in [min_priority, max_priority] is
+/// valid; these are the named ones accepted by GPUSHARE_PRIORITY.
+namespace priority {
+inline constexpr int low = 0;
+inline constexpr int normal = 1; ///< the default
+inline constexpr int high = 2;
+inline constexpr int critical = 3;
+} // namespace priority
+inline constexpr int min_priority = 0;
+inline constexpr int max_priority = 7;
+
+inline constexpr std::uint32_t min_share = 1;
+inline constexpr std::uint32_t max_share = 1'000'000;
+inline constexpr std::uint32_t default_share = 1;
+
+/// An amount of device memory: either absolute bytes or a fraction of the table's capacity
+/// (parts per million), resolved against the capacity when the session joins.
+struct memory_amount {
+  enum class unit { bytes, fraction };
+  unit kind = unit::bytes;
+  std::uint64_t value = 0; ///< bytes, or parts per million of capacity
+
+  static constexpr memory_amount of_bytes(std::uint64_t b) { return {unit::bytes, b}; }
+  static constexpr memory_amount of_ppm(std::uint64_t ppm) { return {unit::fraction, ppm}; }
+  /// Bytes this amount stands for in a table of `capacity` bytes (fractions round down).
+  constexpr std::uint64_t resolve(std::uint64_t capacity) const {
+    if (kind == unit::bytes) return value;
+    __extension__ using u128 = unsigned __int128; // __extension__: no -Wpedantic warning
+    return static_cast<std::uint64_t>((static_cast<u128>(capacity) * value) / 1'000'000u);
+  }
+  friend constexpr bool operator==(const memory_amount&, const memory_amount&) = default;
+};
+
+/// Who may open a table: only the creating user (0600, the default) or its group too (0660).
+enum class table_access { user, group };
+
+/// Everything a session can be configured with. Unset (nullopt) fields take the value of the
+/// matching GPUSHARE_* environment variable if it is set, else the documented default.
+/// Precedence: a value set here in code > the environment > the default.
+struct session_options {
+  std::optional<std::string> name;    ///< shown in status; default: the program's name (comm)
+  std::optional<int> priority;        ///< GPUSHARE_PRIORITY; default priority::normal
+  std::optional<std::uint32_t> share; ///< GPUSHARE_SHARE; default 1
+  std::optional<std::uint32_t> compute_limit_ppm; ///< GPUSHARE_COMPUTE_LIMIT; default 100%
+  std::optional<memory_amount> memory_limit;      ///< GPUSHARE_MEMORY_LIMIT; default: capacity
+  std::optional<memory_amount> memory_guarantee;  ///< GPUSHARE_MEMORY_GUARANTEE; default 0
+  std::optional<std::string> domain;              ///< GPUSHARE_DOMAIN; default "default"
+  std::optional<table_access> access; ///< GPUSHARE_TABLE_MODE; default table_access::user
+  /// Capacity in bytes, used only if this process creates the table. Default: 0 = unlimited
+  /// (2^63 bytes); the CUDA layer passes the device's memory minus headroom.
+  std::optional<std::uint64_t> capacity;
+  /// How long opening waits for another process that is initialising the table.
+  std::chrono::milliseconds open_timeout{5000};
+};
+
+/// The options with every field filled in: code, then environment, then defaults.
+struct resolved_options {
+  std::string name;
+  int priority = priority::normal;
+  std::uint32_t share = default_share;
+  std::uint32_t compute_limit_ppm = 1'000'000;
+  std::optional<memory_amount> memory_limit; ///< nullopt: no limit but the capacity
+  memory_amount memory_guarantee = memory_amount::of_bytes(0);
+  std::string domain = "default";
+  table_access access = table_access::user;
+  std::uint64_t capacity = 0;
+  std::chrono::milliseconds open_timeout{5000};
+};
+
+} // namespace v0
+} // namespace gpushare
+
+// The parsers need the types above and resolve_options() below needs the parsers: see the note at
+// the top of detail/parse.hpp for why the include sits here.
+#define GPUSHARE_DETAIL_OPTION_TYPES_DEFINED 1
+#include <gpushare/detail/parse.hpp>
+
+namespace gpushare {
+inline namespace v0 {
+
+/// Reads an environment variable: nullopt when unset. Tests pass a fake one.
+using env_lookup = std::function<std::optional<std::string>(const char* name)>;
+
+/// The process's environment (std::getenv). A variable that is set but empty is returned as "";
+/// resolve_options() rejects that ("set but empty; unset it or give a value") rather than silently
+/// treating it as unset.
+inline std::optional<std::string> process_environment(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr) return std::nullopt;
+  return std::string(value);
+}
+
+namespace detail {
+
+/// The program's name from /proc/self/comm, trimmed, non-printable bytes replaced by '?';
+/// "gpushare" when it cannot be read.
+inline std::string default_session_name() {
+  std::ifstream comm("/proc/self/comm");
+  std::string name;
+  std::getline(comm, name);
+  const auto first = name.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos) return "gpushare";
+  name = name.substr(first, name.find_last_not_of(" \t\r\n") - first + 1);
+  for (char& c : name)
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e) c = '?';
+  return name.substr(0, max_session_name_length);
+}
+
+/// Parses the value of environment variable `var` with `parse`; a parser's invalid_argument
+/// becomes invalid_environment naming the variable and quoting the value.
+template <class Parse>
+auto parse_env_value(const char* var, std::string_view forms, const std::string& value,
+                     Parse parse) {
+  if (value.empty())
+    throw error(errc::invalid_environment,
+                std::string("environment variable ") + var +
+                    " is set but empty; unset it or give a value: " + std::string(forms));
+  try {
+    return parse(std::string_view(value));
+  } catch (const error& e) {
+    if (e.code() != errc::invalid_argument) throw;
+    throw error(errc::invalid_environment, std::string("environment variable ") + var + "=" +
+                                               quote(value, 60) +
+                                               " is invalid (fix or unset it): " + e.what());
+  }
+}
+
+/// One option: the value set in code (checked by `check`), else the environment variable `var`
+/// (parsed by `parse`), else nullopt for the caller's default.
+template <class T, class Parse, class Check>
+std::optional<T> pick_option(const std::optional<T>& in_code, const env_lookup& env,
+                             const char* var, std::string_view forms, Parse parse, Check check) {
+  if (in_code) {
+    check(*in_code);
+    return in_code;
+  }
+  if (auto value = env(var)) return T(parse_env_value(var, forms, *value, parse));
+  return std::nullopt;
+}
+
+/// Throws invalid_argument for a value set in code that is outside [lo, hi].
+template <class T>
+void check_in_code_range(const char* field, T value, T lo, T hi, std::string_view unit = "") {
+  if (value >= lo && value <= hi) return;
+  throw error(errc::invalid_argument,
+              std::string("session_options::") + field + " is " + std::to_string(value) +
+                  std::string(unit) + "; it must be from " + std::to_string(lo) +
+                  std::string(unit) + " to " + std::to_string(hi) + std::string(unit));
+}
+
+/// Throws invalid_argument for a memory amount set in code that is a fraction over 100%.
+inline void check_in_code_memory(const char* field, const memory_amount& m) {
+  if (m.kind == memory_amount::unit::fraction)
+    check_in_code_range<std::uint64_t>(field, m.value, 0, 1'000'000, " ppm");
+}
+
+/// A guarantee above the limit, when both are in the same unit, can never be honoured. (Mixed
+/// units are compared against the capacity when the session joins.)
+inline void check_guarantee_within_limit(const resolved_options& r, bool limit_from_env,
+                                         bool guarantee_from_env) {
+  const auto& limit = r.memory_limit;
+  const auto& guarantee = r.memory_guarantee;
+  if (!limit || limit->kind != guarantee.kind || guarantee.value <= limit->value) return;
+  const auto show = [](const memory_amount& m, bool from_env, const char* var, const char* field) {
+    return (m.kind == memory_amount::unit::bytes
+                ? format_bytes(m.value)
+                : format_ppm_percent(
+                      static_cast<std::uint32_t>(std::min<std::uint64_t>(m.value, 1'000'000)))) +
+           (from_env ? std::string(" (from ") + var + ")"
+                     : std::string(" (session_options::") + field + ")");
+  };
+  throw error(
+      limit_from_env || guarantee_from_env ? errc::invalid_environment : errc::invalid_argument,
+      "the memory guarantee " +
+          show(guarantee, guarantee_from_env, "GPUSHARE_MEMORY_GUARANTEE", "memory_guarantee") +
+          " is greater than the memory limit " +
+          show(*limit, limit_from_env, "GPUSHARE_MEMORY_LIMIT", "memory_limit") +
+          "; lower the guarantee or raise the limit");
+}
+
+/// Resolves the memory limit and guarantee and checks them against each other.
+inline void resolve_memory(const session_options& opts, const env_lookup& env,
+                           resolved_options& r) {
+  const auto limit = pick_option(
+      opts.memory_limit, env, "GPUSHARE_MEMORY_LIMIT", memory_amount_forms, parse_memory_amount,
+      [](const memory_amount& m) { check_in_code_memory("memory_limit", m); });
+  const auto guarantee =
+      pick_option(opts.memory_guarantee, env, "GPUSHARE_MEMORY_GUARANTEE", memory_amount_forms,
+                  parse_memory_amount,
+                  [](const memory_amount& m) { check_in_code_memory("memory_guarantee", m); });
+  r.memory_limit = limit;
+  if (guarantee) r.memory_guarantee = *guarantee;
+  check_guarantee_within_limit(r, limit && !opts.memory_limit, guarantee && !opts.memory_guarantee);
+}
+
+/// Resolves the fields that only code can set: capacity, open timeout.
+inline void resolve_code_only(const session_options& opts, resolved_options& r) {
+  const std::uint64_t capacity = opts.capacity.value_or(0);
+  if (capacity > max_memory_bytes)
+    throw error(errc::invalid_argument,
+                "session_options::capacity is " + std::to_string(capacity) +
+                    " bytes; the most is 2^63 bytes (give 0 for unlimited)");
+  r.capacity = capacity == 0 ? max_memory_bytes : capacity;
+  if (opts.open_timeout.count() < 0)
+    throw error(errc::invalid_argument, "session_options::open_timeout is negative (" +
+                                            std::to_string(opts.open_timeout.count()) + " ms)");
+  r.open_timeout = opts.open_timeout;
+}
+
+/// Resolves the name and the domain (strings, validated, with their defaults).
+inline void resolve_names(const session_options& opts, const env_lookup& env, resolved_options& r) {
+  const auto name = pick_option(
+      opts.name, env, "GPUSHARE_NAME", session_name_forms,
+      [](std::string_view s) {
+        validate_session_name(s);
+        return std::string(s);
+      },
+      [](const std::string& s) { validate_session_name(s); });
+  r.name = name ? *name : default_session_name();
+  const auto domain = pick_option(
+      opts.domain, env, "GPUSHARE_DOMAIN", domain_forms,
+      [](std::string_view s) {
+        validate_domain(s);
+        return std::string(s);
+      },
+      [](const std::string& s) { validate_domain(s); });
+  r.domain = domain ? *domain : "default";
+}
+
+/// Resolves priority, share and compute limit.
+inline void resolve_scheduling(const session_options& opts, const env_lookup& env,
+                               resolved_options& r) {
+  r.priority =
+      pick_option(opts.priority, env, "GPUSHARE_PRIORITY", priority_forms, parse_priority,
+                  [](int p) { check_in_code_range("priority", p, min_priority, max_priority); })
+          .value_or(priority::normal);
+  r.share =
+      pick_option(opts.share, env, "GPUSHARE_SHARE", share_forms, parse_share, [](std::uint32_t s) {
+        check_in_code_range("share", s, min_share, max_share);
+      }).value_or(default_share);
+  r.compute_limit_ppm = pick_option(opts.compute_limit_ppm, env, "GPUSHARE_COMPUTE_LIMIT",
+                                    percent_forms, parse_percent_ppm,
+                                    [](std::uint32_t p) {
+                                      check_in_code_range<std::uint32_t>("compute_limit_ppm", p, 1,
+                                                                         1'000'000, " ppm");
+                                    })
+                            .value_or(1'000'000);
+}
+
+/// Resolves the table's access mode.
+inline void resolve_access(const session_options& opts, const env_lookup& env,
+                           resolved_options& r) {
+  r.access =
+      pick_option(opts.access, env, "GPUSHARE_TABLE_MODE", table_access_forms, parse_table_access,
+                  [](table_access a) {
+                    if (a != table_access::user && a != table_access::group)
+                      throw error(errc::invalid_argument,
+                                  "session_options::access is neither table_access::user "
+                                  "nor table_access::group");
+                  })
+          .value_or(table_access::user);
+}
+
+} // namespace detail
+
+/// Fills in every option: a value set in `opts` wins, else the GPUSHARE_* variable from `env`,
+/// else the default. Values set in code are checked (errc::invalid_argument); unusable variables
+/// (malformed, out of range, or set but empty) throw errc::invalid_environment naming the variable
+/// and quoting its value.
+inline resolved_options resolve_options(const session_options& opts,
+                                        const env_lookup& env = process_environment) {
+  resolved_options r;
+  detail::resolve_names(opts, env, r);
+  detail::resolve_scheduling(opts, env, r);
+  detail::resolve_access(opts, env, r);
+  detail::resolve_memory(opts, env, r);
+  detail::resolve_code_only(opts, r);
+  return r;
+}
+
+} // namespace v0
+} // namespace gpushare

@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <utility>
+
+#include <gpushare/detail/session_core.hpp>
+
+namespace gpushare {
+inline namespace v0 {
+
+class session;
+
+/// Bytes of device memory promised to a session by the table: while a reservation holds them, no
+/// other session can reserve them. Released on destruction. Movable, not copyable.
+///
+///     auto r = s.reserve(256 << 20);          // waits until 256 MiB fit the budget
+///     void* p; cudaMalloc(&p, r.size());      // the budget already holds room for it
+///     r.grow(64 << 20);                       // more, later
+///
+/// A reservation keeps its session's state alive, but once the session has left (or was moved
+/// into a forked child), releasing it is a no-op: leaving already returned every byte.
+class reservation {
+public:
+  reservation() = default;
+  reservation(reservation&& o) noexcept
+      : core_(std::move(o.core_)), bytes_(std::exchange(o.bytes_, 0)) {}
+  reservation& operator=(reservation&& o) noexcept {
+    if (this != &o) {
+      release();
+      core_ = std::move(o.core_);
+      bytes_ = std::exchange(o.bytes_, 0);
+    }
+    return *this;
+  }
+  reservation(const reservation&) = delete;
+  reservation& operator=(const reservation&) = delete;
+  ~reservation() { release(); }
+
+  /// Bytes held.
+  std::uint64_t size() const noexcept { return bytes_; }
+  explicit operator bool() const noexcept { return bytes_ > 0; }
+
+  /// Grows by `bytes`, waiting up to `timeout` for memory. Throws errc::over_limit /
+  /// errc::exceeds_capacity at once if it can never fit, errc::timeout when it did not in time.
+  template <class Rep, class Period>
+  void grow(std::uint64_t bytes, std::chrono::duration<Rep, Period> timeout) {
+    require_core().grow(bytes, detail::to_ns(timeout), true);
+    bytes_ += bytes;
+  }
+  /// Grows by `bytes`, waiting as long as it takes (dead peers' memory is reclaimed meanwhile).
+  void grow(std::uint64_t bytes) {
+    require_core().grow(bytes, detail::wait_forever_ns, true);
+    bytes_ += bytes;
+  }
+  /// Grows by `bytes` if that fits now; false otherwise (over-limit still throws).
+  bool try_grow(std::uint64_t bytes) {
+    if (!require_core().grow(bytes, 0, false)) return false;
+    bytes_ += bytes;
+    return true;
+  }
+  /// Gives back `bytes` (at most what it holds).
+  void shrink(std::uint64_t bytes) noexcept {
+    bytes = bytes < bytes_ ? bytes : bytes_;
+    if (core_) core_->shrink(bytes);
+    bytes_ -= bytes;
+  }
+  /// Gives back everything now.
+  void release() noexcept {
+    if (core_ && bytes_ > 0) core_->shrink(bytes_);
+    bytes_ = 0;
+  }
+
+private:
+  friend class session;
+  reservation(std::shared_ptr<detail::session_core> core, std::uint64_t bytes) noexcept
+      : core_(std::move(core)), bytes_(bytes) {}
+  detail::session_core& require_core() const {
+    if (!core_) throw error(errc::session_closed, "empty reservation (moved from or default)");
+    return *core_;
+  }
+
+  std::shared_ptr<detail::session_core> core_;
+  std::uint64_t bytes_ = 0;
+};
+
+} // namespace v0
+} // namespace gpushare

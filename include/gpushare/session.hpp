@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string_view>
+
+#include <gpushare/detail/session_core.hpp>
+#include <gpushare/options.hpp>
+#include <gpushare/reservation.hpp>
+#include <gpushare/table.hpp>
+
+namespace gpushare {
+inline namespace v0 {
+
+/// A process's membership in a table: a slot carrying its name, priority, share and limits, and
+/// the owner of its memory reservations. Joins on construction, leaves on destruction; if the
+/// process dies instead, the first live peer that notices reclaims everything it held.
+///
+///     gpushare::session s("GPU-8f1e...", {.name = "trainer", .share = 3});
+///     auto r = s.reserve(2ull << 30, std::chrono::seconds(10)); // 2 GiB, wait up to 10 s
+///
+/// Movable, not copyable. Usable from several threads. A forked child's copy is inert: the child
+/// opens its own session.
+class session {
+public:
+  /// Joins the table for `key` (creating it if needed). Options not set here come from the
+  /// environment (GPUSHARE_*), then from the defaults; see session_options.
+  explicit session(std::string_view key, const session_options& opts = {})
+      : core_(std::make_shared<detail::session_core>(key, opts)) {}
+
+  session(session&&) noexcept = default;
+  session& operator=(session&& o) noexcept {
+    if (this != &o) {
+      leave();
+      core_ = std::move(o.core_);
+    }
+    return *this;
+  }
+  session(const session&) = delete;
+  session& operator=(const session&) = delete;
+  ~session() { leave(); }
+
+  /// Reserves `bytes`, waiting up to `timeout` for other sessions to release memory.
+  /// Throws errc::over_limit (over this session's memory limit) or errc::exceeds_capacity at
+  /// once: those never fit. Throws errc::timeout if the memory did not become free in time.
+  template <class Rep, class Period>
+  reservation reserve(std::uint64_t bytes, std::chrono::duration<Rep, Period> timeout) {
+    core().grow(bytes, detail::to_ns(timeout), true);
+    return reservation(core_, bytes);
+  }
+  /// Reserves `bytes`, waiting as long as it takes. Waiting re-checks liveness every 100 ms, so
+  /// memory held by a peer that died is reclaimed and handed out.
+  reservation reserve(std::uint64_t bytes) {
+    core().grow(bytes, detail::wait_forever_ns, true);
+    return reservation(core_, bytes);
+  }
+  /// Reserves `bytes` if they fit now, else nullopt. Over-limit requests still throw.
+  std::optional<reservation> try_reserve(std::uint64_t bytes) {
+    if (!core().grow(bytes, 0, false)) return std::nullopt;
+    return reservation(core_, bytes);
+  }
+
+  /// Declares memory this session uses outside its reservations (the CUDA layer records its
+  /// context here). It counts against the session's limit and the table's capacity; it is a fact,
+  /// not a request, so it is recorded even when it overcommits (later reservations then wait).
+  void set_external_usage(std::uint64_t bytes) { core().set_external(bytes); }
+
+  /// Changes this session's own settings (other processes use table::configure).
+  void configure(const settings_change& change) { core().configure(change); }
+
+  /// This session's current settings and statistics.
+  session_info info() { return core().info(); }
+  /// The whole table at one instant.
+  table_snapshot snapshot() { return core().snapshot(); }
+
+  /// Leaves the table now (the destructor does it otherwise). Reservations still alive become
+  /// empty shells: leaving already returned their bytes.
+  void leave() noexcept {
+    if (core_) core_->leave();
+  }
+
+  session_id id() const { return core_const().id(); }
+  const std::string& name() const { return core_const().name(); }
+  /// The shm object name of the table, e.g. "/gpushare.default.u1000.GPU-8f1e...".
+  const std::string& table_name() const { return core_const().table_name(); }
+  bool joined() const noexcept { return core_ && core_->joined(); }
+
+private:
+  detail::session_core& core() {
+    if (!core_) throw error(errc::session_closed, "this session was moved from");
+    return *core_;
+  }
+  const detail::session_core& core_const() const {
+    if (!core_) throw error(errc::session_closed, "this session was moved from");
+    return *core_;
+  }
+
+  std::shared_ptr<detail::session_core> core_;
+};
+
+} // namespace v0
+} // namespace gpushare

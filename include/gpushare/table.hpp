@@ -1,0 +1,231 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <gpushare/detail/table_core.hpp>
+#include <gpushare/options.hpp>
+
+namespace gpushare {
+inline namespace v0 {
+
+/// Names one session of a table: its slot and the join generation of that slot (a later session
+/// in the same slot has another generation, so a stale id never reaches it).
+struct session_id {
+  std::uint32_t slot = 0;
+  std::uint32_t generation = 0;
+  friend bool operator==(const session_id&, const session_id&) = default;
+};
+
+/// One live session as seen in a snapshot.
+struct session_info {
+  session_id id;
+  std::string name;
+  std::int32_t pid = 0; ///< for display: liveness never relies on it
+  std::uint64_t start_time_ticks = 0;
+  std::uint64_t joined_unix_ns = 0;
+  int priority = priority::normal;
+  std::uint32_t share = default_share;
+  std::uint32_t compute_limit_ppm = 1'000'000;
+  std::uint64_t memory_limit = 0;
+  std::uint64_t memory_guarantee = 0;
+  std::uint64_t reserved = 0; ///< bytes held by reservations
+  std::uint64_t external = 0; ///< bytes used outside reservations (e.g. CUDA context)
+  std::uint64_t peak = 0;     ///< max of reserved + external
+  std::uint64_t reservations_granted = 0;
+  std::uint64_t reserve_waits = 0;       ///< reservations that had to wait
+  std::uint64_t reserve_wait_ns = 0;     ///< total time spent waiting
+  std::uint64_t reserve_wait_max_ns = 0; ///< longest single wait
+  std::uint32_t waiting_for_memory = 0;  ///< threads blocked in reserve() right now
+  std::uint32_t settings_seq = 0;        ///< bumped by every change of the settings
+};
+
+/// A table at one instant (taken under the table lock).
+struct table_snapshot {
+  std::string object_name; ///< the POSIX shm name, e.g. "/gpushare.default.u1000.GPU-..."
+  std::string key;
+  std::string domain;
+  std::uint32_t access_mode = 0600;
+  std::int32_t creator_pid = 0;
+  std::uint64_t created_unix_ns = 0;
+  std::uint32_t slot_count = 0;
+  std::uint64_t capacity = 0;
+  std::uint64_t reserved_total = 0;
+  std::uint64_t committed_total = 0; ///< reservations + external + unused guarantees
+  std::uint64_t available = 0;       ///< capacity - committed_total
+  std::uint64_t lock_repairs = 0;
+  std::uint64_t sessions_reclaimed = 0;
+  std::vector<session_info> sessions; ///< live sessions, by slot
+};
+
+/// Changes to a live session's settings. Unset fields stay as they are.
+struct settings_change {
+  std::optional<int> priority;
+  std::optional<std::uint32_t> share;
+  std::optional<std::uint32_t> compute_limit_ppm;
+  std::optional<memory_amount> memory_limit;
+  std::optional<memory_amount> memory_guarantee;
+};
+
+namespace detail {
+
+inline session_info read_session(const slot_record& s, std::uint32_t index) {
+  session_info i;
+  i.id = {index, s.generation};
+  i.name = read_bounded(s.name, name_capacity);
+  i.pid = s.pid;
+  i.start_time_ticks = s.start_time_ticks;
+  i.joined_unix_ns = s.joined_unix_ns;
+  i.priority = s.priority;
+  i.share = s.share;
+  i.compute_limit_ppm = s.compute_limit_ppm;
+  i.memory_limit = s.memory_limit;
+  i.memory_guarantee = s.memory_guarantee;
+  i.reserved = s.reserved;
+  i.external = s.external;
+  i.peak = s.peak;
+  i.reservations_granted = s.reservations_granted;
+  i.reserve_waits = s.reserve_waits;
+  i.reserve_wait_ns = s.reserve_wait_ns;
+  i.reserve_wait_max_ns = s.reserve_wait_max_ns;
+  i.waiting_for_memory = s.memory_waiting;
+  i.settings_seq = s.settings_seq;
+  return i;
+}
+
+/// Validates a change and applies it to slot `s`. Call under the table lock.
+inline void apply_settings(table_header& h, slot_record& s, const settings_change& c,
+                           const std::string& who) {
+  if (c.priority && (*c.priority < min_priority || *c.priority > max_priority))
+    throw error(errc::invalid_argument, "priority " + std::to_string(*c.priority) +
+                                            " is out of range " + std::to_string(min_priority) +
+                                            ".." + std::to_string(max_priority));
+  if (c.share && (*c.share < min_share || *c.share > max_share))
+    throw error(errc::invalid_argument, "share " + std::to_string(*c.share) +
+                                            " is out of range 1.." + std::to_string(max_share));
+  if (c.compute_limit_ppm && (*c.compute_limit_ppm == 0 || *c.compute_limit_ppm > 1'000'000))
+    throw error(errc::invalid_argument, "compute limit must be in (0%, 100%]");
+  const std::uint64_t limit = c.memory_limit ? c.memory_limit->resolve(h.capacity) : s.memory_limit;
+  const std::uint64_t guarantee =
+      c.memory_guarantee ? c.memory_guarantee->resolve(h.capacity) : s.memory_guarantee;
+  if (guarantee > limit)
+    throw error(errc::invalid_argument, who + ": memory guarantee " + format_bytes(guarantee) +
+                                            " would exceed its memory limit " +
+                                            format_bytes(limit));
+  if (guarantee != s.memory_guarantee && !guarantee_fits(h, s, guarantee))
+    throw error(errc::guarantee_unavailable,
+                who + ": a memory guarantee of " + format_bytes(guarantee) +
+                    " cannot be promised: the table's capacity is " + format_bytes(h.capacity) +
+                    " and " + format_bytes(sat_sub(h.committed_total, commitment(s))) +
+                    " is already committed to other sessions");
+  if (c.priority) s.priority = *c.priority;
+  if (c.share) s.share = *c.share;
+  if (c.compute_limit_ppm) s.compute_limit_ppm = *c.compute_limit_ppm;
+  s.memory_limit = limit; // a lower limit does not take back what is reserved; growth stops
+  set_usage(h, s, s.reserved, s.external, guarantee);
+  ++s.settings_seq;
+}
+
+/// Every live session of `core`, consistent at one instant; dead sessions are reclaimed first.
+inline table_snapshot take_snapshot(table_core& core_) {
+  core_.reclaim_dead();
+  table_core::guard g(core_);
+  const table_header& h = core_.header();
+  table_snapshot s;
+  s.object_name = core_.name();
+  s.key = read_bounded(h.key, key_capacity);
+  s.domain = read_bounded(h.domain, domain_capacity);
+  s.access_mode = h.access_mode;
+  s.creator_pid = h.creator_pid;
+  s.created_unix_ns = h.created_unix_ns;
+  s.slot_count = core_.slot_count();
+  s.capacity = h.capacity;
+  s.reserved_total = h.reserved_total;
+  s.committed_total = h.committed_total;
+  s.available = sat_sub(h.capacity, h.committed_total);
+  s.lock_repairs = h.lock_repairs;
+  s.sessions_reclaimed = h.sessions_reclaimed;
+  for (std::uint32_t i = 0; i < core_.slot_count(); ++i) {
+    const slot_record& slot = core_.slot(i);
+    if (slot.state.load(std::memory_order_relaxed) == slot_active)
+      s.sessions.push_back(read_session(slot, i));
+  }
+  return s;
+}
+
+} // namespace detail
+
+/// A handle on a table for observing and administering it (the CLI, tests, monitoring). It holds
+/// no session: opening one never appears in a snapshot.
+///
+///     auto t = gpushare::table::open("GPU-1234");
+///     for (const auto& s : t.snapshot().sessions) std::cout << s.name << ' ' << s.reserved;
+class table {
+public:
+  /// Opens the table for `key` (creating it if needed), with domain, access and capacity from
+  /// `opts` and the environment.
+  static table open(std::string_view key, const session_options& opts = {}) {
+    const resolved_options r = resolve_options(opts);
+    detail::create_params p;
+    p.domain = r.domain;
+    p.key = std::string(key);
+    p.access = r.access;
+    p.capacity = r.capacity;
+    p.open_timeout_ns = detail::to_ns(r.open_timeout);
+    return table(detail::mapped_table::open_or_create(p));
+  }
+
+  /// Opens an existing table by its shm object name ("/gpushare.<domain>.<owner>.<key>").
+  static table open_existing(const std::string& object_name,
+                             std::chrono::milliseconds timeout = std::chrono::milliseconds(5000)) {
+    return table(detail::mapped_table::open_existing(object_name, detail::to_ns(timeout)));
+  }
+
+  /// Every live session, consistent at one instant. Dead sessions are reclaimed first.
+  table_snapshot snapshot() { return detail::take_snapshot(core_); }
+
+  /// Live sessions named `name`.
+  std::vector<session_id> find(std::string_view name) {
+    std::vector<session_id> ids;
+    for (const auto& s : snapshot().sessions)
+      if (s.name == name) ids.push_back(s.id);
+    return ids;
+  }
+
+  /// Changes a live session's settings; it sees them at its next operation. Throws
+  /// errc::invalid_argument if that session has left (or its slot holds another session now).
+  void configure(session_id id, const settings_change& change) {
+    if (id.slot >= core_.slot_count())
+      throw error(errc::invalid_argument, "slot " + std::to_string(id.slot) + " does not exist");
+    detail::table_core::guard g(core_);
+    detail::slot_record& s = core_.slot(id.slot);
+    if (s.state.load(std::memory_order_relaxed) != detail::slot_active ||
+        s.generation != id.generation)
+      throw error(errc::invalid_argument, "no live session " + std::to_string(id.slot) + "." +
+                                              std::to_string(id.generation) + " in table '" +
+                                              core_.name() + "'");
+    const bool released = change.memory_guarantee.has_value();
+    detail::apply_settings(core_.header(), s, change,
+                           "session '" + detail::read_bounded(s.name, detail::name_capacity) + "'");
+    const bool wake = released && core_.note_memory_released();
+    g.unlock();
+    if (wake) core_.wake_memory_waiters();
+  }
+
+  /// Frees the slots of dead sessions now (any operation also does this when it needs to).
+  std::uint32_t reclaim_dead_sessions() { return core_.reclaim_dead(); }
+
+  const std::string& object_name() const noexcept { return core_.name(); }
+  bool created() noexcept { return core_.mapping().created(); }
+
+private:
+  explicit table(detail::mapped_table m) : core_(std::move(m)) {}
+  detail::table_core core_;
+};
+
+} // namespace v0
+} // namespace gpushare

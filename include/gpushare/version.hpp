@@ -1,0 +1,28 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// Library version (semantic versioning).
+#define GPUSHARE_VERSION_MAJOR 0
+#define GPUSHARE_VERSION_MINOR 1
+#define GPUSHARE_VERSION_PATCH 0
+#define GPUSHARE_VERSION_STRING "0.1.0"
+
+namespace gpushare {
+/// Versioned inline namespace: two gpushare versions linked into one program do not collide.
+inline namespace v0 {
+
+struct library_version {
+  int major;
+  int minor;
+  int patch;
+};
+
+inline constexpr library_version version{GPUSHARE_VERSION_MAJOR, GPUSHARE_VERSION_MINOR,
+                                         GPUSHARE_VERSION_PATCH};
+
+/// Layout version of the shared table. Processes agree on a table only when this number matches;
+/// bump it whenever a byte of detail/layout.hpp changes meaning.
+inline constexpr unsigned table_layout_version = 1;
+
+} // namespace v0
+} // namespace gpushare

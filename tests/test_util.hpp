@@ -1,0 +1,135 @@
+// SPDX-License-Identifier: Apache-2.0
+// Helpers for gpushare's tests: unique table keys that clean up after themselves, forked
+// children with results, and a tiny shared-memory scratch area for multi-process checks.
+#pragma once
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <functional>
+#include <new>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gpushare/gpushare.hpp>
+
+namespace test {
+
+/// A table key unique to this test run; the table object is unlinked when it goes out of scope.
+class unique_table {
+public:
+  explicit unique_table(const std::string& what, std::uint64_t capacity = 0) {
+    static std::atomic<int> counter{0};
+    key_ = "test-" + what + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+    opts_.capacity = capacity;
+    opts_.domain = "gpusharetest";
+  }
+  ~unique_table() {
+    for (auto access : {gpushare::table_access::user, gpushare::table_access::group})
+      ::shm_unlink(gpushare::detail::table_object_name("gpusharetest", key_, access).c_str());
+  }
+  unique_table(const unique_table&) = delete;
+  unique_table& operator=(const unique_table&) = delete;
+
+  const std::string& key() const { return key_; }
+  std::string object_name() const {
+    return gpushare::detail::table_object_name("gpusharetest", key_, gpushare::table_access::user);
+  }
+  /// Options for a session of this table (domain and capacity preset).
+  gpushare::session_options options(const std::string& name = "test") const {
+    gpushare::session_options o = opts_;
+    o.name = name;
+    return o;
+  }
+  gpushare::session join(const std::string& name = "test") const {
+    return gpushare::session(key_, options(name));
+  }
+  gpushare::table open() const { return gpushare::table::open(key_, opts_); }
+
+private:
+  std::string key_;
+  gpushare::session_options opts_;
+};
+
+/// Anonymous shared memory that forked children can write results into.
+template <class T> class shared_block {
+public:
+  explicit shared_block(std::size_t n = 1) : n_(n) {
+    void* p =
+        ::mmap(nullptr, sizeof(T) * n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    p_ = static_cast<T*>(p);
+    for (std::size_t i = 0; i < n; ++i) new (p_ + i) T{};
+  }
+  ~shared_block() { ::munmap(p_, sizeof(T) * n_); }
+  shared_block(const shared_block&) = delete;
+  shared_block& operator=(const shared_block&) = delete;
+  T& operator[](std::size_t i) { return p_[i]; }
+  T* get() { return p_; }
+
+private:
+  T* p_;
+  std::size_t n_;
+};
+
+/// Forks a child running `fn`; the child's exit status is fn's return value (an exception: 99).
+inline pid_t spawn(const std::function<int()>& fn) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    int rc = 99;
+    try {
+      rc = fn();
+    } catch (...) {
+    }
+    std::_Exit(rc); // no atexit handlers, no doctest teardown in the child
+  }
+  return pid;
+}
+
+/// Waits for `pid`; returns its exit code, or 128 + signal if it was killed.
+inline int wait_exit(pid_t pid) {
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return -1;
+}
+
+/// Makes this (child) process die by SIGKILL when it reaches crash point `where`.
+inline void die_at(const char* where) {
+  static const char* target = nullptr;
+  target = where;
+  gpushare::detail::crash_point_hook = [](const char* w) {
+    if (std::string_view(w) == target) ::kill(::getpid(), SIGKILL);
+  };
+}
+
+inline std::uint64_t now_ns() { return gpushare::detail::monotonic_ns(); }
+
+/// Sum of `reserved` over the sessions of a snapshot (must equal reserved_total).
+inline std::uint64_t sum_reserved(const gpushare::table_snapshot& s) {
+  std::uint64_t sum = 0;
+  for (const auto& i : s.sessions) sum += i.reserved;
+  return sum;
+}
+
+/// Polls `pred` every millisecond until it holds or `timeout` passes.
+inline bool eventually(const std::function<bool()>& pred,
+                       std::chrono::milliseconds timeout = std::chrono::milliseconds(2000)) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return pred();
+}
+
+} // namespace test
