@@ -6,6 +6,7 @@
 #include <gpushare/error.hpp>
 #include <gpushare/options.hpp>
 #include <gpushare/reservation.hpp>
+#include <gpushare/scoped_kernel.hpp>
 #include <gpushare/session.hpp>
 #include <gpushare/table.hpp>
 #include <gpushare/version.hpp>

@@ -48,6 +48,12 @@ struct memory_amount {
   friend constexpr bool operator==(const memory_amount&, const memory_amount&) = default;
 };
 
+/// Where a session that holds the device lets an equal-priority waiter take over once its
+/// quantum is used: at any guard boundary (the default), or only at its yield() points (for
+/// applications whose guards inside an iteration are not cheap switching points). A waiter of a
+/// higher priority class always gets the device at the next guard boundary.
+enum class handover_point { at_guard, at_yield };
+
 /// Who may open a table: only the creating user (0600, the default) or its group too (0660).
 enum class table_access { user, group };
 
@@ -66,6 +72,11 @@ struct session_options {
   /// Capacity in bytes, used only if this process creates the table. Default: 0 = unlimited
   /// (2^63 bytes); the CUDA layer passes the device's memory minus headroom.
   std::optional<std::uint64_t> capacity;
+  /// GPUSHARE_QUANTUM (e.g. "5ms"): device time a holder may keep the device across consecutive
+  /// guards while sessions of its priority wait; default 5 ms, range 1 us .. 10 s.
+  std::optional<std::chrono::nanoseconds> quantum;
+  /// GPUSHARE_HANDOVER ("guard" or "yield"); default handover_point::at_guard.
+  std::optional<handover_point> handover;
   /// How long opening waits for another process that is initialising the table.
   std::chrono::milliseconds open_timeout{5000};
 };
@@ -81,6 +92,8 @@ struct resolved_options {
   std::string domain = "default";
   table_access access = table_access::user;
   std::uint64_t capacity = 0;
+  std::uint64_t quantum_ns = 5'000'000;
+  handover_point handover = handover_point::at_guard;
   std::chrono::milliseconds open_timeout{5000};
 };
 
@@ -262,6 +275,17 @@ inline void resolve_scheduling(const session_options& opts, const env_lookup& en
                                                                          1'000'000, " ppm");
                                     })
                             .value_or(1'000'000);
+  const auto quantum_ns = pick_option(
+      opts.quantum ? std::optional<std::uint64_t>(
+                         static_cast<std::uint64_t>(std::max<std::int64_t>(opts.quantum->count(), 0)))
+                   : std::nullopt,
+      env, "GPUSHARE_QUANTUM", duration_forms, parse_duration_ns, [](std::uint64_t q) {
+        check_in_code_range<std::uint64_t>("quantum", q, min_quantum_ns, max_quantum_ns, " ns");
+      });
+  r.quantum_ns = quantum_ns.value_or(default_quantum_ns);
+  r.handover = pick_option(opts.handover, env, "GPUSHARE_HANDOVER", handover_forms,
+                           parse_handover, [](handover_point) {})
+                   .value_or(handover_point::at_guard);
 }
 
 /// Resolves the table's access mode.

@@ -24,6 +24,8 @@ inline namespace v0 {
 ///
 /// Movable, not copyable. Usable from several threads. A forked child's copy is inert: the child
 /// opens its own session.
+class scoped_kernel;
+
 class session {
 public:
   /// Joins the table for `key` (creating it if needed). Options not set here come from the
@@ -63,6 +65,14 @@ public:
     return reservation(core_, bytes);
   }
 
+  /// A cheap moment to give way (an iteration boundary, between requests). If a session that
+  /// should run now waits (a higher priority class, or an equal one once this session's quantum
+  /// is used), hands the device over and returns when it is this session's turn again.
+  /// Nearly free when nobody waits: one relaxed atomic load.
+  void yield() {
+    if (core_) core_->yield();
+  }
+
   /// Declares memory this session uses outside its reservations (the CUDA layer records its
   /// context here). It counts against the session's limit and the table's capacity; it is a fact,
   /// not a request, so it is recorded even when it overcommits (later reservations then wait).
@@ -89,6 +99,11 @@ public:
   bool joined() const noexcept { return core_ && core_->joined(); }
 
 private:
+  friend class scoped_kernel;
+  std::shared_ptr<detail::session_core> shared_core() {
+    core();
+    return core_;
+  }
   detail::session_core& core() {
     if (!core_) throw error(errc::session_closed, "this session was moved from");
     return *core_;

@@ -42,6 +42,28 @@ struct session_info {
   std::uint64_t reserve_wait_max_ns = 0; ///< longest single wait
   std::uint32_t waiting_for_memory = 0;  ///< threads blocked in reserve() right now
   std::uint32_t settings_seq = 0;        ///< bumped by every change of the settings
+
+  // compute arbitration
+  std::uint64_t quantum_ns = 0;
+  handover_point handover = handover_point::at_guard;
+  bool holds_device = false;           ///< it is the table's device holder now
+  std::uint32_t active_guards = 0;     ///< its guards inside their region now
+  std::uint32_t waiting_for_device = 0; ///< its threads waiting for the device now
+  std::uint64_t device_ns = 0;         ///< device time used in guards (wall time or measured)
+  std::uint64_t guards = 0;            ///< guards completed
+  std::uint64_t device_waits = 0;      ///< guards and yields that had to wait
+  std::uint64_t device_wait_ns = 0;    ///< total time waited for the device
+  std::uint64_t device_wait_max_ns = 0; ///< longest single wait
+  std::uint64_t handovers = 0;         ///< times it gave the device to another session
+  std::uint64_t cap_throttle_ns = 0;   ///< time its compute limit held it back
+  std::uint64_t vtime = 0;             ///< virtual time (device ns * 1000 / share)
+
+  /// "running" (in a guard), "waiting" (for the device or memory) or "idle".
+  const char* state() const noexcept {
+    if (active_guards > 0) return "running";
+    if (waiting_for_device > 0 || waiting_for_memory > 0) return "waiting";
+    return "idle";
+  }
 };
 
 /// A table at one instant (taken under the table lock).
@@ -59,6 +81,8 @@ struct table_snapshot {
   std::uint64_t available = 0;       ///< capacity - committed_total
   std::uint64_t lock_repairs = 0;
   std::uint64_t sessions_reclaimed = 0;
+  std::uint64_t handovers = 0;        ///< times the device went from one session to another
+  std::optional<session_id> holder;   ///< the session holding the device, if any
   std::vector<session_info> sessions; ///< live sessions, by slot
 };
 
@@ -69,6 +93,8 @@ struct settings_change {
   std::optional<std::uint32_t> compute_limit_ppm;
   std::optional<memory_amount> memory_limit;
   std::optional<memory_amount> memory_guarantee;
+  std::optional<std::chrono::nanoseconds> quantum;
+  std::optional<handover_point> handover;
 };
 
 namespace detail {
@@ -94,6 +120,19 @@ inline session_info read_session(const slot_record& s, std::uint32_t index) {
   i.reserve_wait_max_ns = s.reserve_wait_max_ns;
   i.waiting_for_memory = s.memory_waiting;
   i.settings_seq = s.settings_seq;
+  i.quantum_ns = s.quantum_ns;
+  i.handover = s.handover_mode == handover_at_yield ? handover_point::at_yield
+                                                    : handover_point::at_guard;
+  i.active_guards = s.active_guards;
+  i.waiting_for_device = s.wants_device;
+  i.device_ns = s.device_ns;
+  i.guards = s.guards;
+  i.device_waits = s.device_waits;
+  i.device_wait_ns = s.device_wait_ns;
+  i.device_wait_max_ns = s.device_wait_max_ns;
+  i.handovers = s.handovers;
+  i.cap_throttle_ns = s.cap_throttle_ns;
+  i.vtime = s.vtime;
   return i;
 }
 
@@ -109,6 +148,9 @@ inline void apply_settings(table_header& h, slot_record& s, const settings_chang
                                             " is out of range 1.." + std::to_string(max_share));
   if (c.compute_limit_ppm && (*c.compute_limit_ppm == 0 || *c.compute_limit_ppm > 1'000'000))
     throw error(errc::invalid_argument, "compute limit must be in (0%, 100%]");
+  if (c.quantum && (c.quantum->count() < static_cast<std::int64_t>(min_quantum_ns) ||
+                    c.quantum->count() > static_cast<std::int64_t>(max_quantum_ns)))
+    throw error(errc::invalid_argument, "quantum must be from 1us to 10s");
   const std::uint64_t limit = c.memory_limit ? c.memory_limit->resolve(h.capacity) : s.memory_limit;
   const std::uint64_t guarantee =
       c.memory_guarantee ? c.memory_guarantee->resolve(h.capacity) : s.memory_guarantee;
@@ -125,6 +167,9 @@ inline void apply_settings(table_header& h, slot_record& s, const settings_chang
   if (c.priority) s.priority = *c.priority;
   if (c.share) s.share = *c.share;
   if (c.compute_limit_ppm) s.compute_limit_ppm = *c.compute_limit_ppm;
+  if (c.quantum) s.quantum_ns = static_cast<std::uint64_t>(c.quantum->count());
+  if (c.handover)
+    s.handover_mode = *c.handover == handover_point::at_yield ? handover_at_yield : handover_at_guard;
   s.memory_limit = limit; // a lower limit does not take back what is reserved; growth stops
   set_usage(h, s, s.reserved, s.external, guarantee);
   ++s.settings_seq;
@@ -149,6 +194,9 @@ inline table_snapshot take_snapshot(table_core& core_) {
   s.available = sat_sub(h.capacity, h.committed_total);
   s.lock_repairs = h.lock_repairs;
   s.sessions_reclaimed = h.sessions_reclaimed;
+  s.handovers = h.handovers;
+  if (const std::int64_t holder = current_holder(core_.view()); holder != nobody)
+    s.holder = session_id{static_cast<std::uint32_t>(holder), h.holder_generation};
   for (std::uint32_t i = 0; i < core_.slot_count(); ++i) {
     const slot_record& slot = core_.slot(i);
     if (slot.state.load(std::memory_order_relaxed) == slot_active)

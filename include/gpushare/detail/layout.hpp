@@ -28,6 +28,9 @@ inline constexpr std::uint64_t unlimited_capacity = 1ull << 63;
 inline constexpr std::uint32_t slot_free = 0;
 inline constexpr std::uint32_t slot_active = 0x45564C41; // "ALVE"
 
+inline constexpr std::uint32_t handover_at_guard = 0;
+inline constexpr std::uint32_t handover_at_yield = 1;
+
 inline constexpr std::size_t name_capacity = 64; // session name incl. terminating NUL
 inline constexpr std::size_t key_capacity = 128; // table key incl. NUL
 inline constexpr std::size_t domain_capacity = 48;
@@ -71,8 +74,18 @@ struct alignas(64) table_header {
   std::uint64_t lock_repairs;       ///< times a locker found the lock's owner dead and repaired
   std::uint64_t sessions_reclaimed; ///< dead sessions whose resources a peer reclaimed
 
-  // ---- futex words, each on its own cache line
+  // ---- compute arbitration (detail/scheduler.hpp), under `lock`
+  std::uint32_t holder;            ///< slot + 1 of the session holding the device; 0: nobody
+  std::uint32_t holder_generation; ///< that session's generation (a stale holder never matches)
+  std::uint64_t holder_since_ns;   ///< monotonic time the holder was granted the device
+  std::uint64_t holder_idle_since_ns; ///< when the holder's active guards last dropped to 0
+  std::uint64_t quantum_used_ns;   ///< device time the holder used since it was granted
+  std::uint64_t min_vtime;         ///< floor for the virtual time of a session that starts contending
+  std::uint64_t handovers;         ///< times the device went from one session to another
+
+  // ---- futex words and lock-free hints, each on its own cache line
   alignas(64) std::atomic<std::uint32_t> memory_wake; ///< bumped whenever memory is released
+  alignas(64) std::atomic<std::uint32_t> device_waiters; ///< threads waiting for the device
 };
 
 struct alignas(64) slot_record {
@@ -101,7 +114,24 @@ struct alignas(64) slot_record {
   std::uint64_t reserve_wait_ns;
   std::uint64_t reserve_wait_max_ns;
 
-  std::uint8_t spare[512 - 184]; ///< room for the scheduler's per-slot state
+  // ---- compute arbitration, under the table lock (grant_word is also a futex)
+  std::atomic<std::uint32_t> grant_word; ///< bumped to wake this session's waiting threads
+  std::uint32_t active_guards;  ///< guards of this session inside their region now
+  std::uint32_t wants_device;   ///< threads of this session waiting for the device
+  std::uint32_t handover_mode;  ///< handover_at_guard or handover_at_yield
+  std::uint64_t quantum_ns;     ///< device time it may keep the device while equals wait
+  std::uint64_t vtime;          ///< virtual time: device ns * 1000 / share
+  std::uint64_t wait_since_ns;  ///< when its oldest waiting thread started waiting
+  std::uint64_t cap_vclock_ns;  ///< compute-limit pacing clock: may start a guard when <= now
+  std::uint64_t device_ns;      ///< total device time used in guards
+  std::uint64_t guards;
+  std::uint64_t device_waits;   ///< guards and yields that had to wait for the device
+  std::uint64_t device_wait_ns;
+  std::uint64_t device_wait_max_ns;
+  std::uint64_t handovers;      ///< times it gave the device to another session
+  std::uint64_t cap_throttle_ns; ///< time its compute limit held it back
+
+  std::uint8_t spare[512 - 288]; ///< room to grow without moving fields
 };
 
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
@@ -111,7 +141,8 @@ static_assert(offsetof(table_prefix, init_state) == 12);
 static_assert(sizeof(table_prefix) == 40);
 static_assert(std::is_standard_layout_v<slot_record>);
 static_assert(sizeof(slot_record) == 512, "slot layout changed: bump table_layout_version");
-static_assert(offsetof(slot_record, spare) == 184);
+static_assert(offsetof(slot_record, grant_word) == 184);
+static_assert(offsetof(slot_record, spare) == 288);
 static_assert(offsetof(table_header, lock) % 64 == 0);
 
 inline constexpr std::size_t table_size(std::uint32_t slot_count) {

@@ -57,6 +57,12 @@ inline constexpr std::string_view percent_forms =
 inline constexpr std::string_view priority_forms =
     "low, normal, high or critical (case-insensitive), or an integer from 0 (lowest) to 7";
 inline constexpr std::string_view share_forms = "an integer from 1 to 1000000";
+inline constexpr std::string_view duration_forms =
+    "a duration from 1us to 10s with a unit: ns, us, ms or s (e.g. \"500us\", \"5ms\", \"0.5s\")";
+inline constexpr std::string_view handover_forms = "\"guard\" or \"yield\"";
+inline constexpr std::uint64_t min_quantum_ns = 1'000;
+inline constexpr std::uint64_t max_quantum_ns = 10'000'000'000;
+inline constexpr std::uint64_t default_quantum_ns = 5'000'000;
 inline constexpr std::string_view table_access_forms =
     "\"user\" or \"0600\" (only this user), \"group\" or \"0660\" (this user's group too)";
 inline constexpr std::string_view domain_forms =
@@ -277,6 +283,31 @@ inline std::uint32_t parse_share(std::string_view s) {
 }
 
 /// "user" or "0600" -> table_access::user; "group" or "0660" -> table_access::group.
+/// "500us", "5ms", "0.5s", "250000ns": nanoseconds in [1 us, 10 s] (a unit is required).
+inline std::uint64_t parse_duration_ns(std::string_view s) {
+  static constexpr value_kind kind{"duration", duration_forms};
+  const decimal d = parse_decimal(kind, s, s);
+  const std::string_view unit = s.substr(d.length);
+  std::uint64_t per = 0;
+  if (iequals(unit, "ns")) per = 1;
+  else if (iequals(unit, "us")) per = 1'000;
+  else if (iequals(unit, "ms")) per = 1'000'000;
+  else if (iequals(unit, "s")) per = 1'000'000'000;
+  else reject(kind, s, unit.empty() ? "a unit is required" : "unknown unit");
+  if (d.whole > max_quantum_ns / per) reject(kind, s, "longer than 10s");
+  const std::uint64_t ns = d.whole * per + static_cast<std::uint64_t>(d.micros) * per / 1'000'000;
+  if (ns < min_quantum_ns || ns > max_quantum_ns) reject(kind, s, "out of range");
+  return ns;
+}
+
+/// "guard" or "yield" (case-insensitive).
+inline handover_point parse_handover(std::string_view s) {
+  static constexpr value_kind kind{"handover point", handover_forms};
+  if (iequals(s, "guard")) return handover_point::at_guard;
+  if (iequals(s, "yield")) return handover_point::at_yield;
+  reject(kind, s, "unknown handover point");
+}
+
 inline table_access parse_table_access(std::string_view s) {
   static constexpr value_kind kind{"table mode", table_access_forms};
   if (iequals(s, "user") || s == "0600") return table_access::user;

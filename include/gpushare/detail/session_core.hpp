@@ -11,6 +11,8 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <thread>
+#include <utility>
 
 #include <gpushare/detail/budget.hpp>
 #include <gpushare/detail/fork_guard.hpp>
@@ -61,12 +63,14 @@ public:
     try {
       table_core::guard g(table_);
       slot_record& s = own();
+      std::int64_t next = nobody;
       if (s.state.load(std::memory_order_relaxed) == slot_active && s.generation == generation_)
-        clear_slot(table_.header(), s);
+        next = table_.end_session_locked(slot_);
       crash_point("leave.cleared");
       const bool wake = table_.note_memory_released();
       g.unlock();
       if (wake) table_.wake_memory_waiters();
+      table_.wake_slot(next);
     } catch (...) {
       // Could not take the lock (a stopped peer holds it): dropping the liveness lock below
       // makes the slot dead, and the next process that looks reclaims it.
@@ -145,6 +149,55 @@ public:
     }
   }
 
+  /// Blocks until this session may put work on the device and enters a guarded region. Returns
+  /// the monotonic time the region starts (after any wait).
+  std::uint64_t enter_guard() {
+    check_usable();
+    pace_for_compute_limit();
+    return acquire_device(true);
+  }
+
+  /// Ends a guarded region that started at `start_ns` and used `used_ns` of device time.
+  void exit_guard(std::uint64_t start_ns, std::uint64_t used_ns) noexcept {
+    if (!joined_ || inherited_) return;
+    try {
+      table_core::guard g(table_);
+      slot_record& s = own();
+      if (s.state.load(std::memory_order_relaxed) != slot_active || s.generation != generation_)
+        return;
+      const std::uint64_t now = monotonic_ns();
+      const bool holder = current_holder(table_.view()) == slot_;
+      account_guard(table_.header(), s, used_ns, holder, start_ns);
+      s.active_guards = sat_sub32(s.active_guards, 1);
+      std::int64_t wake = nobody;
+      if (holder && s.active_guards == 0) wake = release_at_guard_exit(table_.view(), slot_, now);
+      crash_point("guard.exit");
+      g.unlock();
+      table_.wake_slot(wake);
+    } catch (...) {
+      // The lock is stuck (a stopped peer holds it): waiters re-check and take over when it
+      // resumes; there is nothing better to do in a destructor.
+    }
+  }
+
+  /// A cheap moment to give way: hands the device to a waiter that should run now and returns
+  /// once this session has it back. One relaxed load when nobody waits.
+  void yield() {
+    if (!joined_ || inherited_) return;
+    if (table_.header().device_waiters.load(std::memory_order_relaxed) == 0) return;
+    {
+      table_core::guard g(table_);
+      slot_record& s = own_checked();
+      if (current_holder(table_.view()) != slot_ || s.active_guards > 0) return;
+      const std::int64_t wake = hand_over_at_yield(table_.view(), slot_, monotonic_ns());
+      if (wake == nobody) return;
+      crash_point("yield.handed_over");
+      g.unlock();
+      table_.wake_slot(wake);
+    }
+    acquire_device(false);
+  }
+
   /// Records memory this session uses outside reservations (e.g. its CUDA context).
   void set_external(std::uint64_t bytes) {
     check_usable();
@@ -215,6 +268,62 @@ private:
     s.reserve_wait_max_ns = std::max(s.reserve_wait_max_ns, waited);
   }
 
+  /// Waits until this session holds the device (and, for a guard, counts it as active).
+  std::uint64_t acquire_device(bool as_guard) {
+    const std::uint64_t start = monotonic_ns();
+    bool waiting = false;
+    for (;;) {
+      table_core::guard g(table_);
+      slot_record& s = own_checked();
+      table_header& h = table_.header();
+      const std::uint64_t now = monotonic_ns();
+      if (!waiting && s.wants_device == 0 && current_holder(table_.view()) != slot_)
+        start_contending(h, s);
+      const take_result r = try_take(table_.view(), slot_, now, liveness_recheck_ns);
+      if (r.granted) {
+        if (as_guard) ++s.active_guards;
+        if (waiting) stop_waiting_for_device(s, start, now);
+        s.cap_throttle_ns = sat_add(s.cap_throttle_ns, throttled_ns_.exchange(0, std::memory_order_relaxed));
+        return now;
+      }
+      if (!waiting) {
+        waiting = true;
+        if (s.wants_device++ == 0) s.wait_since_ns = now;
+        h.device_waiters.fetch_add(1, std::memory_order_relaxed);
+      }
+      const std::uint32_t seq = s.grant_word.load(std::memory_order_acquire);
+      crash_point("guard.waiting");
+      g.unlock();
+      table_.wake_slot(r.wake);
+      const wait_result w = futex_wait(&s.grant_word, seq, r.recheck_ns);
+      // A holder that died never hands over: after a full liveness interval, look for the dead.
+      if (w == wait_result::timed_out && r.recheck_ns >= liveness_recheck_ns) table_.reclaim_dead();
+    }
+  }
+
+  void stop_waiting_for_device(slot_record& s, std::uint64_t start, std::uint64_t now) noexcept {
+    s.wants_device = sat_sub32(s.wants_device, 1);
+    table_.header().device_waiters.fetch_sub(1, std::memory_order_relaxed);
+    const std::uint64_t waited = now - start;
+    ++s.device_waits;
+    s.device_wait_ns = sat_add(s.device_wait_ns, waited);
+    s.device_wait_max_ns = std::max(s.device_wait_max_ns, waited);
+  }
+
+  /// A session with a compute limit may start a guard only once its pacing clock has caught up
+  /// with real time; it sleeps here, outside the lock and without holding the device.
+  void pace_for_compute_limit() {
+    for (;;) {
+      const slot_record& s = own();
+      if (s.compute_limit_ppm >= 1'000'000) return;
+      const std::uint64_t clock = s.cap_vclock_ns, now = monotonic_ns();
+      if (clock <= now) return;
+      const std::uint64_t pause = std::min(clock - now, liveness_recheck_ns);
+      std::this_thread::sleep_for(std::chrono::nanoseconds(pause));
+      throttled_ns_.fetch_add(monotonic_ns() - now, std::memory_order_relaxed);
+    }
+  }
+
   void claim_slot();
   void activate(const resolved_options& r);
   error never_fits(budget_verdict v, const slot_record& s, std::uint64_t bytes) const;
@@ -227,6 +336,7 @@ private:
   std::int32_t owner_pid_ = 0;
   std::atomic<bool> joined_{false};
   bool inherited_ = false;
+  std::atomic<std::uint64_t> throttled_ns_{0}; ///< compute-limit pauses not yet added to the slot's stats
 };
 
 /// Takes the liveness lock of a slot: that lock *is* the claim, so concurrent joiners never need
@@ -260,7 +370,7 @@ inline void session_core::activate(const resolved_options& r) {
     table_header& h = table_.header();
     slot_record& s = own();
     if (s.state.load(std::memory_order_relaxed) == slot_active) { // its owner died; we hold it
-      clear_slot(h, s);
+      table_.wake_slot(table_.end_session_locked(slot_));
       ++h.sessions_reclaimed;
     }
     const std::uint64_t limit = r.memory_limit ? r.memory_limit->resolve(h.capacity) : h.capacity;
@@ -296,6 +406,14 @@ inline void session_core::activate(const resolved_options& r) {
     s.memory_waiting = 0;
     s.peak = s.reservations_granted = s.reserve_waits = 0;
     s.reserve_wait_ns = s.reserve_wait_max_ns = 0;
+    s.quantum_ns = r.quantum_ns;
+    s.handover_mode =
+        r.handover == handover_point::at_yield ? handover_at_yield : handover_at_guard;
+    s.active_guards = s.wants_device = 0;
+    s.vtime = h.min_vtime; // a newcomer starts level with the others: no banked credit
+    s.wait_since_ns = s.cap_vclock_ns = 0;
+    s.device_ns = s.guards = s.device_waits = s.device_wait_ns = s.device_wait_max_ns = 0;
+    s.handovers = s.cap_throttle_ns = 0;
     set_usage(h, s, 0, 0, guarantee);
     ++h.live_sessions;
     crash_point("join.locked");

@@ -14,6 +14,7 @@
 #include <gpushare/detail/futex.hpp>
 #include <gpushare/detail/liveness.hpp>
 #include <gpushare/detail/robust_lock.hpp>
+#include <gpushare/detail/scheduler.hpp>
 #include <gpushare/detail/shm.hpp>
 
 namespace gpushare {
@@ -79,6 +80,19 @@ public:
   }
   void wake_memory_waiters() noexcept { futex_wake(&header().memory_wake); }
 
+  /// Wakes the waiting threads of slot `i` (nobody: no-op). Call after unlocking.
+  void wake_slot(std::int64_t i) noexcept {
+    if (i >= 0 && i < slot_count()) futex_wake(&slot(static_cast<std::uint32_t>(i)).grant_word);
+  }
+
+  /// Ends the session in slot `i`: its device hold passes on, its memory returns. Call under the
+  /// lock; returns the slot to wake (a new device holder) or nobody.
+  std::int64_t end_session_locked(std::uint32_t i) noexcept {
+    const std::int64_t wake = forget_slot(view(), i, monotonic_ns());
+    clear_slot(header(), slot(i));
+    return wake;
+  }
+
   /// Frees the slots of sessions whose owners died, returning their memory to the table.
   /// Lock-free probing first (one fcntl per active slot), then a re-check under the lock of just
   /// the candidates: a slot a joiner has claimed in between shows as alive again.
@@ -91,18 +105,20 @@ public:
     if (dead.empty()) return 0;
     guard g(*this);
     std::uint32_t reclaimed = 0;
+    std::vector<std::int64_t> wake;
     for (auto [i, gen] : dead) {
       slot_record& s = slot(i);
       if (s.state.load(std::memory_order_relaxed) != slot_active || s.generation != gen ||
           slot_owner_alive(fd(), i))
         continue;
-      clear_slot(header(), s);
+      wake.push_back(end_session_locked(i));
       ++header().sessions_reclaimed;
       ++reclaimed;
     }
-    const bool wake = reclaimed > 0 && note_memory_released();
+    const bool wake_memory = reclaimed > 0 && note_memory_released();
     g.unlock();
-    if (wake) wake_memory_waiters();
+    if (wake_memory) wake_memory_waiters();
+    for (std::int64_t w : wake) wake_slot(w);
     return reclaimed;
   }
 
@@ -124,6 +140,7 @@ private:
     recompute_totals(view());
     h.memory_wake.fetch_add(1, std::memory_order_release);
     futex_wake(&h.memory_wake); // memory may have come back: let waiters re-check
+    wake_slot(repair_scheduler(view(), monotonic_ns())); // the device may have lost its holder
   }
 
   mapped_table map_;

@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include <gpushare/detail/posix.hpp>
+#include <gpushare/detail/session_core.hpp>
+#include <gpushare/session.hpp>
+
+namespace gpushare {
+inline namespace v0 {
+
+/// Guards a region that puts work on the device. Constructing it blocks until this session may
+/// use the device (by the table's priorities, shares, quanta and this session's compute limit);
+/// destroying it ends the region and accounts the device time it used.
+///
+///     for (auto& batch : batches) {
+///       {
+///         gpushare::scoped_kernel guard(s);
+///         run_kernels(batch);
+///       }
+///       s.yield(); // an iteration boundary: a good moment to let others run
+///     }
+///
+/// The time accounted is the region's wall time unless the caller supplies a measured device
+/// time with set_device_time() (the CUDA layer does, from CUDA events). Guards of one session may
+/// be used from several threads; they hold the device together and each accounts its own time.
+/// Not copyable or movable: a guard belongs to the scope that waited for it.
+class scoped_kernel {
+public:
+  explicit scoped_kernel(session& s)
+      : core_(s.shared_core()), requested_ns_(detail::monotonic_ns()), start_ns_(core_->enter_guard()) {}
+  scoped_kernel(const scoped_kernel&) = delete;
+  scoped_kernel& operator=(const scoped_kernel&) = delete;
+  ~scoped_kernel() { finish(); }
+
+  /// Replaces the wall time of this region by a measured device time.
+  void set_device_time(std::chrono::nanoseconds device_time) noexcept {
+    device_ns_ = device_time.count() < 0 ? 0 : static_cast<std::uint64_t>(device_time.count());
+  }
+
+  /// Ends the region now (the destructor does it otherwise). Idempotent.
+  void finish() noexcept {
+    if (!core_) return;
+    const std::uint64_t used = device_ns_ ? *device_ns_ : detail::monotonic_ns() - start_ns_;
+    core_->exit_guard(start_ns_, used);
+    core_.reset();
+  }
+
+  /// How long the constructor waited for the device (including compute-limit pacing).
+  std::chrono::nanoseconds waited() const noexcept {
+    return std::chrono::nanoseconds(start_ns_ - requested_ns_);
+  }
+
+private:
+  std::shared_ptr<detail::session_core> core_; ///< kept alive even if the session is moved
+  std::uint64_t requested_ns_;
+  std::uint64_t start_ns_;
+  std::optional<std::uint64_t> device_ns_;
+};
+
+} // namespace v0
+} // namespace gpushare
