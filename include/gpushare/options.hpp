@@ -276,15 +276,15 @@ inline void resolve_scheduling(const session_options& opts, const env_lookup& en
                                     })
                             .value_or(1'000'000);
   const auto quantum_ns = pick_option(
-      opts.quantum ? std::optional<std::uint64_t>(
-                         static_cast<std::uint64_t>(std::max<std::int64_t>(opts.quantum->count(), 0)))
+      opts.quantum ? std::optional<std::uint64_t>(static_cast<std::uint64_t>(
+                         std::max<std::int64_t>(opts.quantum->count(), 0)))
                    : std::nullopt,
       env, "GPUSHARE_QUANTUM", duration_forms, parse_duration_ns, [](std::uint64_t q) {
         check_in_code_range<std::uint64_t>("quantum", q, min_quantum_ns, max_quantum_ns, " ns");
       });
   r.quantum_ns = quantum_ns.value_or(default_quantum_ns);
-  r.handover = pick_option(opts.handover, env, "GPUSHARE_HANDOVER", handover_forms,
-                           parse_handover, [](handover_point) {})
+  r.handover = pick_option(opts.handover, env, "GPUSHARE_HANDOVER", handover_forms, parse_handover,
+                           [](handover_point) {})
                    .value_or(handover_point::at_guard);
 }
 

@@ -32,7 +32,8 @@ inline namespace v0 {
 class scoped_kernel {
 public:
   explicit scoped_kernel(session& s)
-      : core_(s.shared_core()), requested_ns_(detail::monotonic_ns()), start_ns_(core_->enter_guard()) {}
+      : core_(s.shared_core()), requested_ns_(detail::monotonic_ns()),
+        start_ns_(core_->enter_guard()) {}
   scoped_kernel(const scoped_kernel&) = delete;
   scoped_kernel& operator=(const scoped_kernel&) = delete;
   ~scoped_kernel() { finish(); }

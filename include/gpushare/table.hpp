@@ -46,17 +46,17 @@ struct session_info {
   // compute arbitration
   std::uint64_t quantum_ns = 0;
   handover_point handover = handover_point::at_guard;
-  bool holds_device = false;           ///< it is the table's device holder now
-  std::uint32_t active_guards = 0;     ///< its guards inside their region now
+  bool holds_device = false;            ///< it is the table's device holder now
+  std::uint32_t active_guards = 0;      ///< its guards inside their region now
   std::uint32_t waiting_for_device = 0; ///< its threads waiting for the device now
-  std::uint64_t device_ns = 0;         ///< device time used in guards (wall time or measured)
-  std::uint64_t guards = 0;            ///< guards completed
-  std::uint64_t device_waits = 0;      ///< guards and yields that had to wait
-  std::uint64_t device_wait_ns = 0;    ///< total time waited for the device
+  std::uint64_t device_ns = 0;          ///< device time used in guards (wall time or measured)
+  std::uint64_t guards = 0;             ///< guards completed
+  std::uint64_t device_waits = 0;       ///< guards and yields that had to wait
+  std::uint64_t device_wait_ns = 0;     ///< total time waited for the device
   std::uint64_t device_wait_max_ns = 0; ///< longest single wait
-  std::uint64_t handovers = 0;         ///< times it gave the device to another session
-  std::uint64_t cap_throttle_ns = 0;   ///< time its compute limit held it back
-  std::uint64_t vtime = 0;             ///< virtual time (device ns * 1000 / share)
+  std::uint64_t handovers = 0;          ///< times it gave the device to another session
+  std::uint64_t cap_throttle_ns = 0;    ///< time its compute limit held it back
+  std::uint64_t vtime = 0;              ///< virtual time (device ns * 1000 / share)
 
   /// "running" (in a guard), "waiting" (for the device or memory) or "idle".
   const char* state() const noexcept {
@@ -121,8 +121,8 @@ inline session_info read_session(const slot_record& s, std::uint32_t index) {
   i.waiting_for_memory = s.memory_waiting;
   i.settings_seq = s.settings_seq;
   i.quantum_ns = s.quantum_ns;
-  i.handover = s.handover_mode == handover_at_yield ? handover_point::at_yield
-                                                    : handover_point::at_guard;
+  i.handover =
+      s.handover_mode == handover_at_yield ? handover_point::at_yield : handover_point::at_guard;
   i.active_guards = s.active_guards;
   i.waiting_for_device = s.wants_device;
   i.device_ns = s.device_ns;
@@ -169,7 +169,8 @@ inline void apply_settings(table_header& h, slot_record& s, const settings_chang
   if (c.compute_limit_ppm) s.compute_limit_ppm = *c.compute_limit_ppm;
   if (c.quantum) s.quantum_ns = static_cast<std::uint64_t>(c.quantum->count());
   if (c.handover)
-    s.handover_mode = *c.handover == handover_point::at_yield ? handover_at_yield : handover_at_guard;
+    s.handover_mode =
+        *c.handover == handover_point::at_yield ? handover_at_yield : handover_at_guard;
   s.memory_limit = limit; // a lower limit does not take back what is reserved; growth stops
   set_usage(h, s, s.reserved, s.external, guarantee);
   ++s.settings_seq;

@@ -75,16 +75,16 @@ struct alignas(64) table_header {
   std::uint64_t sessions_reclaimed; ///< dead sessions whose resources a peer reclaimed
 
   // ---- compute arbitration (detail/scheduler.hpp), under `lock`
-  std::uint32_t holder;            ///< slot + 1 of the session holding the device; 0: nobody
-  std::uint32_t holder_generation; ///< that session's generation (a stale holder never matches)
-  std::uint64_t holder_since_ns;   ///< monotonic time the holder was granted the device
+  std::uint32_t holder;               ///< slot + 1 of the session holding the device; 0: nobody
+  std::uint32_t holder_generation;    ///< that session's generation (a stale holder never matches)
+  std::uint64_t holder_since_ns;      ///< monotonic time the holder was granted the device
   std::uint64_t holder_idle_since_ns; ///< when the holder's active guards last dropped to 0
-  std::uint64_t quantum_used_ns;   ///< device time the holder used since it was granted
-  std::uint64_t min_vtime;         ///< floor for the virtual time of a session that starts contending
-  std::uint64_t handovers;         ///< times the device went from one session to another
+  std::uint64_t quantum_used_ns;      ///< device time the holder used since it was granted
+  std::uint64_t min_vtime; ///< floor for the virtual time of a session that starts contending
+  std::uint64_t handovers; ///< times the device went from one session to another
 
   // ---- futex words and lock-free hints, each on its own cache line
-  alignas(64) std::atomic<std::uint32_t> memory_wake; ///< bumped whenever memory is released
+  alignas(64) std::atomic<std::uint32_t> memory_wake;    ///< bumped whenever memory is released
   alignas(64) std::atomic<std::uint32_t> device_waiters; ///< threads waiting for the device
 };
 
@@ -116,19 +116,19 @@ struct alignas(64) slot_record {
 
   // ---- compute arbitration, under the table lock (grant_word is also a futex)
   std::atomic<std::uint32_t> grant_word; ///< bumped to wake this session's waiting threads
-  std::uint32_t active_guards;  ///< guards of this session inside their region now
-  std::uint32_t wants_device;   ///< threads of this session waiting for the device
-  std::uint32_t handover_mode;  ///< handover_at_guard or handover_at_yield
-  std::uint64_t quantum_ns;     ///< device time it may keep the device while equals wait
-  std::uint64_t vtime;          ///< virtual time: device ns * 1000 / share
-  std::uint64_t wait_since_ns;  ///< when its oldest waiting thread started waiting
-  std::uint64_t cap_vclock_ns;  ///< compute-limit pacing clock: may start a guard when <= now
-  std::uint64_t device_ns;      ///< total device time used in guards
+  std::uint32_t active_guards;           ///< guards of this session inside their region now
+  std::uint32_t wants_device;            ///< threads of this session waiting for the device
+  std::uint32_t handover_mode;           ///< handover_at_guard or handover_at_yield
+  std::uint64_t quantum_ns;              ///< device time it may keep the device while equals wait
+  std::uint64_t vtime;                   ///< virtual time: device ns * 1000 / share
+  std::uint64_t wait_since_ns;           ///< when its oldest waiting thread started waiting
+  std::uint64_t cap_vclock_ns; ///< compute-limit pacing clock: may start a guard when <= now
+  std::uint64_t device_ns;     ///< total device time used in guards
   std::uint64_t guards;
-  std::uint64_t device_waits;   ///< guards and yields that had to wait for the device
+  std::uint64_t device_waits; ///< guards and yields that had to wait for the device
   std::uint64_t device_wait_ns;
   std::uint64_t device_wait_max_ns;
-  std::uint64_t handovers;      ///< times it gave the device to another session
+  std::uint64_t handovers;       ///< times it gave the device to another session
   std::uint64_t cap_throttle_ns; ///< time its compute limit held it back
 
   std::uint8_t spare[512 - 288]; ///< room to grow without moving fields

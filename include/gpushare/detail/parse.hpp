@@ -289,11 +289,16 @@ inline std::uint64_t parse_duration_ns(std::string_view s) {
   const decimal d = parse_decimal(kind, s, s);
   const std::string_view unit = s.substr(d.length);
   std::uint64_t per = 0;
-  if (iequals(unit, "ns")) per = 1;
-  else if (iequals(unit, "us")) per = 1'000;
-  else if (iequals(unit, "ms")) per = 1'000'000;
-  else if (iequals(unit, "s")) per = 1'000'000'000;
-  else reject(kind, s, unit.empty() ? "a unit is required" : "unknown unit");
+  if (iequals(unit, "ns"))
+    per = 1;
+  else if (iequals(unit, "us"))
+    per = 1'000;
+  else if (iequals(unit, "ms"))
+    per = 1'000'000;
+  else if (iequals(unit, "s"))
+    per = 1'000'000'000;
+  else
+    reject(kind, s, unit.empty() ? "a unit is required" : "unknown unit");
   if (d.whole > max_quantum_ns / per) reject(kind, s, "longer than 10s");
   const std::uint64_t ns = d.whole * per + static_cast<std::uint64_t>(d.micros) * per / 1'000'000;
   if (ns < min_quantum_ns || ns > max_quantum_ns) reject(kind, s, "out of range");

@@ -31,7 +31,7 @@ namespace detail {
 
 // default_quantum_ns (5 ms), min_quantum_ns (1 us), max_quantum_ns (10 s): detail/parse.hpp.
 /// How long a holder between guards keeps the device while others wait.
-inline constexpr std::uint64_t idle_grace_at_guard_ns = 200'000;   // 200 us
+inline constexpr std::uint64_t idle_grace_at_guard_ns = 200'000;    // 200 us
 inline constexpr std::uint64_t idle_grace_at_yield_ns = 50'000'000; // 50 ms
 /// How much idle time a capped session may bank as burst (limits overshoot to ~1% of a second).
 inline constexpr std::uint64_t cap_burst_ns = 10'000'000; // 10 ms
@@ -121,8 +121,8 @@ inline void start_contending(table_header& h, slot_record& s) noexcept {
 
 struct take_result {
   bool granted = false;
-  std::int64_t wake = nobody;      ///< a slot granted the device that must be woken
-  std::uint64_t recheck_ns = 0;    ///< when not granted: sleep at most this long, then retry
+  std::int64_t wake = nobody;   ///< a slot granted the device that must be woken
+  std::uint64_t recheck_ns = 0; ///< when not granted: sleep at most this long, then retry
 };
 
 /// Thread of session `i` wants to enter a guard (or to get the device back after a yield).
@@ -138,7 +138,8 @@ inline take_result try_take(const table_view& t, std::uint32_t i, std::uint64_t 
       return {false, grant(t, static_cast<std::uint32_t>(w), now), liveness_recheck_ns};
     if (h.quantum_used_ns >= s.quantum_ns) { // nobody better waits: a new quantum
       h.quantum_used_ns = 0;
-      h.min_vtime = std::max(h.min_vtime, std::min(s.vtime, w == nobody ? s.vtime : t.slots[w].vtime));
+      h.min_vtime =
+          std::max(h.min_vtime, std::min(s.vtime, w == nobody ? s.vtime : t.slots[w].vtime));
     }
     return {true};
   }

@@ -283,7 +283,8 @@ private:
       if (r.granted) {
         if (as_guard) ++s.active_guards;
         if (waiting) stop_waiting_for_device(s, start, now);
-        s.cap_throttle_ns = sat_add(s.cap_throttle_ns, throttled_ns_.exchange(0, std::memory_order_relaxed));
+        s.cap_throttle_ns =
+            sat_add(s.cap_throttle_ns, throttled_ns_.exchange(0, std::memory_order_relaxed));
         return now;
       }
       if (!waiting) {
@@ -336,7 +337,8 @@ private:
   std::int32_t owner_pid_ = 0;
   std::atomic<bool> joined_{false};
   bool inherited_ = false;
-  std::atomic<std::uint64_t> throttled_ns_{0}; ///< compute-limit pauses not yet added to the slot's stats
+  std::atomic<std::uint64_t> throttled_ns_{
+      0}; ///< compute-limit pauses not yet added to the slot's stats
 };
 
 /// Takes the liveness lock of a slot: that lock *is* the claim, so concurrent joiners never need

@@ -1,0 +1,320 @@
+// SPDX-License-Identifier: Apache-2.0
+// Compute arbitration across processes, measured on the CPU: each "kernel" is ~1 ms of spinning
+// inside a scoped_kernel. Bounds are generous for a noisy 2-core machine but tight enough that a
+// wrong algorithm (no exclusion, shares ignored, priority ignored, cap ignored) fails them.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <map>
+
+#include "test_util.hpp"
+
+using namespace gpushare;
+using namespace std::chrono_literals;
+
+namespace {
+void spin_for(std::uint64_t ns) {
+  const std::uint64_t end = test::now_ns() + ns;
+  while (test::now_ns() < end) {
+  }
+}
+
+struct control {
+  std::atomic<int> stop{0};
+  std::atomic<int> started{0};
+  std::atomic<int> stop_one[4]{};
+};
+
+/// A busy process: guards of `guard_ns` of spinning, back to back, until told to stop.
+pid_t busy_worker(const test::unique_table& t, session_options o, control& c, int index,
+                  std::uint64_t guard_ns = 1'000'000) {
+  return test::spawn([&t, o, &c, index, guard_ns] {
+    session s(t.key(), o);
+    c.started++;
+    while (!c.stop.load() && !c.stop_one[index].load()) {
+      scoped_kernel k(s);
+      spin_for(guard_ns);
+    }
+    return 0;
+  });
+}
+
+/// Device time per session name, from one snapshot.
+std::map<std::string, std::uint64_t> device_time(const test::unique_table& t) {
+  std::map<std::string, std::uint64_t> m;
+  for (const auto& s : t.open().snapshot().sessions) m[s.name] = s.device_ns;
+  return m;
+}
+
+/// Device time each session used during `window`, after `warmup`.
+std::map<std::string, double> measure(const test::unique_table& t,
+                                      std::chrono::milliseconds window) {
+  const auto before = device_time(t);
+  std::this_thread::sleep_for(window);
+  const auto after = device_time(t);
+  std::map<std::string, double> used;
+  for (const auto& [name, ns] : after)
+    used[name] = static_cast<double>(ns - (before.count(name) ? before.at(name) : 0));
+  return used;
+}
+
+double share_of(const std::map<std::string, double>& used, const std::string& name) {
+  double total = 0;
+  for (const auto& [n, v] : used) total += v;
+  return total > 0 ? used.at(name) / total : 0;
+}
+
+session_options named(const test::unique_table& t, const std::string& name, std::uint32_t share,
+                      int prio = priority::normal) {
+  session_options o = t.options(name);
+  o.share = share;
+  o.priority = prio;
+  return o;
+}
+
+void stop_all(control& c, std::vector<pid_t>& pids) {
+  c.stop = 1;
+  for (pid_t p : pids) CHECK(test::wait_exit(p) == 0);
+  pids.clear();
+}
+} // namespace
+
+TEST_CASE("mutual exclusion: no two guards of different processes ever overlap") {
+  test::unique_table t("cmp-excl");
+  struct shared {
+    std::atomic<int> inside{0};
+    std::atomic<int> overlaps{0};
+    std::atomic<int> entered{0};
+  };
+  test::shared_block<shared> sh;
+  constexpr int procs = 4, guards = 300;
+  std::vector<pid_t> pids;
+  for (int p = 0; p < procs; ++p)
+    pids.push_back(test::spawn([&, p] {
+      session s = t.join("p" + std::to_string(p));
+      for (int g = 0; g < guards; ++g) {
+        scoped_kernel k(s);
+        if (sh[0].inside.fetch_add(1) != 0) sh[0].overlaps++;
+        sh[0].entered++;
+        spin_for(20'000);
+        sh[0].inside.fetch_sub(1);
+        if (g % 50 == 0) s.yield();
+      }
+      return 0;
+    }));
+  for (pid_t p : pids) CHECK(test::wait_exit(p) == 0);
+  CHECK(sh[0].entered.load() == procs * guards);
+  CHECK(sh[0].overlaps.load() == 0);
+  const auto snap = t.open().snapshot();
+  CHECK(snap.sessions.empty());
+  CHECK_FALSE(snap.holder.has_value());
+}
+
+TEST_CASE("weighted shares: 3:1, then 1:1:2, within 5 percentage points") {
+  SUBCASE("3:1") {
+    test::unique_table t("cmp-31");
+    test::shared_block<control> c;
+    std::vector<pid_t> pids{busy_worker(t, named(t, "three", 3), c[0], 0),
+                            busy_worker(t, named(t, "one", 1), c[0], 1)};
+    REQUIRE(test::eventually([&] { return c[0].started.load() == 2; }));
+    std::this_thread::sleep_for(200ms);
+    const auto used = measure(t, 2000ms);
+    MESSAGE("3:1 split: three " << share_of(used, "three") << ", one " << share_of(used, "one"));
+    CHECK(share_of(used, "three") == doctest::Approx(0.75).epsilon(0.05 / 0.75));
+    CHECK(share_of(used, "one") == doctest::Approx(0.25).epsilon(0.05 / 0.25));
+
+    // Work conservation: when the 3-share process stops, the other gets the device.
+    c[0].stop_one[0] = 1;
+    CHECK(test::wait_exit(pids[0]) == 0);
+    std::this_thread::sleep_for(100ms);
+    const auto alone = measure(t, 1000ms);
+    const double busy = alone.at("one") / 1e9;
+    MESSAGE("alone, 'one' used " << busy * 100 << "% of the device");
+    CHECK(busy >= 0.90);
+    c[0].stop = 1;
+    CHECK(test::wait_exit(pids[1]) == 0);
+  }
+  SUBCASE("1:1:2") {
+    test::unique_table t("cmp-112");
+    test::shared_block<control> c;
+    std::vector<pid_t> pids{busy_worker(t, named(t, "a", 1), c[0], 0),
+                            busy_worker(t, named(t, "b", 1), c[0], 1),
+                            busy_worker(t, named(t, "c", 2), c[0], 2)};
+    REQUIRE(test::eventually([&] { return c[0].started.load() == 3; }));
+    std::this_thread::sleep_for(200ms);
+    const auto used = measure(t, 2000ms);
+    MESSAGE("1:1:2 split: " << share_of(used, "a") << " " << share_of(used, "b") << " "
+                            << share_of(used, "c"));
+    CHECK(std::abs(share_of(used, "a") - 0.25) <= 0.05);
+    CHECK(std::abs(share_of(used, "b") - 0.25) <= 0.05);
+    CHECK(std::abs(share_of(used, "c") - 0.50) <= 0.05);
+    stop_all(c[0], pids);
+  }
+}
+
+TEST_CASE("priority: a high-priority waiter gets the device at the next guard boundary") {
+  test::unique_table t("cmp-prio");
+  test::shared_block<control> c;
+  constexpr int requests = 150;
+  test::shared_block<std::uint64_t> waits(requests);
+  std::vector<pid_t> pids{busy_worker(t, named(t, "low", 1, priority::low), c[0], 0)};
+  REQUIRE(test::eventually([&] { return c[0].started.load() == 1; }));
+  const pid_t high = test::spawn([&] {
+    session s(t.key(), named(t, "high", 1, priority::high));
+    for (int i = 0; i < requests; ++i) {
+      std::this_thread::sleep_for(std::chrono::microseconds(1500 + (i * 7919) % 2500));
+      scoped_kernel k(s);
+      waits[i] = static_cast<std::uint64_t>(k.waited().count());
+      spin_for(100'000);
+    }
+    return 0;
+  });
+  CHECK(test::wait_exit(high) == 0);
+  std::vector<std::uint64_t> w(waits.get(), waits.get() + requests);
+  std::sort(w.begin(), w.end());
+  const double p50 = static_cast<double>(w[requests / 2]) / 1e6;
+  const double p90 = static_cast<double>(w[requests * 9 / 10]) / 1e6;
+  MESSAGE("high-priority wait behind 1 ms low-priority guards: p50 "
+          << p50 << " ms, p90 " << p90 << " ms, max " << w.back() / 1e6 << " ms");
+  // At most about one low-priority guard (1 ms): its remainder plus the wake-up.
+  CHECK(p50 <= 1.2);
+  CHECK(p90 <= 2.0);
+  // The low-priority process kept running while the high one idled between requests...
+  const auto used = measure(t, 300ms);
+  CHECK(used.at("low") / 0.3e9 >= 0.8); // ...and has the device to itself now
+  stop_all(c[0], pids);
+}
+
+TEST_CASE("hard cap: a capped session alone stays at its limit although the device is idle") {
+  test::unique_table t("cmp-cap");
+  test::shared_block<control> c;
+  session_options o = named(t, "capped", 1);
+  o.compute_limit_ppm = 300'000; // 30%
+  std::vector<pid_t> pids{busy_worker(t, o, c[0], 0)};
+  REQUIRE(test::eventually([&] { return c[0].started.load() == 1; }));
+  std::this_thread::sleep_for(200ms);
+  const auto used = measure(t, 1000ms);
+  const double fraction = used.at("capped") / 1e9;
+  MESSAGE("capped at 30%: used " << fraction * 100 << "%");
+  CHECK(fraction <= 0.30 + 0.02);
+  CHECK(fraction >= 0.25); // and it does get (nearly) its 30%
+  stop_all(c[0], pids);
+  // (The throttle shows in its statistics while it runs; checked in unit-scheduler.)
+}
+
+TEST_CASE("yield points: an at_yield session hands over at iteration ends, not mid-iteration") {
+  test::unique_table t("cmp-yield");
+  struct event {
+    std::atomic<int> who{-1};
+    std::atomic<int> guard_in_iteration{-1};
+  };
+  constexpr int max_events = 4000, per_iteration = 4;
+  test::shared_block<event> log(max_events);
+  test::shared_block<std::atomic<int>> next(1);
+  test::shared_block<control> c;
+  auto worker = [&](int who, handover_point mode) {
+    return test::spawn([&, who, mode] {
+      session_options o = t.options("w" + std::to_string(who));
+      o.handover = mode;
+      o.quantum = 1500us; // used up after two of the four 1 ms guards of an iteration
+      session s(t.key(), o);
+      c[0].started++;
+      while (!c[0].stop.load()) {
+        for (int g = 0; g < per_iteration; ++g) {
+          scoped_kernel k(s);
+          const int e = next[0]++;
+          if (e < max_events) {
+            log[e].who = who;
+            log[e].guard_in_iteration = g;
+          }
+          spin_for(1'000'000);
+        }
+        s.yield();
+      }
+      return 0;
+    });
+  };
+  std::vector<pid_t> pids{worker(0, handover_point::at_yield), worker(1, handover_point::at_yield)};
+  REQUIRE(test::eventually([&] { return c[0].started.load() == 2; }));
+  std::this_thread::sleep_for(1000ms);
+  stop_all(c[0], pids);
+  const int n = std::min(next[0].load(), max_events);
+  int switches = 0, mid_iteration = 0;
+  for (int e = 1; e < n; ++e) {
+    if (log[e].who.load() == log[e - 1].who.load()) continue;
+    ++switches;
+    if (log[e - 1].guard_in_iteration.load() != per_iteration - 1) ++mid_iteration;
+    if (log[e].guard_in_iteration.load() != 0) ++mid_iteration;
+  }
+  MESSAGE(n << " guards, " << switches << " handovers, " << mid_iteration << " mid-iteration");
+  CHECK(switches >= 20);     // it did hand over (at the yields)...
+  CHECK(mid_iteration == 0); // ...and only there
+}
+
+TEST_CASE("crash: a holder killed while others wait, and a killed waiter, hang nobody") {
+  test::unique_table t("cmp-crash");
+  test::shared_block<std::atomic<int>> holding(1);
+  const pid_t holder = test::spawn([&] {
+    session s = t.join("holder");
+    scoped_kernel k(s);
+    holding[0] = 1;
+    ::pause();
+    return 0;
+  });
+  REQUIRE(test::eventually([&] { return holding[0].load() == 1; }));
+  // A waiter that is killed while waiting must not disturb anything.
+  const pid_t doomed_waiter = test::spawn([&] {
+    session s = t.join("doomed-waiter");
+    scoped_kernel k(s);
+    return 0;
+  });
+  session me = t.join("survivor");
+  REQUIRE(test::eventually([&] {
+    for (const auto& s : t.open().snapshot().sessions)
+      if (s.name == "doomed-waiter" && s.waiting_for_device == 1) return true;
+    return false;
+  }));
+  ::kill(doomed_waiter, SIGKILL);
+  CHECK(test::wait_exit(doomed_waiter) == 128 + SIGKILL);
+  std::thread killer([&] {
+    std::this_thread::sleep_for(50ms);
+    ::kill(holder, SIGKILL);
+  });
+  const auto start = test::now_ns();
+  {
+    scoped_kernel k(me); // the holder never releases: its death must hand the device over
+    const auto waited = test::now_ns() - start;
+    CHECK(waited < 1'000'000'000ull);
+    CHECK(waited >= 40'000'000ull);
+  }
+  killer.join();
+  CHECK(test::wait_exit(holder) == 128 + SIGKILL);
+  const auto snap = me.snapshot();
+  CHECK(snap.sessions.size() == 1);
+  CHECK(snap.sessions[0].waiting_for_device == 0);
+  scoped_kernel again(me); // and the device is usable again
+  CHECK(me.info().active_guards == 1);
+}
+
+TEST_CASE("reconfiguration: changing a running session's share changes the measured split") {
+  test::unique_table t("cmp-reconf");
+  test::shared_block<control> c;
+  std::vector<pid_t> pids{busy_worker(t, named(t, "x", 1), c[0], 0),
+                          busy_worker(t, named(t, "y", 1), c[0], 1)};
+  REQUIRE(test::eventually([&] { return c[0].started.load() == 2; }));
+  std::this_thread::sleep_for(200ms);
+  const auto before = measure(t, 1000ms);
+  CHECK(std::abs(share_of(before, "x") - 0.5) <= 0.07);
+  auto tab = t.open();
+  const auto ids = tab.find("x");
+  REQUIRE(ids.size() == 1);
+  settings_change change;
+  change.share = 4;
+  tab.configure(ids[0], change);
+  std::this_thread::sleep_for(200ms);
+  const auto after = measure(t, 1500ms);
+  MESSAGE("x: " << share_of(before, "x") << " at share 1, " << share_of(after, "x")
+                << " at share 4 (expected 0.8)");
+  CHECK(std::abs(share_of(after, "x") - 0.8) <= 0.05);
+  stop_all(c[0], pids);
+}
