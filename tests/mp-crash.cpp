@@ -204,3 +204,46 @@ TEST_CASE("a stopped lock holder gives a clear table_busy error, not a hang") {
   auto r = survivor.reserve(1 * MiB, 0ms); // all is well once it resumes
   check_totals_consistent(survivor.snapshot());
 }
+
+TEST_CASE("SIGKILL inside a guard's exit (lock held, device being handed over): waiters proceed") {
+  for (const char* point : {"guard.exit", "guard.waiting"}) {
+    CAPTURE(point);
+    test::unique_table t(std::string("crash-guard-") + (point + 6), 100 * MiB);
+    test::shared_block<std::atomic<int>> holding(1);
+    session survivor = t.join("survivor");
+    const pid_t victim = test::spawn([&] {
+      session s = t.join("victim");
+      if (std::string_view(point) == "guard.waiting") {
+        // Dies while registering as a waiter (lock held) behind the survivor's guard.
+        while (holding[0].load() == 0) ::usleep(100);
+        test::die_at(point);
+        scoped_kernel k(s);
+        return 42;
+      }
+      scoped_kernel k(s);
+      holding[0] = 1;
+      while (holding[0].load() != 2) ::usleep(100);
+      test::die_at(point);
+      return 41; // the guard's destructor runs exit_guard -> dies at the crash point
+    });
+    if (std::string_view(point) == "guard.waiting") {
+      scoped_kernel mine(survivor);
+      holding[0] = 1;
+      CHECK(test::wait_exit(victim) == 128 + SIGKILL);
+    } else {
+      REQUIRE(test::eventually([&] { return holding[0].load() == 1; }));
+      holding[0] = 2;
+      CHECK(test::wait_exit(victim) == 128 + SIGKILL);
+    }
+    const auto start = test::now_ns();
+    {
+      scoped_kernel k(survivor);
+      CHECK(test::now_ns() - start < 1'000'000'000ull);
+    }
+    auto snap = survivor.snapshot();
+    CHECK(snap.sessions.size() == 1);
+    CHECK(snap.lock_repairs == 1);
+    CHECK(snap.sessions[0].waiting_for_device == 0);
+    check_totals_consistent(snap);
+  }
+}
