@@ -277,3 +277,31 @@ TEST_CASE("a session whose process is gone is reclaimed by the next peer that lo
   CHECK(snap.sessions_reclaimed == 1);
   CHECK(snap.reserved_total == 100 * MiB);
 }
+
+TEST_CASE("a forked child that outlives its parent does not keep the parent's session alive") {
+  // The child inherits the parent's mapping of the table. The mapping is made through an open
+  // file description that holds no liveness lock, so it must not keep the parent's slot alive.
+  test::unique_table t("orphan", 100 * MiB);
+  test::shared_block<std::atomic<int>> state(2); // [0] parent ready, [1] grandchild pid
+  const pid_t parent = test::spawn([&] {
+    session s = t.join("parent");
+    auto r = s.reserve(60 * MiB, 0ms);
+    const pid_t child = ::fork();
+    if (child == 0) {
+      ::pause(); // outlives its parent, holding the inherited mapping
+      std::_Exit(0);
+    }
+    state[1] = child;
+    state[0] = 1;
+    ::pause();
+    return 0;
+  });
+  REQUIRE(test::eventually([&] { return state[0].load() == 1; }));
+  session me = t.join("survivor");
+  ::kill(parent, SIGKILL);
+  CHECK(test::wait_exit(parent) == 128 + SIGKILL);
+  auto r = me.try_reserve(100 * MiB); // the parent's 60 MiB come back while the child lives
+  CHECK(r.has_value());
+  CHECK(me.snapshot().sessions.size() == 1);
+  ::kill(state[1].load(), SIGKILL); // (reparented to init, which reaps it)
+}

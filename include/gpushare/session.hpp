@@ -19,7 +19,10 @@ inline namespace v0 {
 /// the owner of its memory reservations. Joins on construction, leaves on destruction; if the
 /// process dies instead, the first live peer that notices reclaims everything it held.
 ///
-///     gpushare::session s("GPU-8f1e...", {.name = "trainer", .share = 3});
+///     gpushare::session_options o;
+///     o.name = "trainer";
+///     o.share = 3;
+///     gpushare::session s("GPU-8f1e...", o);
 ///     auto r = s.reserve(2ull << 30, std::chrono::seconds(10)); // 2 GiB, wait up to 10 s
 ///
 /// Movable, not copyable. Usable from several threads. A forked child's copy is inert: the child

@@ -80,7 +80,7 @@ struct alignas(64) table_header {
   std::uint64_t holder_since_ns;      ///< monotonic time the holder was granted the device
   std::uint64_t holder_idle_since_ns; ///< when the holder's active guards last dropped to 0
   std::uint64_t quantum_used_ns;      ///< device time the holder used since it was granted
-  std::uint64_t min_vtime; ///< floor for the virtual time of a session that starts contending
+  std::uint64_t min_vtime[8]; ///< per priority class: floor for a session that starts contending
   std::uint64_t handovers; ///< times the device went from one session to another
 
   // ---- futex words and lock-free hints, each on its own cache line

@@ -58,12 +58,12 @@ inline lock_outcome lock_robust(pthread_mutex_t* m, std::uint64_t timeout_ns,
     throw error(errc::table_busy,
                 "the lock of table '" + table_name + "' has been held by a live process for over " +
                     std::to_string(timeout_ns / 1'000'000) +
-                    " ms (stopped or hung?); resume or kill that process (see `gpushare status`)");
+                    " ms (stopped or hung?); resume or kill that process");
   case ENOTRECOVERABLE:
     throw error(errc::table_corrupt, "the lock of table '" + table_name +
-                                         "' is unrecoverable; remove the table with `gpushare "
-                                         "clean --force` or `rm /dev/shm/" +
-                                         table_name.substr(1) + "` once its users have stopped");
+                                         "' is unrecoverable; once its users have stopped, remove "
+                                         "it with `rm /dev/shm/" +
+                                         table_name.substr(1) + "`");
   default: throw system_failure(errc::system_error, "cannot lock table '" + table_name + "'", rc);
   }
 }

@@ -13,7 +13,8 @@
 //     time is not ahead of the holder's;
 //   * a holder between guards keeps the device only for a short grace when others wait, so an
 //     idle holder never blocks anyone for long (work conservation);
-//   * a session that starts contending gets vtime = max(its vtime, min_vtime): no banked credit;
+//   * a session that starts contending gets vtime = max(its vtime, min_vtime of its class): no
+//     banked credit (the floor is per class: a busy higher class must not push a lower one's);
 //   * a capped session is paced: after a guard of u ns it may start its next guard only once its
 //     pacing clock (advanced by u / limit) has caught up with real time.
 #pragma once
@@ -36,6 +37,18 @@ inline constexpr std::uint64_t idle_grace_at_yield_ns = 50'000'000; // 50 ms
 /// How much idle time a capped session may bank as burst (limits overshoot to ~1% of a second).
 inline constexpr std::uint64_t cap_burst_ns = 10'000'000; // 10 ms
 inline constexpr std::int64_t nobody = -1;
+
+/// The virtual-time floor of a priority class (bounds-checked: priorities come from shm).
+inline std::uint64_t& class_floor(table_header& h, int priority) noexcept {
+  return h.min_vtime[std::clamp(priority, 0, 7)];
+}
+
+/// a * b / c without overflow (saturating at 2^64 - 1); c > 0.
+inline std::uint64_t mul_div(std::uint64_t a, std::uint64_t b, std::uint64_t c) noexcept {
+  __extension__ using u128 = unsigned __int128;
+  const u128 r = static_cast<u128>(a) * b / c;
+  return r > UINT64_MAX ? UINT64_MAX : static_cast<std::uint64_t>(r);
+}
 
 inline bool is_active(const slot_record& s) noexcept {
   return s.state.load(std::memory_order_relaxed) == slot_active;
@@ -101,7 +114,7 @@ inline std::int64_t grant(const table_view& t, std::uint32_t i, std::uint64_t no
   h.holder_since_ns = now;
   h.holder_idle_since_ns = now;
   h.quantum_used_ns = 0;
-  h.min_vtime = std::max(h.min_vtime, s.vtime);
+  class_floor(h, s.priority) = std::max(class_floor(h, s.priority), s.vtime);
   s.grant_word.fetch_add(1, std::memory_order_release);
   return i;
 }
@@ -116,7 +129,7 @@ inline std::int64_t grant_next(const table_view& t, std::uint64_t now) noexcept 
 /// Slot `i` starts contending (registers a waiting thread, or takes a free device): it gets no
 /// credit for the time it was idle.
 inline void start_contending(table_header& h, slot_record& s) noexcept {
-  s.vtime = std::max(s.vtime, h.min_vtime);
+  s.vtime = std::max(s.vtime, class_floor(h, s.priority));
 }
 
 struct take_result {
@@ -136,10 +149,14 @@ inline take_result try_take(const table_view& t, std::uint32_t i, std::uint64_t 
     if (s.active_guards > 0) return {true}; // another thread of this session is inside a guard
     if (w != nobody && should_hand_over(h, s, t.slots[w], boundary::guard_enter))
       return {false, grant(t, static_cast<std::uint32_t>(w), now), liveness_recheck_ns};
-    if (h.quantum_used_ns >= s.quantum_ns) { // nobody better waits: a new quantum
+    // Quantum used and nobody should take over, even at a yield: a new quantum. (An at_yield
+    // holder keeps a used quantum until its next yield() hands over.)
+    if (h.quantum_used_ns >= s.quantum_ns &&
+        (w == nobody || !should_hand_over(h, s, t.slots[w], boundary::yield))) {
       h.quantum_used_ns = 0;
-      h.min_vtime =
-          std::max(h.min_vtime, std::min(s.vtime, w == nobody ? s.vtime : t.slots[w].vtime));
+      const bool same_class = w != nobody && t.slots[w].priority == s.priority;
+      std::uint64_t& floor = class_floor(h, s.priority);
+      floor = std::max(floor, std::min(s.vtime, same_class ? t.slots[w].vtime : s.vtime));
     }
     return {true};
   }
@@ -169,11 +186,11 @@ inline void account_guard(table_header& h, slot_record& s, std::uint64_t used_ns
   s.device_ns = sat_add(s.device_ns, used_ns);
   ++s.guards;
   const std::uint32_t share = std::max<std::uint32_t>(s.share, 1);
-  s.vtime = sat_add(s.vtime, used_ns * 1000 / share);
+  s.vtime = sat_add(s.vtime, mul_div(used_ns, 1000, share));
   if (holder) h.quantum_used_ns = sat_add(h.quantum_used_ns, used_ns);
   const std::uint32_t limit = s.compute_limit_ppm == 0 ? 1'000'000 : s.compute_limit_ppm;
   if (limit < 1'000'000) {
-    const std::uint64_t earned = used_ns * 1'000'000 / limit; // wall time this usage costs
+    const std::uint64_t earned = mul_div(used_ns, 1'000'000, limit); // wall time it costs
     s.cap_vclock_ns = sat_add(std::max(s.cap_vclock_ns, sat_sub(start_ns, cap_burst_ns)), earned);
   }
 }

@@ -241,7 +241,7 @@ private:
   slot_record& own() noexcept { return table_.slot(slot_); }
 
   /// Our slot, after checking it is still ours (a peer reclaims it only if our liveness lock is
-  /// gone, e.g. after `gpushare clean --force` removed and recreated the table).
+  /// gone, e.g. after someone removed and recreated the table by hand).
   slot_record& own_checked() {
     slot_record& s = own();
     if (s.state.load(std::memory_order_relaxed) != slot_active || s.generation != generation_)
@@ -362,17 +362,19 @@ inline void session_core::claim_slot() {
   }
   throw error(errc::no_free_slot, "all " + std::to_string(n) + " session slots of table '" +
                                       table_.name() +
-                                      "' are held by live sessions; end some (see `gpushare "
-                                      "status`) or use another GPUSHARE_DOMAIN");
+                                      "' are held by live sessions; end some or use another "
+                                      "GPUSHARE_DOMAIN");
 }
 
 inline void session_core::activate(const resolved_options& r) {
+  const std::uint64_t start_ticks = process_start_ticks(); // file I/O: not under the lock
   for (int attempt = 0;; ++attempt) {
+    deferred_wake wake{table_}; // destroyed after the guard below: wakes outside the lock
     table_core::guard g(table_);
     table_header& h = table_.header();
     slot_record& s = own();
     if (s.state.load(std::memory_order_relaxed) == slot_active) { // its owner died; we hold it
-      table_.wake_slot(table_.end_session_locked(slot_));
+      wake.slot = table_.end_session_locked(slot_);
       ++h.sessions_reclaimed;
     }
     const std::uint64_t limit = r.memory_limit ? r.memory_limit->resolve(h.capacity) : h.capacity;
@@ -397,7 +399,7 @@ inline void session_core::activate(const resolved_options& r) {
     generation_ = s.generation + 1;
     s.generation = generation_;
     s.pid = ::getpid();
-    s.start_time_ticks = process_start_ticks();
+    s.start_time_ticks = start_ticks;
     s.joined_unix_ns = realtime_ns();
     copy_name_to(s.name, name_capacity, name_);
     s.priority = r.priority;
@@ -412,7 +414,7 @@ inline void session_core::activate(const resolved_options& r) {
     s.handover_mode =
         r.handover == handover_point::at_yield ? handover_at_yield : handover_at_guard;
     s.active_guards = s.wants_device = 0;
-    s.vtime = h.min_vtime; // a newcomer starts level with the others: no banked credit
+    s.vtime = class_floor(h, r.priority); // a newcomer starts level with its class
     s.wait_since_ns = s.cap_vclock_ns = 0;
     s.device_ns = s.guards = s.device_waits = s.device_wait_ns = s.device_wait_max_ns = 0;
     s.handovers = s.cap_throttle_ns = 0;

@@ -52,8 +52,35 @@ inline std::string table_object_name(std::string_view domain, std::string_view k
 
 /// "rm /dev/shm/<name>" advice for error messages.
 inline std::string removal_hint(const std::string& name) {
-  return "stop the processes using it, then remove it with `gpushare clean` or `rm /dev/shm" +
-         name + "`";
+  return "stop the processes using it, then remove it with `rm /dev/shm" + name + "`";
+}
+
+/// Maps `size` bytes of the table through a *new* open file description of the same file.
+///
+/// Why: a mapping holds a reference to the open file description it was made from, and OFD locks
+/// live until the description's last reference goes. Were the table mapped through the
+/// descriptor that holds a session's liveness lock, a forked child (which inherits the mapping)
+/// would keep its parent's session looking alive after the parent died. Through a description
+/// that never holds a lock, the child's inherited mapping keeps nothing alive.
+inline void* map_lockless(int fd, std::size_t size, const std::string& name) {
+  const std::string proc = "/proc/self/fd/" + std::to_string(fd);
+  const int map_fd = ::open(proc.c_str(), O_RDWR | O_CLOEXEC);
+  if (map_fd < 0)
+    throw system_failure(errc::system_error, "cannot reopen table '" + name + "' via " + proc,
+                         errno);
+  void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, map_fd, 0);
+  const int err = errno;
+  ::close(map_fd); // the mapping keeps its own reference
+  if (base == MAP_FAILED) throw system_failure(errc::system_error, "cannot map table '" + name + "'", err);
+  return base;
+}
+
+/// Does `fd` still refer to the object named `name`? (It may have been unlinked and replaced.)
+inline bool names_same_file(int fd, const std::string& name) {
+  struct stat mine{}, named{};
+  const std::string path = "/dev/shm" + name;
+  return ::fstat(fd, &mine) == 0 && ::stat(path.c_str(), &named) == 0 &&
+         mine.st_ino == named.st_ino && mine.st_dev == named.st_dev;
 }
 
 struct create_params {
@@ -144,6 +171,9 @@ inline void mapped_table::steal_and_unlink(int fd, const std::string& name) {
 
 inline bool mapped_table::create_in(unique_fd fd, const create_params& p) {
   if (try_lock_byte(fd.get(), init_lock_byte) != 0) return false; // declared dead already
+  // A peer may have judged us dead (we stalled between creating and locking), taken and dropped
+  // the init lock and unlinked the name: then this file is an orphan nobody can open. Start over.
+  if (!names_same_file(fd.get(), name_)) return false;
   crash_point("create.locked");
   const mode_t mode = p.access == table_access::group ? 0660 : 0600;
   // fchmod rather than umask: umask is process-wide and shm_open applied it to our mode.
@@ -165,11 +195,12 @@ inline bool mapped_table::create_in(unique_fd fd, const create_params& p) {
     throw system_failure(errc::system_error, "cannot size table '" + name_ + "'", rc);
   }
   crash_point("create.sized");
-  void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
-  if (base == MAP_FAILED) {
-    const int err = errno;
+  void* base = nullptr;
+  try {
+    base = map_lockless(fd.get(), size, name_);
+  } catch (...) {
     ::shm_unlink(name_.c_str());
-    throw system_failure(errc::system_error, "cannot map table '" + name_ + "'", err);
+    throw;
   }
   base_ = base;
   size_ = size;
@@ -236,9 +267,7 @@ inline mapped_table::attach_result mapped_table::attach(unique_fd fd,
   std::uint32_t state = init_state_fresh;
   std::uint64_t magic = 0;
   if (file_size >= sizeof(table_prefix)) {
-    void* base = ::mmap(nullptr, file_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
-    if (base == MAP_FAILED)
-      throw system_failure(errc::system_error, "cannot map table '" + name_ + "'", errno);
+    void* base = map_lockless(fd.get(), file_size, name_);
     unmap();
     base_ = base;
     size_ = file_size;

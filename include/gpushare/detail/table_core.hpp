@@ -148,6 +148,17 @@ private:
   std::int32_t pid_ = 0;
 };
 
+/// Wakes a slot's waiters when it goes out of scope: declare it before a table_core::guard so the
+/// wake happens after the unlock, whichever way the scope is left.
+struct deferred_wake {
+  explicit deferred_wake(table_core& t) noexcept : table(t) {}
+  deferred_wake(const deferred_wake&) = delete;
+  deferred_wake& operator=(const deferred_wake&) = delete;
+  ~deferred_wake() { table.wake_slot(slot); }
+  table_core& table;
+  std::int64_t slot = nobody;
+};
+
 } // namespace detail
 } // namespace v0
 } // namespace gpushare

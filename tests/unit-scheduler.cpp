@@ -1,0 +1,1131 @@
+// SPDX-License-Identifier: Apache-2.0
+// Compute arbitration decisions as pure functions of the table state: no processes, no shared
+// memory, no clock. Every time is an explicit number of nanoseconds.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <gpushare/detail/scheduler.hpp>
+
+namespace d = gpushare::detail;
+namespace prio = gpushare::priority;
+
+namespace {
+constexpr std::uint64_t us = 1'000;
+constexpr std::uint64_t ms = 1'000'000;
+constexpr std::uint64_t liveness = 123 * ms; // the recheck interval passed to try_take
+
+/// A heap-allocated table state of `n` slots (the layout is the shared one, unmapped).
+struct fake_table {
+  explicit fake_table(std::uint32_t n = 4)
+      : header(std::make_unique<d::table_header>()), slots(n) {}
+
+  /// Makes slot `i` an active session (a new generation) with these settings.
+  d::slot_record& join(std::uint32_t i, int priority = prio::normal, std::uint32_t share = 1,
+                       std::uint64_t quantum = 5 * ms, std::uint32_t mode = d::handover_at_guard) {
+    d::slot_record& s = slots[i];
+    s.state.store(d::slot_active);
+    ++s.generation;
+    s.priority = priority;
+    s.share = share;
+    s.quantum_ns = quantum;
+    s.handover_mode = mode;
+    s.compute_limit_ppm = 1'000'000;
+    return s;
+  }
+  /// Slot `i` has `threads` threads waiting for the device since `since`.
+  void wait(std::uint32_t i, std::uint64_t since = 0, std::uint32_t threads = 1) {
+    slots[i].wants_device += threads;
+    slots[i].wait_since_ns = since;
+    header->device_waiters.fetch_add(threads);
+  }
+  /// Records slot `i` as the holder, granted at `since`, without going through grant().
+  void hold(std::uint32_t i, std::uint64_t since = 0) {
+    header->holder = i + 1;
+    header->holder_generation = slots[i].generation;
+    header->holder_since_ns = since;
+    header->holder_idle_since_ns = since;
+  }
+  std::uint32_t grants(std::uint32_t i) const { return slots[i].grant_word.load(); }
+  d::table_view view() {
+    return {header.get(), slots.data(), static_cast<std::uint32_t>(slots.size())};
+  }
+
+  std::unique_ptr<d::table_header> header;
+  std::vector<d::slot_record> slots;
+};
+
+/// Slots 0 and 1 take turns as the scheduler decides, each always wanting the device: whoever
+/// holds it runs one guard of `guard` ns (try_take, account_guard, release_at_guard_exit) per
+/// iteration, until `guards` guards have run. A handover at guard entry runs no guard: the new
+/// holder continues. Returns the time after the last guard.
+std::uint64_t run_two_sessions(fake_table& t, int guards, std::uint64_t now,
+                               std::uint64_t guard = 1 * ms) {
+  const d::table_view v = t.view();
+  for (int run = 0, attempts = 0; run < guards; ++attempts) {
+    if (attempts > 4 * guards) {
+      FAIL("no progress after ", attempts, " attempts");
+    }
+    std::int64_t h = d::current_holder(v);
+    const std::uint32_t i = h == d::nobody ? 0 : static_cast<std::uint32_t>(h);
+    const std::uint32_t other = 1 - i;
+    t.slots[i].wants_device = 0;
+    if (t.slots[other].wants_device == 0) t.slots[other].wait_since_ns = now;
+    t.slots[other].wants_device = 1;
+    const d::take_result r = d::try_take(v, i, now, liveness);
+    if (!r.granted) {
+      if (r.wake != other) FAIL("handed over to ", r.wake, " instead of ", other);
+      continue;
+    }
+    ++t.slots[i].active_guards;
+    d::account_guard(*t.header, t.slots[i], guard, true, now);
+    now += guard;
+    --t.slots[i].active_guards;
+    d::release_at_guard_exit(v, i, now);
+    ++run;
+  }
+  return now;
+}
+} // namespace
+
+// ---------------------------------------------------------------------------------------------
+// better_claim, best_waiter, current_holder
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("better_claim: a higher priority class wins whatever the virtual times and waits") {
+  fake_table t;
+  auto& hi = t.join(0, prio::high);
+  auto& lo = t.join(1, prio::normal);
+  hi.vtime = 1'000'000;
+  hi.wait_since_ns = 900;
+  lo.vtime = 0;
+  lo.wait_since_ns = 100;
+  CHECK(d::better_claim(hi, 0, lo, 1));
+  CHECK_FALSE(d::better_claim(lo, 1, hi, 0));
+}
+
+TEST_CASE("better_claim: within a class the smaller virtual time wins before the longer wait") {
+  fake_table t;
+  auto& a = t.join(0);
+  auto& b = t.join(1);
+  a.vtime = 10;
+  a.wait_since_ns = 900;
+  b.vtime = 11;
+  b.wait_since_ns = 100;
+  CHECK(d::better_claim(a, 0, b, 1));
+  CHECK_FALSE(d::better_claim(b, 1, a, 0));
+}
+
+TEST_CASE("better_claim: equal virtual times go to the longer wait, then the lower index") {
+  fake_table t;
+  auto& a = t.join(0);
+  auto& b = t.join(1);
+  a.vtime = b.vtime = 50;
+  a.wait_since_ns = 200;
+  b.wait_since_ns = 100;
+  CHECK(d::better_claim(b, 1, a, 0));
+  CHECK_FALSE(d::better_claim(a, 0, b, 1));
+  b.wait_since_ns = 200;
+  CHECK(d::better_claim(a, 0, b, 1));
+  CHECK_FALSE(d::better_claim(b, 1, a, 0));
+  CHECK_FALSE(d::better_claim(a, 0, a, 0)); // strict: nothing beats itself
+}
+
+TEST_CASE("best_waiter picks the best claim among the waiting sessions") {
+  fake_table t(5);
+  for (std::uint32_t i = 0; i < 5; ++i) t.join(i);
+  t.slots[1].vtime = 30;
+  t.slots[2].vtime = 20;
+  t.slots[3].vtime = 20;
+  t.slots[4].vtime = 10;
+  t.wait(1, 5);
+  t.wait(2, 7);
+  t.wait(3, 6);
+  CHECK(d::best_waiter(t.view()) == 3); // vtime 20 ties with slot 2: waited longer
+  t.slots[1].priority = prio::high;
+  CHECK(d::best_waiter(t.view()) == 1); // a higher class beats any vtime
+  t.wait(4, 9);
+  t.slots[4].priority = prio::critical;
+  CHECK(d::best_waiter(t.view()) == 4);
+}
+
+TEST_CASE("best_waiter skips inactive slots, slots not wanting the device and the excluded slot") {
+  fake_table t;
+  t.join(0);
+  t.join(1);
+  t.join(2);
+  t.slots[0].vtime = 1; // best claim, but does not want the device
+  t.slots[1].vtime = 2;
+  t.slots[2].vtime = 3;
+  t.slots[3].vtime = 0; // wants the device, but its slot is free
+  t.slots[3].wants_device = 1;
+  t.wait(1);
+  t.wait(2);
+  CHECK(d::best_waiter(t.view()) == 1);
+  CHECK(d::best_waiter(t.view(), 1) == 2);
+  CHECK(d::best_waiter(t.view(), 2) == 1);
+  t.slots[2].state.store(d::slot_free);
+  CHECK(d::best_waiter(t.view(), 1) == d::nobody);
+}
+
+TEST_CASE("best_waiter finds nobody when nobody waits") {
+  fake_table t;
+  t.join(0);
+  t.join(1);
+  CHECK(d::best_waiter(t.view()) == d::nobody);
+  fake_table empty(0);
+  CHECK(d::best_waiter(empty.view()) == d::nobody);
+}
+
+TEST_CASE("current_holder: holder 0 means nobody holds the device") {
+  fake_table t;
+  t.join(0);
+  t.header->holder = 0;
+  t.header->holder_generation = t.slots[0].generation;
+  CHECK(d::current_holder(t.view()) == d::nobody);
+}
+
+TEST_CASE("current_holder: a holder index beyond the slots is nobody, never read") {
+  fake_table t;
+  for (std::uint32_t i = 0; i < 4; ++i) t.join(i);
+  t.hold(3);
+  CHECK(d::current_holder(t.view()) == 3); // the last slot is in range
+  t.header->holder = 5;
+  CHECK(d::current_holder(t.view()) == d::nobody);
+  t.header->holder = UINT32_MAX;
+  CHECK(d::current_holder(t.view()) == d::nobody);
+}
+
+TEST_CASE("current_holder: an inactive holder slot or a stale generation is nobody") {
+  fake_table t;
+  t.join(1);
+  t.hold(1);
+  CHECK(d::current_holder(t.view()) == 1);
+  t.header->holder_generation = t.slots[1].generation - 1; // the slot was reused since
+  CHECK(d::current_holder(t.view()) == d::nobody);
+  t.header->holder_generation = t.slots[1].generation;
+  t.slots[1].state.store(d::slot_free);
+  CHECK(d::current_holder(t.view()) == d::nobody);
+}
+
+// ---------------------------------------------------------------------------------------------
+// should_hand_over
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("should_hand_over: a higher class waiter gets the device at every boundary") {
+  fake_table t;
+  auto& h = t.join(0, prio::normal, 1, 5 * ms, d::handover_at_yield);
+  auto& w = t.join(1, prio::high);
+  h.vtime = 0;
+  w.vtime = 1'000'000; // far ahead: irrelevant across classes
+  t.header->quantum_used_ns = 0;
+  for (auto at : {d::boundary::guard_enter, d::boundary::guard_exit, d::boundary::yield})
+    CHECK(d::should_hand_over(*t.header, h, w, at));
+}
+
+TEST_CASE("should_hand_over: a lower class waiter never gets the device") {
+  fake_table t;
+  auto& h = t.join(0, prio::high);
+  auto& w = t.join(1, prio::normal);
+  h.vtime = 1'000'000;
+  w.vtime = 0;
+  t.header->quantum_used_ns = 1'000 * ms; // quantum long used
+  for (auto at : {d::boundary::guard_enter, d::boundary::guard_exit, d::boundary::yield})
+    CHECK_FALSE(d::should_hand_over(*t.header, h, w, at));
+}
+
+TEST_CASE("should_hand_over: an at_yield holder lets an equal waiter in only at yield") {
+  fake_table t;
+  auto& h = t.join(0, prio::normal, 1, 5 * ms, d::handover_at_yield);
+  auto& w = t.join(1);
+  h.vtime = 100;
+  w.vtime = 50;
+  t.header->quantum_used_ns = 5 * ms;
+  CHECK_FALSE(d::should_hand_over(*t.header, h, w, d::boundary::guard_enter));
+  CHECK_FALSE(d::should_hand_over(*t.header, h, w, d::boundary::guard_exit));
+  CHECK(d::should_hand_over(*t.header, h, w, d::boundary::yield));
+  h.handover_mode = d::handover_at_guard;
+  CHECK(d::should_hand_over(*t.header, h, w, d::boundary::guard_enter));
+  CHECK(d::should_hand_over(*t.header, h, w, d::boundary::guard_exit));
+}
+
+TEST_CASE("should_hand_over: an equal waiter waits until the holder's quantum is used") {
+  fake_table t;
+  auto& h = t.join(0);
+  auto& w = t.join(1);
+  h.vtime = 100;
+  w.vtime = 50;
+  t.header->quantum_used_ns = 5 * ms - 1;
+  CHECK_FALSE(d::should_hand_over(*t.header, h, w, d::boundary::guard_exit));
+  CHECK_FALSE(d::should_hand_over(*t.header, h, w, d::boundary::yield));
+  t.header->quantum_used_ns = 5 * ms;
+  CHECK(d::should_hand_over(*t.header, h, w, d::boundary::guard_exit));
+  CHECK(d::should_hand_over(*t.header, h, w, d::boundary::yield));
+}
+
+TEST_CASE("should_hand_over: an equal waiter ahead in virtual time does not get the device") {
+  fake_table t;
+  auto& h = t.join(0);
+  auto& w = t.join(1);
+  t.header->quantum_used_ns = 5 * ms;
+  h.vtime = 100;
+  w.vtime = 100; // equal: hands over
+  CHECK(d::should_hand_over(*t.header, h, w, d::boundary::guard_exit));
+  w.vtime = 101;
+  CHECK_FALSE(d::should_hand_over(*t.header, h, w, d::boundary::guard_exit));
+  CHECK_FALSE(d::should_hand_over(*t.header, h, w, d::boundary::yield));
+}
+
+TEST_CASE("idle_grace: 200 us for at_guard holders, 50 ms for at_yield holders") {
+  fake_table t;
+  auto& g = t.join(0);
+  auto& y = t.join(1, prio::normal, 1, 5 * ms, d::handover_at_yield);
+  CHECK(d::idle_grace(g) == 200 * us);
+  CHECK(d::idle_grace(y) == 50 * ms);
+}
+
+// ---------------------------------------------------------------------------------------------
+// grant, grant_next, start_contending
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("grant makes the slot the holder with a fresh quantum and raises min_vtime") {
+  fake_table t;
+  auto& s = t.join(2);
+  s.generation = 7;
+  s.vtime = 500;
+  t.header->quantum_used_ns = 3 * ms;
+  t.header->min_vtime[prio::normal] = 100;
+  t.header->holder_since_ns = 1;
+  t.header->holder_idle_since_ns = 2;
+  CHECK(d::grant(t.view(), 2, 4'000) == 2);
+  CHECK(t.header->holder == 3);
+  CHECK(t.header->holder_generation == 7);
+  CHECK(t.header->holder_since_ns == 4'000);
+  CHECK(t.header->holder_idle_since_ns == 4'000);
+  CHECK(t.header->quantum_used_ns == 0);
+  CHECK(t.header->min_vtime[prio::normal] == 500);
+  CHECK(t.grants(2) == 1);
+  CHECK(d::current_holder(t.view()) == 2);
+  CHECK(t.header->handovers == 0); // nobody held it before
+  CHECK(s.handovers == 0);
+}
+
+TEST_CASE("grant never lowers min_vtime") {
+  fake_table t;
+  auto& s = t.join(0);
+  s.vtime = 50;
+  t.header->min_vtime[prio::normal] = 100;
+  d::grant(t.view(), 0, 1);
+  CHECK(t.header->min_vtime[prio::normal] == 100);
+  CHECK(s.vtime == 50);
+}
+
+TEST_CASE("grant counts a handover on the previous holder only when the holder changes") {
+  fake_table t;
+  auto& a = t.join(0);
+  auto& b = t.join(1);
+  d::grant(t.view(), 0, 10);
+  CHECK(t.header->handovers == 0);
+  d::grant(t.view(), 0, 20); // re-granted to the same holder: no handover
+  CHECK(t.header->handovers == 0);
+  CHECK(a.handovers == 0);
+  CHECK(t.grants(0) == 2);
+  d::grant(t.view(), 1, 30);
+  CHECK(t.header->handovers == 1);
+  CHECK(a.handovers == 1);
+  CHECK(b.handovers == 0);
+  // A stale holder (its slot was reused) hands nothing over.
+  b.generation++;
+  d::grant(t.view(), 0, 40);
+  CHECK(t.header->handovers == 1);
+  CHECK(b.handovers == 0);
+  CHECK(t.header->holder == 1);
+}
+
+TEST_CASE("grant_next gives a free device to the best waiter") {
+  fake_table t;
+  t.join(0);
+  t.join(1);
+  t.join(2);
+  t.slots[1].vtime = 20;
+  t.slots[2].vtime = 10;
+  t.wait(1);
+  t.wait(2);
+  t.header->holder = 0;
+  CHECK(d::grant_next(t.view(), 5'000) == 2);
+  CHECK(t.header->holder == 3);
+  CHECK(t.header->holder_since_ns == 5'000);
+  CHECK(t.grants(2) == 1);
+  CHECK(t.grants(1) == 0);
+}
+
+TEST_CASE("grant_next leaves the device free when nobody waits") {
+  fake_table t;
+  t.join(0);
+  t.hold(0, 10);
+  t.header->quantum_used_ns = 7;
+  CHECK(d::grant_next(t.view(), 5'000) == d::nobody);
+  CHECK(t.header->holder == 0);
+  CHECK(t.header->quantum_used_ns == 7);
+  CHECK(t.grants(0) == 0);
+}
+
+TEST_CASE("start_contending raises the virtual time to min_vtime and never lowers it") {
+  fake_table t;
+  auto& s = t.join(0);
+  t.header->min_vtime[prio::normal] = 1'000;
+  s.vtime = 10; // idle for long: no banked credit
+  d::start_contending(*t.header, s);
+  CHECK(s.vtime == 1'000);
+  s.vtime = 5'000; // ahead already: kept
+  d::start_contending(*t.header, s);
+  CHECK(s.vtime == 5'000);
+  CHECK(t.header->min_vtime[prio::normal] == 1'000);
+}
+
+// ---------------------------------------------------------------------------------------------
+// try_take
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("try_take: a holder with a guard in flight is granted at once, nothing changes") {
+  fake_table t;
+  auto& s = t.join(0);
+  t.join(1, prio::critical); // would take over at a boundary, but this is not one
+  t.wait(1);
+  t.hold(0, 100);
+  s.active_guards = 2;
+  t.header->quantum_used_ns = 9 * ms;
+  const d::take_result r = d::try_take(t.view(), 0, 1 * ms, liveness);
+  CHECK(r.granted);
+  CHECK(r.wake == d::nobody);
+  CHECK(r.recheck_ns == 0);
+  CHECK(t.header->holder == 1);
+  CHECK(t.header->quantum_used_ns == 9 * ms);
+  CHECK(t.grants(1) == 0);
+}
+
+TEST_CASE("try_take: a holder between guards hands over to a higher class waiter") {
+  fake_table t;
+  auto& s = t.join(0, prio::normal, 1, 5 * ms, d::handover_at_yield); // lazy: keeps to yield()
+  t.join(1, prio::high);
+  t.wait(1);
+  t.hold(0, 100);
+  t.header->quantum_used_ns = 1 * ms; // quantum not used: irrelevant across classes
+  const d::take_result r = d::try_take(t.view(), 0, 2 * ms, liveness);
+  CHECK_FALSE(r.granted);
+  CHECK(r.wake == 1);
+  CHECK(r.recheck_ns == liveness);
+  CHECK(t.header->holder == 2);
+  CHECK(t.header->holder_since_ns == 2 * ms);
+  CHECK(t.header->quantum_used_ns == 0);
+  CHECK(t.grants(1) == 1);
+  CHECK(s.handovers == 1);
+  CHECK(t.header->handovers == 1);
+}
+
+TEST_CASE("try_take: a holder between guards hands over to an equal waiter once due") {
+  fake_table t;
+  auto& s = t.join(0);
+  auto& w = t.join(1);
+  t.wait(1);
+  t.hold(0);
+  s.vtime = 700;
+  w.vtime = 600;
+  t.header->quantum_used_ns = 5 * ms;
+  const d::take_result r = d::try_take(t.view(), 0, 8 * ms, liveness);
+  CHECK_FALSE(r.granted);
+  CHECK(r.wake == 1);
+  CHECK(r.recheck_ns == liveness);
+  CHECK(t.header->holder == 2);
+  CHECK(t.header->min_vtime[prio::normal] == 600);
+}
+
+TEST_CASE("try_take: a holder whose quantum is used and that nobody should replace renews it") {
+  fake_table t;
+  auto& s = t.join(0);
+  auto& w = t.join(1);
+  t.wait(1);
+  t.hold(0, 100);
+  s.vtime = 300;
+  w.vtime = 400; // ahead of the holder: no handover
+  t.header->min_vtime[prio::normal] = 100;
+  t.header->quantum_used_ns = 6 * ms;
+  d::take_result r = d::try_take(t.view(), 0, 7 * ms, liveness);
+  CHECK(r.granted);
+  CHECK(r.wake == d::nobody);
+  CHECK(t.header->holder == 1);
+  CHECK(t.header->quantum_used_ns == 0);
+  CHECK(t.header->min_vtime[prio::normal] == 300); // min of the two contenders' vtimes
+  CHECK(t.header->holder_since_ns == 100);
+  CHECK(t.grants(0) == 0);
+  CHECK(t.grants(1) == 0);
+
+  SUBCASE("a lower class waiter's smaller vtime does not lower the holder class's floor") {
+    w.priority = prio::low; // behind in vtime, but never takes over from a higher class
+    s.vtime = 900;
+    w.vtime = 800;
+    t.header->quantum_used_ns = 5 * ms;
+    r = d::try_take(t.view(), 0, 8 * ms, liveness);
+    CHECK(r.granted);
+    CHECK(t.header->holder == 1);
+    CHECK(t.header->quantum_used_ns == 0);
+    CHECK(t.header->min_vtime[prio::normal] == 900); // floors are per priority class
+    CHECK(t.header->min_vtime[prio::low] == 0);
+  }
+  SUBCASE("with nobody waiting its own vtime is the floor") {
+    w.wants_device = 0;
+    s.vtime = 1'000;
+    t.header->quantum_used_ns = 5 * ms;
+    r = d::try_take(t.view(), 0, 8 * ms, liveness);
+    CHECK(r.granted);
+    CHECK(t.header->quantum_used_ns == 0);
+    CHECK(t.header->min_vtime[prio::normal] == 1'000);
+  }
+}
+
+TEST_CASE("try_take: a holder with quantum left keeps the device and its quantum count") {
+  fake_table t;
+  auto& s = t.join(0);
+  auto& w = t.join(1);
+  t.wait(1);
+  t.hold(0);
+  s.vtime = 300;
+  w.vtime = 0;
+  t.header->min_vtime[prio::normal] = 0;
+  t.header->quantum_used_ns = 2 * ms;
+  const d::take_result r = d::try_take(t.view(), 0, 7 * ms, liveness);
+  CHECK(r.granted);
+  CHECK(t.header->holder == 1);
+  CHECK(t.header->quantum_used_ns == 2 * ms);
+  CHECK(t.header->min_vtime[prio::normal] == 0);
+}
+
+TEST_CASE("try_take: a free device is taken") {
+  fake_table t;
+  auto& s = t.join(1);
+  s.vtime = 40;
+  const d::take_result r = d::try_take(t.view(), 1, 3 * ms, liveness);
+  CHECK(r.granted);
+  CHECK(r.wake == d::nobody);
+  CHECK(t.header->holder == 2);
+  CHECK(t.header->holder_generation == s.generation);
+  CHECK(t.header->holder_since_ns == 3 * ms);
+  CHECK(t.header->min_vtime[prio::normal] == 40);
+  CHECK(t.grants(1) == 1);
+  CHECK(t.header->handovers == 0);
+}
+
+TEST_CASE("try_take: a device whose holder is gone is free") {
+  fake_table t;
+  t.join(0);
+  t.join(1);
+  t.hold(0);
+  t.slots[0].active_guards = 1;
+  t.slots[0].state.store(d::slot_free); // died inside a guard
+  const d::take_result r = d::try_take(t.view(), 1, 3 * ms, liveness);
+  CHECK(r.granted);
+  CHECK(t.header->holder == 2);
+  CHECK(t.header->handovers == 0);
+  CHECK(t.slots[0].handovers == 0);
+}
+
+TEST_CASE("try_take: a free device goes to a better waiter instead of the caller") {
+  fake_table t;
+  auto& s = t.join(0);
+  auto& w = t.join(1);
+  s.vtime = 100;
+  w.vtime = 50;
+  t.wait(1);
+  const d::take_result r = d::try_take(t.view(), 0, 3 * ms, liveness);
+  CHECK_FALSE(r.granted);
+  CHECK(r.wake == 1);
+  CHECK(r.recheck_ns == liveness);
+  CHECK(t.header->holder == 2);
+  CHECK(t.grants(1) == 1);
+  CHECK(t.grants(0) == 0);
+}
+
+TEST_CASE("try_take: a holder inside a guard blocks everyone until the liveness recheck") {
+  fake_table t;
+  t.join(0, prio::low);
+  t.join(1, prio::critical);
+  t.hold(0, 0);
+  t.slots[0].active_guards = 1;
+  t.header->quantum_used_ns = 100 * ms;
+  const d::take_result r = d::try_take(t.view(), 1, 1'000 * ms, liveness);
+  CHECK_FALSE(r.granted);
+  CHECK(r.wake == d::nobody);
+  CHECK(r.recheck_ns == liveness);
+  CHECK(t.header->holder == 1);
+  CHECK(t.grants(0) == 0);
+  CHECK(t.grants(1) == 0);
+}
+
+TEST_CASE("try_take: a holder idle within its grace keeps the device until the grace ends") {
+  fake_table t;
+  auto& h = t.join(0);
+  t.join(1);
+  t.hold(0, 0);
+  t.header->holder_idle_since_ns = 10 * ms;
+  t.header->quantum_used_ns = 1 * ms;
+  d::take_result r = d::try_take(t.view(), 1, 10 * ms + 50 * us, liveness);
+  CHECK_FALSE(r.granted);
+  CHECK(r.wake == d::nobody);
+  CHECK(r.recheck_ns == 150 * us);
+  CHECK(t.header->holder == 1);
+
+  h.handover_mode = d::handover_at_yield;
+  r = d::try_take(t.view(), 1, 10 * ms + 50 * us, liveness);
+  CHECK_FALSE(r.granted);
+  CHECK(r.recheck_ns == 50 * ms - 50 * us);
+  r = d::try_take(t.view(), 1, 10 * ms + 50 * ms - 1, liveness);
+  CHECK_FALSE(r.granted);
+  CHECK(r.recheck_ns == 1);
+  CHECK(t.header->holder == 1);
+}
+
+TEST_CASE("try_take: a holder idle beyond its grace loses the device") {
+  fake_table t;
+  auto& h = t.join(0, prio::high); // even to a lower class
+  t.join(1, prio::normal);
+  t.hold(0, 0);
+  t.header->holder_idle_since_ns = 10 * ms;
+  t.header->quantum_used_ns = 1 * ms;
+  const d::take_result r = d::try_take(t.view(), 1, 10 * ms + 200 * us, liveness);
+  CHECK(r.granted);
+  CHECK(r.wake == d::nobody);
+  CHECK(t.header->holder == 2);
+  CHECK(t.header->holder_since_ns == 10 * ms + 200 * us);
+  CHECK(t.header->quantum_used_ns == 0);
+  CHECK(h.handovers == 1);
+  CHECK(t.header->handovers == 1);
+}
+
+TEST_CASE("try_take: a higher class takes an idle holder's device at once") {
+  fake_table t;
+  t.join(0, prio::normal, 1, 5 * ms, d::handover_at_yield);
+  t.join(1, prio::high);
+  t.hold(0, 0);
+  t.header->holder_idle_since_ns = 10 * ms;
+  const d::take_result r = d::try_take(t.view(), 1, 10 * ms, liveness);
+  CHECK(r.granted);
+  CHECK(t.header->holder == 2);
+  CHECK(t.header->handovers == 1);
+}
+
+TEST_CASE("try_take: an equal waiter takes an idle holder's device once it is due") {
+  fake_table t;
+  auto& h = t.join(0);
+  auto& s = t.join(1);
+  t.hold(0, 0);
+  t.header->holder_idle_since_ns = 10 * ms;
+  t.header->quantum_used_ns = 5 * ms;
+  h.vtime = 100;
+  s.vtime = 101; // ahead: waits for the grace
+  d::take_result r = d::try_take(t.view(), 1, 10 * ms, liveness);
+  CHECK_FALSE(r.granted);
+  CHECK(r.recheck_ns == 200 * us);
+  s.vtime = 100;
+  r = d::try_take(t.view(), 1, 10 * ms, liveness);
+  CHECK(r.granted);
+  CHECK(t.header->holder == 2);
+}
+
+TEST_CASE("try_take: taking an idle holder's device, a better waiter gets it instead") {
+  fake_table t;
+  t.join(0, prio::low);
+  auto& s = t.join(1, prio::high);
+  auto& w = t.join(2, prio::high);
+  t.hold(0, 0);
+  t.header->holder_idle_since_ns = 10 * ms;
+  s.vtime = 500;
+  w.vtime = 400;
+  t.wait(2);
+  const d::take_result r = d::try_take(t.view(), 1, 10 * ms, liveness);
+  CHECK_FALSE(r.granted);
+  CHECK(r.wake == 2);
+  CHECK(r.recheck_ns == liveness);
+  CHECK(t.header->holder == 3);
+  CHECK(t.grants(2) == 1);
+  CHECK(t.slots[0].handovers == 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// account_guard
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("account_guard adds device time, a guard and virtual time scaled by the share") {
+  fake_table t;
+  auto& s = t.join(0, prio::normal, 4);
+  s.vtime = 10;
+  s.device_ns = 7;
+  s.guards = 2;
+  t.header->quantum_used_ns = 1 * ms;
+  d::account_guard(*t.header, s, 1 * ms, true, 0);
+  CHECK(s.device_ns == 1 * ms + 7);
+  CHECK(s.guards == 3);
+  CHECK(s.vtime == 10 + 250'000'000); // 1 ms * 1000 / 4
+  CHECK(t.header->quantum_used_ns == 2 * ms);
+
+  s.share = 3;
+  d::account_guard(*t.header, s, 1 * ms, true, 0);
+  CHECK(s.vtime == 10 + 250'000'000 + 333'333'333); // 1e9 / 3, truncated
+
+  s.share = 0; // a scribbled share counts as 1, never divides by zero
+  d::account_guard(*t.header, s, 2, true, 0);
+  CHECK(s.vtime == 583'333'343 + 2'000);
+}
+
+TEST_CASE("account_guard counts quantum only for the holder") {
+  fake_table t;
+  auto& s = t.join(0);
+  t.header->quantum_used_ns = 3 * ms;
+  d::account_guard(*t.header, s, 1 * ms, false, 0);
+  CHECK(t.header->quantum_used_ns == 3 * ms);
+  CHECK(s.device_ns == 1 * ms);
+  CHECK(s.guards == 1);
+  CHECK(s.vtime == 1'000 * ms);
+}
+
+TEST_CASE("account_guard advances the pacing clock of a capped session by used / limit") {
+  fake_table t;
+  auto& s = t.join(0);
+  s.compute_limit_ppm = 300'000; // 30%
+  const std::uint64_t start = 100 * ms;
+  // A fresh clock starts at most cap_burst_ns (10 ms) in the past.
+  d::account_guard(*t.header, s, 1 * ms, true, start);
+  CHECK(s.cap_vclock_ns == start - 10 * ms + 3'333'333); // 93'333'333
+  // The next guard starts right after: the clock is ahead of start - burst, so it is kept.
+  d::account_guard(*t.header, s, 1 * ms, true, start + 1 * ms);
+  CHECK(s.cap_vclock_ns == 96'666'666);
+  // After a long pause the banked credit is capped at the burst.
+  d::account_guard(*t.header, s, 1 * ms, true, 1'000 * ms);
+  CHECK(s.cap_vclock_ns == 990 * ms + 3'333'333);
+  // A clock far ahead keeps running from where it is.
+  s.cap_vclock_ns = 2'000 * ms;
+  d::account_guard(*t.header, s, 1 * ms, true, 1'001 * ms);
+  CHECK(s.cap_vclock_ns == 2'000 * ms + 3'333'333);
+  // A start earlier than the burst clamps at zero.
+  s.cap_vclock_ns = 0;
+  d::account_guard(*t.header, s, 1 * ms, true, 5 * ms);
+  CHECK(s.cap_vclock_ns == 3'333'333);
+}
+
+TEST_CASE("account_guard leaves the pacing clock of an uncapped session alone") {
+  fake_table t;
+  auto& s = t.join(0);
+  s.cap_vclock_ns = 42;
+  s.compute_limit_ppm = 1'000'000;
+  d::account_guard(*t.header, s, 1 * ms, true, 100 * ms);
+  CHECK(s.cap_vclock_ns == 42);
+  s.compute_limit_ppm = 0; // unset means 100%
+  d::account_guard(*t.header, s, 1 * ms, true, 100 * ms);
+  CHECK(s.cap_vclock_ns == 42);
+  s.compute_limit_ppm = 999'999; // anything less paces
+  d::account_guard(*t.header, s, 999'999, true, 100 * ms);
+  CHECK(s.cap_vclock_ns == 90 * ms + 1'000'000);
+}
+
+// ---------------------------------------------------------------------------------------------
+// release_at_guard_exit, hand_over_at_yield
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("release_at_guard_exit: a paced holder hands over even with quantum left") {
+  fake_table t;
+  auto& s = t.join(0, prio::high);
+  t.join(1, prio::low); // even to a lower class
+  t.wait(1);
+  t.hold(0, 0);
+  s.cap_vclock_ns = 20 * ms + 1;
+  t.header->quantum_used_ns = 1 * ms;
+  CHECK(d::release_at_guard_exit(t.view(), 0, 20 * ms) == 1);
+  CHECK(t.header->holder == 2);
+  CHECK(t.header->holder_since_ns == 20 * ms);
+  CHECK(t.grants(1) == 1);
+  CHECK(s.handovers == 1);
+}
+
+TEST_CASE("release_at_guard_exit: a paced holder with nobody waiting frees the device") {
+  fake_table t;
+  auto& s = t.join(0, prio::normal, 1, 5 * ms, d::handover_at_yield);
+  t.hold(0, 0);
+  s.cap_vclock_ns = 30 * ms;
+  CHECK(d::release_at_guard_exit(t.view(), 0, 20 * ms) == d::nobody);
+  CHECK(t.header->holder == 0);
+  CHECK(t.header->holder_idle_since_ns == 20 * ms);
+}
+
+TEST_CASE("release_at_guard_exit: a clock that has caught up does not pace") {
+  fake_table t;
+  auto& s = t.join(0, prio::normal, 1, 5 * ms, d::handover_at_yield);
+  t.hold(0, 0);
+  s.cap_vclock_ns = 20 * ms; // == now: may start its next guard now
+  CHECK(d::release_at_guard_exit(t.view(), 0, 20 * ms) == d::nobody);
+  CHECK(t.header->holder == 1);
+}
+
+TEST_CASE("release_at_guard_exit: hands over when an equal waiter is due") {
+  fake_table t;
+  auto& s = t.join(0);
+  auto& w = t.join(1);
+  t.wait(1);
+  t.hold(0, 0);
+  s.vtime = 5'000;
+  w.vtime = 4'000;
+  t.header->quantum_used_ns = 5 * ms;
+  CHECK(d::release_at_guard_exit(t.view(), 0, 6 * ms) == 1);
+  CHECK(t.header->holder == 2);
+  CHECK(t.header->quantum_used_ns == 0);
+  CHECK(t.header->handovers == 1);
+  CHECK(t.grants(1) == 1);
+}
+
+TEST_CASE("release_at_guard_exit: hands over to a higher class at once") {
+  fake_table t;
+  t.join(0, prio::normal, 1, 5 * ms, d::handover_at_yield);
+  t.join(1, prio::high);
+  t.wait(1);
+  t.hold(0, 0);
+  CHECK(d::release_at_guard_exit(t.view(), 0, 1 * ms) == 1);
+  CHECK(t.header->holder == 2);
+}
+
+TEST_CASE("release_at_guard_exit: an at_guard holder frees the device when nobody waits") {
+  fake_table t;
+  t.join(0);
+  t.hold(0, 0);
+  t.header->quantum_used_ns = 1 * ms;
+  CHECK(d::release_at_guard_exit(t.view(), 0, 3 * ms) == d::nobody);
+  CHECK(t.header->holder == 0);
+  CHECK(t.header->holder_idle_since_ns == 3 * ms);
+  CHECK(t.header->handovers == 0);
+}
+
+TEST_CASE("release_at_guard_exit: an at_yield holder keeps the device when nobody waits") {
+  fake_table t;
+  t.join(0, prio::normal, 1, 5 * ms, d::handover_at_yield);
+  t.hold(0, 0);
+  t.header->quantum_used_ns = 9 * ms;
+  CHECK(d::release_at_guard_exit(t.view(), 0, 3 * ms) == d::nobody);
+  CHECK(t.header->holder == 1);
+  CHECK(t.header->holder_idle_since_ns == 3 * ms);
+  CHECK(t.header->quantum_used_ns == 9 * ms);
+}
+
+TEST_CASE("release_at_guard_exit: with quantum left it keeps the device and wakes the waiter") {
+  fake_table t;
+  auto& s = t.join(0);
+  auto& w = t.join(1);
+  auto& w2 = t.join(2);
+  t.wait(1);
+  t.wait(2);
+  t.hold(0, 0);
+  s.vtime = 5'000;
+  w.vtime = 4'000;
+  w2.vtime = 3'000; // the best waiter
+  t.header->quantum_used_ns = 5 * ms - 1;
+  CHECK(d::release_at_guard_exit(t.view(), 0, 3 * ms) == 2);
+  CHECK(t.header->holder == 1);
+  CHECK(t.header->holder_since_ns == 0);
+  CHECK(t.header->holder_idle_since_ns == 3 * ms);
+  CHECK(t.header->quantum_used_ns == 5 * ms - 1);
+  CHECK(t.grants(2) == 1); // woken to watch the holder's grace
+  CHECK(t.grants(1) == 0);
+  CHECK(t.header->handovers == 0);
+}
+
+TEST_CASE("release_at_guard_exit: an at_yield holder keeps the device from a due equal waiter") {
+  fake_table t;
+  auto& s = t.join(0, prio::normal, 1, 5 * ms, d::handover_at_yield);
+  auto& w = t.join(1);
+  t.wait(1);
+  t.hold(0, 0);
+  s.vtime = 5'000;
+  w.vtime = 0;
+  t.header->quantum_used_ns = 50 * ms;
+  CHECK(d::release_at_guard_exit(t.view(), 0, 60 * ms) == 1);
+  CHECK(t.header->holder == 1);
+  CHECK(t.grants(1) == 1);
+}
+
+TEST_CASE("hand_over_at_yield: nobody waiting, nothing to do") {
+  fake_table t;
+  t.join(0, prio::normal, 1, 5 * ms, d::handover_at_yield);
+  t.hold(0, 0);
+  t.header->quantum_used_ns = 50 * ms;
+  CHECK(d::hand_over_at_yield(t.view(), 0, 60 * ms) == d::nobody);
+  CHECK(t.header->holder == 1);
+  CHECK(t.header->quantum_used_ns == 50 * ms);
+}
+
+TEST_CASE("hand_over_at_yield: an at_yield holder hands a used quantum to an equal waiter") {
+  fake_table t;
+  auto& s = t.join(0, prio::normal, 1, 5 * ms, d::handover_at_yield);
+  auto& w = t.join(1);
+  t.wait(1);
+  t.hold(0, 0);
+  s.vtime = 5'000;
+  w.vtime = 5'000;
+  t.header->quantum_used_ns = 5 * ms;
+  CHECK(d::hand_over_at_yield(t.view(), 0, 60 * ms) == 1);
+  CHECK(t.header->holder == 2);
+  CHECK(t.header->holder_since_ns == 60 * ms);
+  CHECK(t.header->quantum_used_ns == 0);
+  CHECK(t.grants(1) == 1);
+  CHECK(s.handovers == 1);
+  CHECK(t.header->handovers == 1);
+}
+
+TEST_CASE("hand_over_at_yield: with quantum left, or the waiter ahead, the holder keeps it") {
+  fake_table t;
+  auto& s = t.join(0, prio::normal, 1, 5 * ms, d::handover_at_yield);
+  auto& w = t.join(1);
+  t.wait(1);
+  t.hold(0, 0);
+  s.vtime = 5'000;
+  w.vtime = 0;
+  t.header->quantum_used_ns = 4 * ms;
+  CHECK(d::hand_over_at_yield(t.view(), 0, 60 * ms) == d::nobody);
+  t.header->quantum_used_ns = 5 * ms;
+  w.vtime = 5'001;
+  CHECK(d::hand_over_at_yield(t.view(), 0, 60 * ms) == d::nobody);
+  CHECK(t.header->holder == 1);
+  CHECK(t.grants(1) == 0); // not even woken
+}
+
+TEST_CASE("hand_over_at_yield: a higher class waiter gets it with quantum left") {
+  fake_table t;
+  t.join(0, prio::normal, 1, 5 * ms, d::handover_at_yield);
+  t.join(1, prio::high);
+  t.wait(1);
+  t.hold(0, 0);
+  CHECK(d::hand_over_at_yield(t.view(), 0, 1 * ms) == 1);
+  CHECK(t.header->holder == 2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// forget_slot, repair_scheduler
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("forget_slot drops a waiting session's threads from the waiter count") {
+  fake_table t;
+  t.join(0);
+  auto& s = t.join(1);
+  t.join(2);
+  t.hold(0, 0);
+  t.wait(1, 0, 2);
+  t.wait(2, 0, 3);
+  s.active_guards = 1;
+  CHECK(t.header->device_waiters.load() == 5);
+  CHECK(d::forget_slot(t.view(), 1, 1 * ms) == d::nobody);
+  CHECK(t.header->device_waiters.load() == 3);
+  CHECK(s.wants_device == 0);
+  CHECK(s.active_guards == 0);
+  CHECK(t.header->holder == 1);
+  CHECK(t.grants(2) == 0);
+}
+
+TEST_CASE("forget_slot never drops the waiter count below zero") {
+  fake_table t;
+  auto& s = t.join(0);
+  s.wants_device = 4;
+  t.header->device_waiters.store(1);
+  CHECK(d::forget_slot(t.view(), 0, 1 * ms) == d::nobody);
+  CHECK(t.header->device_waiters.load() == 0);
+  CHECK(s.wants_device == 0);
+}
+
+TEST_CASE("forget_slot passes the holder's device to the best waiter") {
+  fake_table t;
+  auto& s = t.join(0);
+  t.join(1);
+  t.join(2);
+  t.hold(0, 0);
+  s.active_guards = 1; // died inside a guard
+  s.wants_device = 1;  // and with a thread waiting for the device
+  t.header->device_waiters.store(1);
+  t.wait(1);
+  t.wait(2);
+  t.slots[1].vtime = 20;
+  t.slots[2].vtime = 10;
+  CHECK(d::forget_slot(t.view(), 0, 7 * ms) == 2);
+  CHECK(t.header->holder == 3);
+  CHECK(t.header->holder_since_ns == 7 * ms);
+  CHECK(t.header->device_waiters.load() == 2);
+  CHECK(t.grants(2) == 1);
+  CHECK(t.grants(0) == 0);
+}
+
+TEST_CASE("forget_slot frees the holder's device when nobody waits") {
+  fake_table t;
+  t.join(0);
+  t.join(1);
+  t.hold(0, 0);
+  CHECK(d::forget_slot(t.view(), 0, 7 * ms) == d::nobody);
+  CHECK(t.header->holder == 0);
+}
+
+TEST_CASE("repair_scheduler recounts the waiters and clears the state of inactive slots") {
+  fake_table t;
+  t.join(0);
+  t.join(1);
+  t.join(2);
+  t.hold(0, 0);
+  t.slots[1].wants_device = 2;
+  t.slots[2].wants_device = 100'000; // scribbled: counted as at most 1024
+  t.slots[3].wants_device = 5;       // a free slot
+  t.slots[3].active_guards = 2;
+  t.header->device_waiters.store(77);
+  CHECK(d::repair_scheduler(t.view(), 1 * ms) == d::nobody); // the holder is alive
+  CHECK(t.header->device_waiters.load() == 2 + 1024);
+  CHECK(t.slots[3].wants_device == 0);
+  CHECK(t.slots[3].active_guards == 0);
+  CHECK(t.slots[2].wants_device == 100'000);
+  CHECK(t.header->holder == 1);
+  CHECK(t.grants(1) == 0);
+}
+
+TEST_CASE("repair_scheduler gives the device of a vanished holder to the best waiter") {
+  fake_table t;
+  t.join(0);
+  t.join(1);
+  t.join(2);
+  t.hold(0, 0);
+  t.slots[0].state.store(d::slot_free); // died holding the device (and waiting for more)
+  t.slots[0].wants_device = 1;
+  t.slots[0].active_guards = 1;
+  t.slots[1].vtime = 5;
+  t.slots[2].vtime = 9;
+  t.wait(1);
+  t.wait(2);
+  t.header->device_waiters.store(3);
+  CHECK(d::repair_scheduler(t.view(), 2 * ms) == 1);
+  CHECK(t.header->holder == 2);
+  CHECK(t.header->holder_since_ns == 2 * ms);
+  CHECK(t.header->device_waiters.load() == 2);
+  CHECK(t.slots[0].wants_device == 0);
+  CHECK(t.slots[0].active_guards == 0);
+  CHECK(t.grants(1) == 1);
+}
+
+TEST_CASE("repair_scheduler treats a stale holder generation as gone") {
+  fake_table t;
+  t.join(0);
+  t.join(1);
+  t.hold(0, 0);
+  ++t.slots[0].generation; // the slot was reused by a new session that does not want the device
+  t.wait(1);
+  CHECK(d::repair_scheduler(t.view(), 2 * ms) == 1);
+  CHECK(t.header->holder == 2);
+}
+
+TEST_CASE("repair_scheduler frees the device of a vanished holder when nobody waits") {
+  fake_table t;
+  t.join(0);
+  t.join(1);
+  t.hold(0, 0);
+  t.slots[0].state.store(d::slot_free);
+  t.header->device_waiters.store(4);
+  CHECK(d::repair_scheduler(t.view(), 2 * ms) == d::nobody);
+  CHECK(t.header->holder == 0);
+  CHECK(t.header->device_waiters.load() == 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Simulations: only the functions above decide who runs
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("simulation: shares 3 and 1 split the device 75% / 25%") {
+  fake_table t(2);
+  t.join(0, prio::normal, 3, 5 * ms);
+  t.join(1, prio::normal, 1, 5 * ms);
+  run_two_sessions(t, 400, 1'000 * ms);
+  const std::uint64_t a = t.slots[0].device_ns, b = t.slots[1].device_ns;
+  CHECK(a + b == 400 * ms);
+  CHECK(t.slots[0].guards + t.slots[1].guards == 400);
+  const double fraction = static_cast<double>(a) / static_cast<double>(a + b);
+  INFO("share-3 session's fraction: ", fraction);
+  CHECK(fraction >= 0.73);
+  CHECK(fraction <= 0.77);
+  CHECK(t.header->handovers > 10); // it really alternated
+}
+
+TEST_CASE("simulation: equal shares split the device evenly") {
+  fake_table t(2);
+  t.join(0, prio::normal, 1, 5 * ms);
+  t.join(1, prio::normal, 1, 5 * ms);
+  run_two_sessions(t, 400, 1'000 * ms);
+  const std::uint64_t a = t.slots[0].device_ns, b = t.slots[1].device_ns;
+  CHECK(a + b == 400 * ms);
+  CHECK(a >= 195 * ms);
+  CHECK(b >= 195 * ms);
+}
+
+TEST_CASE("simulation: a high priority session gets everything while it wants the device") {
+  fake_table t(2);
+  auto& high = t.join(0, prio::high, 1, 5 * ms);
+  auto& low = t.join(1, prio::low, 1000, 5 * ms); // even with a far bigger share
+  d::grant(t.view(), 1, 1'000 * ms);              // the low one holds the device to begin with
+  std::uint64_t now = run_two_sessions(t, 400, 1'000 * ms);
+  CHECK(high.device_ns == 400 * ms);
+  CHECK(low.device_ns == 0);
+  CHECK(low.guards == 0);
+  CHECK(t.header->handovers == 1); // low gave way at its first guard entry
+
+  // The high one stops wanting the device: the low one gets it after the idle grace.
+  high.wants_device = 0;
+  low.wants_device = 1;
+  d::take_result r = d::try_take(t.view(), 1, now, liveness);
+  CHECK_FALSE(r.granted);
+  CHECK(r.recheck_ns == 200 * us);
+  now += r.recheck_ns;
+  r = d::try_take(t.view(), 1, now, liveness);
+  CHECK(r.granted);
+  CHECK(d::current_holder(t.view()) == 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Regressions
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("regression: an at_yield holder keeps a used quantum until it yields, then hands over") {
+  // Used to restart the quantum at every guard entry, so yield() never saw it used and an
+  // equal-priority waiter starved behind an at_yield holder.
+  fake_table t;
+  auto& a = t.join(0, prio::normal, 1, 5 * ms, d::handover_at_yield);
+  auto& b = t.join(1);
+  t.wait(1);
+  t.hold(0);
+  a.vtime = 5'000'000;
+  b.vtime = 0;
+  t.header->quantum_used_ns = 5 * ms;
+  const d::take_result r = d::try_take(t.view(), 0, 6 * ms, liveness);
+  CHECK(r.granted);                             // mid-iteration: it keeps the device...
+  CHECK(t.header->quantum_used_ns == 5 * ms);   // ...but not a fresh quantum
+  CHECK(d::hand_over_at_yield(t.view(), 0, 7 * ms) == 1); // so its yield hands over
+  CHECK(t.header->holder == 2);
+}
+
+TEST_CASE("regression: a higher class running does not raise a lower class's vtime floor") {
+  fake_table t;
+  auto& h = t.join(0, prio::high);
+  auto& n = t.join(1, prio::normal);
+  h.vtime = 900'000;
+  d::grant(t.view(), 0, 1);
+  n.vtime = 100;
+  d::start_contending(*t.header, n);
+  CHECK(n.vtime == 100); // the normal class's floor is untouched by the high class
+  CHECK(t.header->min_vtime[prio::high] == 900'000);
+}
+
+TEST_CASE("regression: pacing and vtime arithmetic saturate instead of wrapping") {
+  fake_table t;
+  auto& s = t.join(0);
+  s.compute_limit_ppm = 500'000;
+  const std::uint64_t huge = 20'000'000'000'000ull; // a 5.5-hour guard
+  d::account_guard(*t.header, s, huge, true, 0);
+  CHECK(s.cap_vclock_ns == 2 * huge); // used to wrap to a small number
+  CHECK(s.vtime == huge * 1000);
+}
