@@ -47,6 +47,7 @@ struct fake_table {
     header->holder_generation = slots[i].generation;
     header->holder_since_ns = since;
     header->holder_idle_since_ns = since;
+    header->holder_started = 1; // it has been running
   }
   std::uint32_t grants(std::uint32_t i) const { return slots[i].grant_word.load(); }
   d::table_view view() {
@@ -1128,4 +1129,18 @@ TEST_CASE("regression: pacing and vtime arithmetic saturate instead of wrapping"
   d::account_guard(*t.header, s, huge, true, 0);
   CHECK(s.cap_vclock_ns == 2 * huge); // used to wrap to a small number
   CHECK(s.vtime == huge * 1000);
+}
+
+TEST_CASE("a session just granted the device gets a start grace before a peer may take it back") {
+  fake_table t;
+  auto& a = t.join(0);
+  t.join(1);
+  d::grant(t.view(), 1, 0); // granted, not yet woken up
+  d::take_result r = d::try_take(t.view(), 0, 5 * ms, liveness);
+  CHECK_FALSE(r.granted);
+  CHECK(r.recheck_ns == d::start_grace_ns - 5 * ms);
+  r = d::try_take(t.view(), 0, d::start_grace_ns, liveness); // it never started: take over
+  CHECK(r.granted);
+  CHECK(t.header->holder == 1);
+  CHECK(a.handovers == 0);
 }

@@ -70,7 +70,7 @@ struct alignas(64) table_header {
   std::uint64_t reserved_total;  ///< derived: sum of slot::reserved over active slots
   std::uint64_t committed_total; ///< derived: sum of commitment(slot) over active slots
   std::uint32_t live_sessions;   ///< derived: number of active slots
-  std::uint32_t pad0;
+  std::uint32_t holder_started;  ///< the holder has begun using the device since its grant
   std::uint64_t lock_repairs;       ///< times a locker found the lock's owner dead and repaired
   std::uint64_t sessions_reclaimed; ///< dead sessions whose resources a peer reclaimed
 

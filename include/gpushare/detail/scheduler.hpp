@@ -34,6 +34,10 @@ namespace detail {
 /// How long a holder between guards keeps the device while others wait.
 inline constexpr std::uint64_t idle_grace_at_guard_ns = 200'000;    // 200 us
 inline constexpr std::uint64_t idle_grace_at_yield_ns = 50'000'000; // 50 ms
+/// How long a session just granted the device has to wake up and start before a peer may take
+/// the device back. Longer than the idle grace: on a loaded machine a woken process may wait
+/// milliseconds for a CPU, and taking the device back then would undo the fair choice.
+inline constexpr std::uint64_t start_grace_ns = 10'000'000; // 10 ms
 /// How much idle time a capped session may bank as burst (limits overshoot to ~1% of a second).
 inline constexpr std::uint64_t cap_burst_ns = 10'000'000; // 10 ms
 inline constexpr std::int64_t nobody = -1;
@@ -100,6 +104,11 @@ inline std::uint64_t idle_grace(const slot_record& holder) noexcept {
                                                    : idle_grace_at_guard_ns;
 }
 
+/// How long a holder between guards keeps the device from an equal or lower class waiter.
+inline std::uint64_t takeover_grace(const table_header& h, const slot_record& holder) noexcept {
+  return h.holder_started ? idle_grace(holder) : std::max(idle_grace(holder), start_grace_ns);
+}
+
 /// Makes slot `i` the holder. Returns `i` (the slot whose waiters to wake after unlocking).
 inline std::int64_t grant(const table_view& t, std::uint32_t i, std::uint64_t now) noexcept {
   table_header& h = *t.header;
@@ -114,6 +123,7 @@ inline std::int64_t grant(const table_view& t, std::uint32_t i, std::uint64_t no
   h.holder_since_ns = now;
   h.holder_idle_since_ns = now;
   h.quantum_used_ns = 0;
+  h.holder_started = 0;
   class_floor(h, s.priority) = std::max(class_floor(h, s.priority), s.vtime);
   s.grant_word.fetch_add(1, std::memory_order_release);
   return i;
@@ -146,6 +156,7 @@ inline take_result try_take(const table_view& t, std::uint32_t i, std::uint64_t 
   const std::int64_t holder = current_holder(t);
   const std::int64_t w = best_waiter(t, i);
   if (holder == i) {
+    h.holder_started = 1;
     if (s.active_guards > 0) return {true}; // another thread of this session is inside a guard
     if (w != nobody && should_hand_over(h, s, t.slots[w], boundary::guard_enter))
       return {false, grant(t, static_cast<std::uint32_t>(w), now), liveness_recheck_ns};
@@ -164,6 +175,7 @@ inline take_result try_take(const table_view& t, std::uint32_t i, std::uint64_t 
     if (w != nobody && better_claim(t.slots[w], static_cast<std::uint32_t>(w), s, i))
       return {false, grant(t, static_cast<std::uint32_t>(w), now), liveness_recheck_ns};
     grant(t, i, now);
+    h.holder_started = 1;
     return {true};
   }
   const slot_record& hs = t.slots[holder];
@@ -171,12 +183,14 @@ inline take_result try_take(const table_view& t, std::uint32_t i, std::uint64_t 
   // The holder is between guards: a higher class takes over at once; anyone else after the
   // holder's idle grace (or once its quantum is used, when it would have handed over anyway).
   const std::uint64_t idle_for = sat_sub(now, h.holder_idle_since_ns);
-  const bool takeover = s.priority > hs.priority || idle_for >= idle_grace(hs) ||
+  const std::uint64_t grace = takeover_grace(h, hs);
+  const bool takeover = s.priority > hs.priority || idle_for >= grace ||
                         should_hand_over(h, hs, s, boundary::guard_exit);
-  if (!takeover) return {false, nobody, idle_grace(hs) - idle_for};
+  if (!takeover) return {false, nobody, grace - idle_for};
   if (w != nobody && better_claim(t.slots[w], static_cast<std::uint32_t>(w), s, i))
     return {false, grant(t, static_cast<std::uint32_t>(w), now), liveness_recheck_ns};
   grant(t, i, now);
+  h.holder_started = 1;
   return {true};
 }
 
