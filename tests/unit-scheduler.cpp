@@ -75,6 +75,7 @@ std::uint64_t run_two_sessions(fake_table& t, int guards, std::uint64_t now,
     t.slots[i].wants_device = 0;
     if (t.slots[other].wants_device == 0) t.slots[other].wait_since_ns = now;
     t.slots[other].wants_device = 1;
+    t.header->device_waiters.store(1); // kept equal to the sum of wants_device, as the library does
     const d::take_result r = d::try_take(v, i, now, liveness);
     if (!r.granted) {
       if (r.wake != other) FAIL("handed over to ", r.wake, " instead of ", other);
@@ -1103,8 +1104,8 @@ TEST_CASE("regression: an at_yield holder keeps a used quantum until it yields, 
   b.vtime = 0;
   t.header->quantum_used_ns = 5 * ms;
   const d::take_result r = d::try_take(t.view(), 0, 6 * ms, liveness);
-  CHECK(r.granted);                             // mid-iteration: it keeps the device...
-  CHECK(t.header->quantum_used_ns == 5 * ms);   // ...but not a fresh quantum
+  CHECK(r.granted);                                       // mid-iteration: it keeps the device...
+  CHECK(t.header->quantum_used_ns == 5 * ms);             // ...but not a fresh quantum
   CHECK(d::hand_over_at_yield(t.view(), 0, 7 * ms) == 1); // so its yield hands over
   CHECK(t.header->holder == 2);
 }

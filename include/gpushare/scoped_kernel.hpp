@@ -33,7 +33,7 @@ class scoped_kernel {
 public:
   explicit scoped_kernel(session& s)
       : core_(s.shared_core()), requested_ns_(detail::monotonic_ns()),
-        start_ns_(core_->enter_guard()) {}
+        start_ns_(core_->enter_guard(requested_ns_)) {}
   scoped_kernel(const scoped_kernel&) = delete;
   scoped_kernel& operator=(const scoped_kernel&) = delete;
   ~scoped_kernel() { finish(); }
@@ -46,8 +46,8 @@ public:
   /// Ends the region now (the destructor does it otherwise). Idempotent.
   void finish() noexcept {
     if (!core_) return;
-    const std::uint64_t used = device_ns_ ? *device_ns_ : detail::monotonic_ns() - start_ns_;
-    core_->exit_guard(start_ns_, used);
+    const std::uint64_t now = detail::monotonic_ns();
+    core_->exit_guard(start_ns_, device_ns_ ? *device_ns_ : now - start_ns_, now);
     core_.reset();
   }
 

@@ -64,13 +64,13 @@ struct alignas(64) table_header {
 
   // ---- protected by `lock`
   alignas(64) pthread_mutex_t lock;
-  std::int32_t lock_holder_pid;  ///< display only: who holds `lock` now (0: nobody)
-  std::uint32_t memory_waiters;  ///< derived: sum of slot::memory_waiting
-  std::uint64_t capacity;        ///< bytes the sessions of this table may reserve in total
-  std::uint64_t reserved_total;  ///< derived: sum of slot::reserved over active slots
-  std::uint64_t committed_total; ///< derived: sum of commitment(slot) over active slots
-  std::uint32_t live_sessions;   ///< derived: number of active slots
-  std::uint32_t holder_started;  ///< the holder has begun using the device since its grant
+  std::int32_t lock_holder_pid;     ///< display only: who holds `lock` now (0: nobody)
+  std::uint32_t memory_waiters;     ///< derived: sum of slot::memory_waiting
+  std::uint64_t capacity;           ///< bytes the sessions of this table may reserve in total
+  std::uint64_t reserved_total;     ///< derived: sum of slot::reserved over active slots
+  std::uint64_t committed_total;    ///< derived: sum of commitment(slot) over active slots
+  std::uint32_t live_sessions;      ///< derived: number of active slots
+  std::uint32_t holder_started;     ///< the holder has begun using the device since its grant
   std::uint64_t lock_repairs;       ///< times a locker found the lock's owner dead and repaired
   std::uint64_t sessions_reclaimed; ///< dead sessions whose resources a peer reclaimed
 
@@ -81,7 +81,7 @@ struct alignas(64) table_header {
   std::uint64_t holder_idle_since_ns; ///< when the holder's active guards last dropped to 0
   std::uint64_t quantum_used_ns;      ///< device time the holder used since it was granted
   std::uint64_t min_vtime[8]; ///< per priority class: floor for a session that starts contending
-  std::uint64_t handovers; ///< times the device went from one session to another
+  std::uint64_t handovers;    ///< times the device went from one session to another
 
   // ---- futex words and lock-free hints, each on its own cache line
   alignas(64) std::atomic<std::uint32_t> memory_wake;    ///< bumped whenever memory is released

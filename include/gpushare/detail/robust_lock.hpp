@@ -55,10 +55,10 @@ inline lock_outcome lock_robust(pthread_mutex_t* m, std::uint64_t timeout_ns,
   case 0: return lock_outcome::acquired;
   case EOWNERDEAD: return lock_outcome::owner_died;
   case ETIMEDOUT:
-    throw error(errc::table_busy,
-                "the lock of table '" + table_name + "' has been held by a live process for over " +
-                    std::to_string(timeout_ns / 1'000'000) +
-                    " ms (stopped or hung?); resume or kill that process");
+    throw error(errc::table_busy, "the lock of table '" + table_name +
+                                      "' has been held by a live process for over " +
+                                      std::to_string(timeout_ns / 1'000'000) +
+                                      " ms (stopped or hung?); resume or kill that process");
   case ENOTRECOVERABLE:
     throw error(errc::table_corrupt, "the lock of table '" + table_name +
                                          "' is unrecoverable; once its users have stopped, remove "

@@ -69,6 +69,9 @@ inline bool better_claim(const slot_record& a, std::uint32_t ia, const slot_reco
 
 /// The waiting session with the best claim (excluding `except`), or nobody.
 inline std::int64_t best_waiter(const table_view& t, std::int64_t except = nobody) noexcept {
+  // The common case, nobody waiting, must not scan 256 slots on every guard entry and exit.
+  // (If a rogue writer zeroed the count, waiters are only found late: at their 100 ms re-check.)
+  if (t.header->device_waiters.load(std::memory_order_relaxed) == 0) return nobody;
   std::int64_t best = nobody;
   for (std::uint32_t i = 0; i < t.slot_count; ++i) {
     const slot_record& s = t.slots[i];

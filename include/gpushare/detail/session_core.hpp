@@ -149,23 +149,24 @@ public:
     }
   }
 
-  /// Blocks until this session may put work on the device and enters a guarded region. Returns
-  /// the monotonic time the region starts (after any wait).
-  std::uint64_t enter_guard() {
+  /// Blocks until this session may put work on the device and enters a guarded region.
+  /// `requested_ns` is the monotonic time the guard was asked for; returns the time the region
+  /// starts (after any wait).
+  std::uint64_t enter_guard(std::uint64_t requested_ns) {
     check_usable();
-    pace_for_compute_limit();
-    return acquire_device(true);
+    if (pace_for_compute_limit()) requested_ns = monotonic_ns();
+    return acquire_device(true, requested_ns);
   }
 
-  /// Ends a guarded region that started at `start_ns` and used `used_ns` of device time.
-  void exit_guard(std::uint64_t start_ns, std::uint64_t used_ns) noexcept {
+  /// Ends, at `now`, a guarded region that started at `start_ns` and used `used_ns` of device
+  /// time.
+  void exit_guard(std::uint64_t start_ns, std::uint64_t used_ns, std::uint64_t now) noexcept {
     if (!joined_ || inherited_) return;
     try {
       table_core::guard g(table_);
       slot_record& s = own();
       if (s.state.load(std::memory_order_relaxed) != slot_active || s.generation != generation_)
         return;
-      const std::uint64_t now = monotonic_ns();
       const bool holder = current_holder(table_.view()) == slot_;
       account_guard(table_.header(), s, used_ns, holder, start_ns);
       s.active_guards = sat_sub32(s.active_guards, 1);
@@ -195,7 +196,7 @@ public:
       g.unlock();
       table_.wake_slot(wake);
     }
-    acquire_device(false);
+    acquire_device(false, monotonic_ns());
   }
 
   /// Records memory this session uses outside reservations (e.g. its CUDA context).
@@ -269,14 +270,13 @@ private:
   }
 
   /// Waits until this session holds the device (and, for a guard, counts it as active).
-  std::uint64_t acquire_device(bool as_guard) {
-    const std::uint64_t start = monotonic_ns();
+  std::uint64_t acquire_device(bool as_guard, std::uint64_t start) {
     bool waiting = false;
     for (;;) {
       table_core::guard g(table_);
       slot_record& s = own_checked();
       table_header& h = table_.header();
-      const std::uint64_t now = monotonic_ns();
+      const std::uint64_t now = waiting ? monotonic_ns() : start;
       if (!waiting && s.wants_device == 0 && current_holder(table_.view()) != slot_)
         start_contending(h, s);
       const take_result r = try_take(table_.view(), slot_, now, liveness_recheck_ns);
@@ -312,13 +312,14 @@ private:
   }
 
   /// A session with a compute limit may start a guard only once its pacing clock has caught up
-  /// with real time; it sleeps here, outside the lock and without holding the device.
-  void pace_for_compute_limit() {
-    for (;;) {
+  /// with real time; it sleeps here, outside the lock and without holding the device. Returns
+  /// whether it slept.
+  bool pace_for_compute_limit() {
+    for (bool slept = false;; slept = true) {
       const slot_record& s = own();
-      if (s.compute_limit_ppm >= 1'000'000) return;
+      if (s.compute_limit_ppm >= 1'000'000) return slept;
       const std::uint64_t clock = s.cap_vclock_ns, now = monotonic_ns();
-      if (clock <= now) return;
+      if (clock <= now) return slept;
       const std::uint64_t pause = std::min(clock - now, liveness_recheck_ns);
       std::this_thread::sleep_for(std::chrono::nanoseconds(pause));
       throttled_ns_.fetch_add(monotonic_ns() - now, std::memory_order_relaxed);

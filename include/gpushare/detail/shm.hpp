@@ -71,13 +71,15 @@ inline void* map_lockless(int fd, std::size_t size, const std::string& name) {
   void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, map_fd, 0);
   const int err = errno;
   ::close(map_fd); // the mapping keeps its own reference
-  if (base == MAP_FAILED) throw system_failure(errc::system_error, "cannot map table '" + name + "'", err);
+  if (base == MAP_FAILED)
+    throw system_failure(errc::system_error, "cannot map table '" + name + "'", err);
   return base;
 }
 
 /// Does `fd` still refer to the object named `name`? (It may have been unlinked and replaced.)
 inline bool names_same_file(int fd, const std::string& name) {
-  struct stat mine{}, named{};
+  struct stat mine {
+  }, named{};
   const std::string path = "/dev/shm" + name;
   return ::fstat(fd, &mine) == 0 && ::stat(path.c_str(), &named) == 0 &&
          mine.st_ino == named.st_ino && mine.st_dev == named.st_dev;
