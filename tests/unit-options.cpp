@@ -298,3 +298,35 @@ TEST_CASE("process_environment reads the real environment") {
   CHECK(resolve_options({}).share == 17); // the default lookup is process_environment
   REQUIRE(::unsetenv("GPUSHARE_SHARE") == 0);
 }
+
+TEST_CASE("GPUSHARE_QUANTUM and GPUSHARE_HANDOVER: environment, code and defaults") {
+  std::map<std::string, std::string> vars{{"GPUSHARE_QUANTUM", "2ms"},
+                                          {"GPUSHARE_HANDOVER", "yield"}};
+  auto env = [&](const char* n) -> std::optional<std::string> {
+    auto it = vars.find(n);
+    return it == vars.end() ? std::nullopt : std::optional<std::string>(it->second);
+  };
+  gpushare::session_options o;
+  auto r = gpushare::resolve_options(o, env);
+  CHECK(r.quantum_ns == 2'000'000);
+  CHECK(r.handover == gpushare::handover_point::at_yield);
+  o.quantum = std::chrono::microseconds(300);
+  o.handover = gpushare::handover_point::at_guard;
+  r = gpushare::resolve_options(o, env);
+  CHECK(r.quantum_ns == 300'000);
+  CHECK(r.handover == gpushare::handover_point::at_guard);
+  vars.clear();
+  r = gpushare::resolve_options(gpushare::session_options{}, env);
+  CHECK(r.quantum_ns == 5'000'000);
+  vars["GPUSHARE_QUANTUM"] = "20s";
+  try {
+    (void)gpushare::resolve_options(gpushare::session_options{}, env);
+    FAIL("accepted a 20 s quantum");
+  } catch (const gpushare::error& e) {
+    CHECK(e.code() == gpushare::errc::invalid_environment);
+    CHECK(std::string(e.what()).find("GPUSHARE_QUANTUM") != std::string::npos);
+  }
+  gpushare::session_options tiny;
+  tiny.quantum = std::chrono::nanoseconds(10);
+  CHECK_THROWS_AS(gpushare::resolve_options(tiny, env), gpushare::error);
+}

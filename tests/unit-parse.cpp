@@ -301,3 +301,29 @@ TEST_CASE("parse and format agree") {
   for (const std::uint32_t ppm : {1u, 100u, 125'000u, 300'000u, 333'333u, 999'999u, 1'000'000u})
     CHECK(parse_percent_ppm(format_ppm_percent(ppm)) == ppm);
 }
+
+TEST_CASE("parse_duration_ns: quanta with a unit, from 1us to 10s") {
+  using gpushare::detail::parse_duration_ns;
+  CHECK(parse_duration_ns("5ms") == 5'000'000);
+  CHECK(parse_duration_ns("500us") == 500'000);
+  CHECK(parse_duration_ns("0.5s") == 500'000'000);
+  CHECK(parse_duration_ns("1000ns") == 1'000);
+  CHECK(parse_duration_ns("10s") == 10'000'000'000);
+  for (const char* bad : {"", "5", "5 ms", "-1ms", "999ns", "11s", "1e3ms", "5msx", "5m"}) {
+    CAPTURE(bad);
+    try {
+      (void)parse_duration_ns(bad);
+      FAIL("accepted a bad duration");
+    } catch (const gpushare::error& e) {
+      CHECK(e.code() == gpushare::errc::invalid_argument);
+      CHECK(std::string(e.what()).find("duration") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("parse_handover: guard or yield") {
+  using gpushare::detail::parse_handover;
+  CHECK(parse_handover("guard") == gpushare::handover_point::at_guard);
+  CHECK(parse_handover("YIELD") == gpushare::handover_point::at_yield);
+  CHECK_THROWS_AS(parse_handover("sometimes"), gpushare::error);
+}
