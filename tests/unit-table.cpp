@@ -187,6 +187,18 @@ TEST_CASE("a foreign object under a table's name is refused, not reinitialised")
   check_refused(t, errc::table_corrupt, "not a gpushare table");
 }
 
+TEST_CASE("a tiny foreign file under a table's name is refused, not taken over") {
+  test::unique_table t("tiny", 10 * MiB);
+  const int fd = ::shm_open(t.object_name().c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  REQUIRE(fd >= 0);
+  REQUIRE(::write(fd, "garbage", 7) == 7);
+  ::close(fd);
+  check_refused(t, errc::table_corrupt, "not a gpushare table");
+  struct stat st{};
+  REQUIRE(::stat(shm_path(t.object_name()).c_str(), &st) == 0);
+  CHECK(st.st_size == 7); // still there, untouched
+}
+
 TEST_CASE("an empty object (creator died before sizing it) is taken over and recreated") {
   test::unique_table t("empty", 10 * MiB);
   const int fd = ::shm_open(t.object_name().c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);

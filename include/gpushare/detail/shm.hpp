@@ -284,7 +284,10 @@ inline mapped_table::attach_result mapped_table::attach(unique_fd fd,
     fd_ = std::move(fd);
     return attach_result::ready;
   }
-  if ((state != init_state_fresh && state != init_state_initialising) ||
+  // Our creator sizes the object in one posix_fallocate, so while unready it is either empty or
+  // full-sized. Anything in between is someone else's file: refuse it, never delete it.
+  const bool partial = file_size != 0 && file_size < sizeof(table_prefix);
+  if (partial || (state != init_state_fresh && state != init_state_initialising) ||
       (magic != 0 && magic != table_magic))
     throw error(errc::table_corrupt, "table '" + name_ +
                                          "' is not a gpushare table (unknown init state); " +
