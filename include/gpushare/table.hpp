@@ -257,12 +257,9 @@ public:
       throw error(errc::invalid_argument, "no live session " + std::to_string(id.slot) + "." +
                                               std::to_string(id.generation) + " in table '" +
                                               core_.name() + "'");
-    const bool released = change.memory_guarantee.has_value();
     detail::apply_settings(core_.header(), s, change,
                            "session '" + detail::read_bounded(s.name, detail::name_capacity) + "'");
-    const bool wake = released && core_.note_memory_released();
-    g.unlock();
-    if (wake) core_.wake_memory_waiters();
+    core_.unlock_after_release(g, change.memory_guarantee.has_value());
   }
 
   /// Frees the slots of dead sessions now (any operation also does this when it needs to).

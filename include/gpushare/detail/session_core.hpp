@@ -67,9 +67,7 @@ public:
       if (s.state.load(std::memory_order_relaxed) == slot_active && s.generation == generation_)
         next = table_.end_session_locked(slot_);
       crash_point("leave.cleared");
-      const bool wake = table_.note_memory_released();
-      g.unlock();
-      if (wake) table_.wake_memory_waiters();
+      table_.unlock_after_release(g);
       table_.wake_slot(next);
     } catch (...) {
       // Could not take the lock (a stopped peer holds it): dropping the liveness lock below
@@ -141,9 +139,7 @@ public:
       if (s.state.load(std::memory_order_relaxed) != slot_active || s.generation != generation_)
         return;
       apply_shrink(table_.header(), s, bytes);
-      const bool wake = table_.note_memory_released();
-      g.unlock();
-      if (wake) table_.wake_memory_waiters();
+      table_.unlock_after_release(g);
     } catch (...) {
       // The lock is stuck (a stopped holder): the bytes stay counted until this session ends.
     }
@@ -206,9 +202,7 @@ public:
     slot_record& s = own_checked();
     const bool less = bytes < s.external;
     set_usage(table_.header(), s, s.reserved, bytes, s.memory_guarantee);
-    const bool wake = less && table_.note_memory_released();
-    g.unlock();
-    if (wake) table_.wake_memory_waiters();
+    table_.unlock_after_release(g, less);
   }
 
   session_info info() {
@@ -222,9 +216,7 @@ public:
     table_core::guard g(table_);
     slot_record& s = own_checked();
     apply_settings(table_.header(), s, c, "session '" + name_ + "'");
-    const bool wake = c.memory_guarantee && table_.note_memory_released();
-    g.unlock();
-    if (wake) table_.wake_memory_waiters();
+    table_.unlock_after_release(g, c.memory_guarantee.has_value());
   }
 
   table_snapshot snapshot() {

@@ -70,15 +70,15 @@ public:
     table_core* t_;
   };
 
-  /// Marks memory as released; the caller wakes the waiters after unlocking (wake_memory_waiters).
-  /// Returns whether anyone waits. Call under the lock.
-  bool note_memory_released() noexcept {
+  /// Unlocks `g`; if memory was `released` under it and anyone waits for memory, wakes them. The
+  /// wake word is bumped under the lock (so no waiter can miss it) and the wake is sent after.
+  void unlock_after_release(guard& g, bool released = true) noexcept {
     table_header& h = header();
-    if (h.memory_waiters == 0) return false;
-    h.memory_wake.fetch_add(1, std::memory_order_release);
-    return true;
+    const bool wake = released && h.memory_waiters > 0;
+    if (wake) h.memory_wake.fetch_add(1, std::memory_order_release);
+    g.unlock();
+    if (wake) futex_wake(&h.memory_wake);
   }
-  void wake_memory_waiters() noexcept { futex_wake(&header().memory_wake); }
 
   /// Wakes the waiting threads of slot `i` (nobody: no-op). Call after unlocking.
   void wake_slot(std::int64_t i) noexcept {
@@ -115,9 +115,7 @@ public:
       ++header().sessions_reclaimed;
       ++reclaimed;
     }
-    const bool wake_memory = reclaimed > 0 && note_memory_released();
-    g.unlock();
-    if (wake_memory) wake_memory_waiters();
+    unlock_after_release(g, reclaimed > 0);
     for (std::int64_t w : wake) wake_slot(w);
     return reclaimed;
   }
