@@ -84,6 +84,18 @@ struct table_snapshot {
   std::uint64_t handovers = 0;        ///< times the device went from one session to another
   std::optional<session_id> holder;   ///< the session holding the device, if any
   std::vector<session_info> sessions; ///< live sessions, by slot
+
+  // The device behind the table, as a CUDA-layer session last observed it (cudaMemGetInfo);
+  // all zero/empty for a table that only host code uses.
+  std::string device_name;
+  std::uint64_t device_total = 0; ///< bytes of device memory
+  std::uint64_t device_free = 0;  ///< bytes free on the device at the observation
+  std::uint64_t device_observed_unix_ns = 0;
+  std::int32_t device_observer_pid = 0;
+  /// Device memory in use that no session of this table accounts for, at the observation:
+  /// (total - free) - sum of (reserved + external) over live sessions, floored at 0. Other
+  /// programs, sessions of other domains or users, and allocator rounding show up here.
+  std::uint64_t device_untracked = 0;
 };
 
 /// Changes to a live session's settings. Unset fields stay as they are.
@@ -198,12 +210,36 @@ inline table_snapshot take_snapshot(table_core& core_) {
   s.handovers = h.handovers;
   if (const std::int64_t holder = current_holder(core_.view()); holder != nobody)
     s.holder = session_id{static_cast<std::uint32_t>(holder), h.holder_generation};
+  std::uint64_t accounted = 0;
   for (std::uint32_t i = 0; i < core_.slot_count(); ++i) {
     const slot_record& slot = core_.slot(i);
-    if (slot.state.load(std::memory_order_relaxed) == slot_active)
-      s.sessions.push_back(read_session(slot, i));
+    if (slot.state.load(std::memory_order_relaxed) != slot_active) continue;
+    s.sessions.push_back(read_session(slot, i));
+    accounted = sat_add(accounted, sat_add(slot.reserved, slot.external));
+  }
+  if (h.device_observed_unix_ns != 0) {
+    s.device_name = read_bounded(h.device_name, device_name_capacity);
+    s.device_total = h.device_total;
+    s.device_free = std::min(h.device_free, h.device_total);
+    s.device_observed_unix_ns = h.device_observed_unix_ns;
+    s.device_observer_pid = h.device_observer_pid;
+    s.device_untracked = sat_sub(sat_sub(s.device_total, s.device_free), accounted);
   }
   return s;
+}
+
+/// Records what a CUDA-layer session saw of the device (name, total and free bytes) in the
+/// table, for snapshots and the CLI.
+inline void record_device_observation(table_core& core_, std::string_view name,
+                                      std::uint64_t total, std::uint64_t free, int ordinal) {
+  table_core::guard g(core_);
+  table_header& h = core_.header();
+  copy_name_to(h.device_name, device_name_capacity, name);
+  h.device_total = total;
+  h.device_free = free;
+  h.device_observed_unix_ns = realtime_ns();
+  h.device_observer_pid = ::getpid();
+  h.device_ordinal_hint = ordinal;
 }
 
 } // namespace detail

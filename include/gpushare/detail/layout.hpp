@@ -34,6 +34,7 @@ inline constexpr std::uint32_t handover_at_yield = 1;
 inline constexpr std::size_t name_capacity = 64; // session name incl. terminating NUL
 inline constexpr std::size_t key_capacity = 128; // table key incl. NUL
 inline constexpr std::size_t domain_capacity = 48;
+inline constexpr std::size_t device_name_capacity = 96;
 
 /// Byte offsets (in the table's file) used as kernel-held OFD locks. They are lock ranges, not
 /// data: fcntl locks may lie anywhere, so they do not overlap the mapped structures' meaning.
@@ -82,6 +83,15 @@ struct alignas(64) table_header {
   std::uint64_t quantum_used_ns;      ///< device time the holder used since it was granted
   std::uint64_t min_vtime[8]; ///< per priority class: floor for a session that starts contending
   std::uint64_t handovers;    ///< times the device went from one session to another
+
+  // ---- the device behind the table, as last observed by a CUDA-layer session (all zero for a
+  // table only host code uses), under `lock`
+  char device_name[device_name_capacity]; ///< e.g. "NVIDIA H100 80GB HBM3"
+  std::uint64_t device_total;             ///< bytes of device memory (cudaMemGetInfo total)
+  std::uint64_t device_free;              ///< bytes free on the device at the observation
+  std::uint64_t device_observed_unix_ns;  ///< when (0: never observed)
+  std::int32_t device_observer_pid;       ///< display only: who observed it
+  std::int32_t device_ordinal_hint;       ///< display only: that process's ordinal for the GPU
 
   // ---- futex words and lock-free hints, each on its own cache line
   alignas(64) std::atomic<std::uint32_t> memory_wake;    ///< bumped whenever memory is released
