@@ -305,3 +305,20 @@ TEST_CASE("a forked child that outlives its parent does not keep the parent's se
   CHECK(me.snapshot().sessions.size() == 1);
   ::kill(state[1].load(), SIGKILL); // (reparented to init, which reaps it)
 }
+
+TEST_CASE("a snapshot marks the session that holds the device") {
+  test::unique_table t("holder");
+  auto a = t.join("a");
+  auto b = t.join("b");
+  {
+    gpushare::scoped_kernel guard(a);
+    const auto snap = t.open().snapshot();
+    REQUIRE(snap.sessions.size() == 2);
+    for (const auto& s : snap.sessions) CHECK(s.holds_device == (s.id == a.id()));
+    REQUIRE(snap.holder.has_value());
+    CHECK(*snap.holder == a.id());
+  }
+  const auto after = t.open().snapshot(); // nobody waited: the device is free again
+  CHECK_FALSE(after.holder.has_value());
+  for (const auto& s : after.sessions) CHECK_FALSE(s.holds_device);
+}

@@ -29,6 +29,7 @@ enum class errc {
   session_closed,        ///< the session was moved from, closed, or belongs to the parent process
   system_error,          ///< an operating-system call failed unexpectedly (see the message)
   no_device,             ///< no usable GPU (CUDA layer)
+  cuda_error,            ///< a CUDA call failed (CUDA layer; the message names the call)
 };
 
 /// std::error_category for gpushare::errc, so codes can be compared with std::error_code.
@@ -52,6 +53,7 @@ inline const std::error_category& category() noexcept {
       case errc::session_closed: return "session closed";
       case errc::system_error: return "system error";
       case errc::no_device: return "no CUDA device available";
+      case errc::cuda_error: return "CUDA error";
       }
       return "unknown gpushare error";
     }

@@ -3,6 +3,7 @@
 // This umbrella header is the whole GPU-free core API.
 #pragma once
 
+#include <gpushare/discovery.hpp>
 #include <gpushare/error.hpp>
 #include <gpushare/options.hpp>
 #include <gpushare/reservation.hpp>

@@ -28,6 +28,9 @@ inline namespace v0 {
 /// Movable, not copyable. Usable from several threads. A forked child's copy is inert: the child
 /// opens its own session.
 class scoped_kernel;
+namespace cuda {
+class device_session;
+}
 
 class session {
 public:
@@ -103,6 +106,7 @@ public:
 
 private:
   friend class scoped_kernel;
+  friend class cuda::device_session;
   std::shared_ptr<detail::session_core> shared_core() {
     core();
     return core_;

@@ -208,13 +208,15 @@ inline table_snapshot take_snapshot(table_core& core_) {
   s.lock_repairs = h.lock_repairs;
   s.sessions_reclaimed = h.sessions_reclaimed;
   s.handovers = h.handovers;
-  if (const std::int64_t holder = current_holder(core_.view()); holder != nobody)
+  const std::int64_t holder = current_holder(core_.view());
+  if (holder != nobody)
     s.holder = session_id{static_cast<std::uint32_t>(holder), h.holder_generation};
   std::uint64_t accounted = 0;
   for (std::uint32_t i = 0; i < core_.slot_count(); ++i) {
     const slot_record& slot = core_.slot(i);
     if (slot.state.load(std::memory_order_relaxed) != slot_active) continue;
     s.sessions.push_back(read_session(slot, i));
+    s.sessions.back().holds_device = holder == static_cast<std::int64_t>(i);
     accounted = sat_add(accounted, sat_add(slot.reserved, slot.external));
   }
   if (h.device_observed_unix_ns != 0) {
@@ -230,8 +232,8 @@ inline table_snapshot take_snapshot(table_core& core_) {
 
 /// Records what a CUDA-layer session saw of the device (name, total and free bytes) in the
 /// table, for snapshots and the CLI.
-inline void record_device_observation(table_core& core_, std::string_view name,
-                                      std::uint64_t total, std::uint64_t free, int ordinal) {
+inline void record_device_observation(table_core& core_, std::string_view name, std::uint64_t total,
+                                      std::uint64_t free, int ordinal) {
   table_core::guard g(core_);
   table_header& h = core_.header();
   copy_name_to(h.device_name, device_name_capacity, name);

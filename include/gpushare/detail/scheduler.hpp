@@ -197,11 +197,11 @@ inline take_result try_take(const table_view& t, std::uint32_t i, std::uint64_t 
   return {true};
 }
 
-/// Accounts a finished guard of session `i` that used `used_ns` of device time.
-inline void account_guard(table_header& h, slot_record& s, std::uint64_t used_ns, bool holder,
-                          std::uint64_t start_ns) noexcept {
+/// Accounts `used_ns` of device time to session `s` (its share, its holder quantum, its pacing
+/// clock when capped). `start_ns`: when the work began (bounds the burst a capped session keeps).
+inline void account_device_time(table_header& h, slot_record& s, std::uint64_t used_ns, bool holder,
+                                std::uint64_t start_ns) noexcept {
   s.device_ns = sat_add(s.device_ns, used_ns);
-  ++s.guards;
   const std::uint32_t share = std::max<std::uint32_t>(s.share, 1);
   s.vtime = sat_add(s.vtime, mul_div(used_ns, 1000, share));
   if (holder) h.quantum_used_ns = sat_add(h.quantum_used_ns, used_ns);
@@ -210,6 +210,13 @@ inline void account_guard(table_header& h, slot_record& s, std::uint64_t used_ns
     const std::uint64_t earned = mul_div(used_ns, 1'000'000, limit); // wall time it costs
     s.cap_vclock_ns = sat_add(std::max(s.cap_vclock_ns, sat_sub(start_ns, cap_burst_ns)), earned);
   }
+}
+
+/// Accounts a finished guard of session `s` that used `used_ns` of device time.
+inline void account_guard(table_header& h, slot_record& s, std::uint64_t used_ns, bool holder,
+                          std::uint64_t start_ns) noexcept {
+  ++s.guards;
+  account_device_time(h, s, used_ns, holder, start_ns);
 }
 
 /// The last active guard of holder `i` ended. Returns the slot to wake (a new holder, or a waiter

@@ -26,6 +26,8 @@ namespace detail {
 /// The longest a waiter sleeps before re-checking for dead sessions that may hold memory.
 inline constexpr std::uint64_t liveness_recheck_ns = 100'000'000; // 100 ms
 inline constexpr std::uint64_t wait_forever_ns = UINT64_MAX;
+/// How many times a join starts over because the table it opened was removed meanwhile.
+inline constexpr int max_join_attempts = 64;
 
 class session_core final : public fork_registry::member {
 public:
@@ -37,15 +39,29 @@ public:
     p.access = r.access;
     p.capacity = r.capacity;
     p.open_timeout_ns = to_ns(r.open_timeout);
-    table_ = table_core(mapped_table::open_or_create(p));
     name_ = r.name;
-    claim_slot();
-    crash_point("join.claimed");
-    try {
-      activate(r);
-    } catch (...) {
+    // `gpushare clean` may remove the table between our opening it and our joining it; then
+    // activate() finds the name no longer refers to our file, and we join the table that the
+    // name refers to now (docs/cli.md, "The clean protocol").
+    for (int attempt = 1;; ++attempt) {
+      table_ = table_core(mapped_table::open_or_create(p));
+      crash_point("join.opened");
+      claim_slot();
+      crash_point("join.claimed");
+      bool active = false;
+      try {
+        active = activate(r);
+      } catch (...) {
+        unlock_byte(table_.fd(), slot_lock_byte(slot_));
+        throw;
+      }
+      if (active) break;
       unlock_byte(table_.fd(), slot_lock_byte(slot_));
-      throw;
+      if (attempt == max_join_attempts)
+        throw error(errc::table_busy,
+                    "table '" + table_.name() + "' was removed " + std::to_string(attempt) +
+                        " times while session '" + name_ +
+                        "' was joining it; is `gpushare clean` running in a loop?");
     }
     owner_pid_ = ::getpid();
     fork_registry::instance().add(this);
@@ -177,6 +193,31 @@ public:
     }
   }
 
+  /// Accounts `used_ns` of device time measured after its guard ended (the CUDA layer learns a
+  /// region's time only when the region's work has finished on the device).
+  void add_device_time(std::uint64_t used_ns) noexcept {
+    if (!joined_ || inherited_ || used_ns == 0) return;
+    try {
+      table_core::guard g(table_);
+      slot_record& s = own();
+      if (s.state.load(std::memory_order_relaxed) != slot_active || s.generation != generation_)
+        return;
+      const bool holder = current_holder(table_.view()) == slot_;
+      account_device_time(table_.header(), s, used_ns, holder, monotonic_ns());
+    } catch (...) {
+      // The lock is stuck: this time goes unaccounted, as a guard's would.
+    }
+  }
+
+  /// Whether a thread of another session waits for the device now (a lock-free hint: exact
+  /// enough to decide whether to drain in-flight work before a guard ends).
+  bool others_waiting() const noexcept {
+    if (!joined_ || inherited_) return false;
+    const std::uint32_t all = table_.header().device_waiters.load(std::memory_order_relaxed);
+    if (all == 0) return false;
+    return all > own_waiters_.load(std::memory_order_relaxed);
+  }
+
   /// A cheap moment to give way: hands the device to a waiter that should run now and returns
   /// once this session has it back. One relaxed load when nobody waits.
   void yield() {
@@ -283,6 +324,7 @@ private:
         waiting = true;
         if (s.wants_device++ == 0) s.wait_since_ns = now;
         h.device_waiters.fetch_add(1, std::memory_order_relaxed);
+        own_waiters_.fetch_add(1, std::memory_order_relaxed);
       }
       const std::uint32_t seq = s.grant_word.load(std::memory_order_acquire);
       crash_point("guard.waiting");
@@ -297,6 +339,7 @@ private:
   void stop_waiting_for_device(slot_record& s, std::uint64_t start, std::uint64_t now) noexcept {
     s.wants_device = sat_sub32(s.wants_device, 1);
     table_.header().device_waiters.fetch_sub(1, std::memory_order_relaxed);
+    own_waiters_.fetch_sub(1, std::memory_order_relaxed);
     const std::uint64_t waited = now - start;
     ++s.device_waits;
     s.device_wait_ns = sat_add(s.device_wait_ns, waited);
@@ -319,7 +362,7 @@ private:
   }
 
   void claim_slot();
-  void activate(const resolved_options& r);
+  bool activate(const resolved_options& r);
   error never_fits(budget_verdict v, const slot_record& s, std::uint64_t bytes) const;
   error not_available(const slot_record& s, std::uint64_t bytes, std::uint64_t timeout_ns) const;
 
@@ -330,6 +373,7 @@ private:
   std::int32_t owner_pid_ = 0;
   std::atomic<bool> joined_{false};
   bool inherited_ = false;
+  std::atomic<std::uint32_t> own_waiters_{0}; ///< this process's threads counted in device_waiters
   std::atomic<std::uint64_t> throttled_ns_{
       0}; ///< compute-limit pauses not yet added to the slot's stats
 };
@@ -359,11 +403,15 @@ inline void session_core::claim_slot() {
                                       "GPUSHARE_DOMAIN");
 }
 
-inline void session_core::activate(const resolved_options& r) {
+/// Activates the claimed slot. Returns false, having changed nothing, if the table's name no
+/// longer refers to the file we mapped: `gpushare clean` removed it (under this lock) after we
+/// opened it, and a session here would be invisible to every process that opens the name later.
+inline bool session_core::activate(const resolved_options& r) {
   const std::uint64_t start_ticks = process_start_ticks(); // file I/O: not under the lock
   for (int attempt = 0;; ++attempt) {
     deferred_wake wake{table_}; // destroyed after the guard below: wakes outside the lock
     table_core::guard g(table_);
+    if (!names_same_file(table_.fd(), table_.name())) return false;
     table_header& h = table_.header();
     slot_record& s = own();
     if (s.state.load(std::memory_order_relaxed) == slot_active) { // its owner died; we hold it
@@ -416,7 +464,7 @@ inline void session_core::activate(const resolved_options& r) {
     crash_point("join.locked");
     s.state.store(slot_active, std::memory_order_release);
     joined_ = true;
-    return;
+    return true;
   }
 }
 

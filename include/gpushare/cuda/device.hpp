@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: Apache-2.0
+// Which GPUs this process sees, and the name of each one's table.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+
+#include <gpushare/cuda/detail/uuid.hpp>
+#include <gpushare/cuda/error.hpp>
+
+namespace gpushare {
+inline namespace v0 {
+namespace cuda {
+
+/// What the CUDA runtime says about one device.
+struct device_info {
+  int ordinal = 0;        ///< as this process sees it (after CUDA_VISIBLE_DEVICES)
+  std::string uuid;       ///< "GPU-8f1e...": the same in every process; the table's key
+  std::string name;       ///< e.g. "NVIDIA H100 80GB HBM3"
+  std::string pci_bus_id; ///< e.g. "0000:17:00.0"
+  std::uint64_t total_memory = 0;
+  int compute_major = 0, compute_minor = 0;
+};
+
+/// Number of CUDA devices this process sees. Throws errc::no_device ("no CUDA device available:
+/// <CUDA's error>") when there is none, no driver, or the driver is too old; never crashes.
+inline int device_count() {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    throw error(errc::no_device, "no CUDA device available: " + detail::describe(e) +
+                                     "; check the driver (nvidia-smi) and CUDA_VISIBLE_DEVICES");
+  }
+  if (n <= 0)
+    throw error(errc::no_device, "no CUDA device available: the runtime reports 0 devices; check "
+                                 "CUDA_VISIBLE_DEVICES");
+  return n;
+}
+
+/// Describes device `ordinal` (errc::invalid_argument when out of range). Creates no context.
+inline device_info describe_device(int ordinal) {
+  const int n = device_count();
+  if (ordinal < 0 || ordinal >= n)
+    throw error(errc::invalid_argument,
+                "CUDA device " + std::to_string(ordinal) + " does not exist: this process sees " +
+                    std::to_string(n) + " device(s), 0.." + std::to_string(n - 1));
+  cudaDeviceProp p{};
+  detail::check(cudaGetDeviceProperties(&p, ordinal), "cudaGetDeviceProperties");
+  device_info d;
+  d.ordinal = ordinal;
+  unsigned char uuid[16];
+  for (int i = 0; i < 16; ++i) uuid[i] = static_cast<unsigned char>(p.uuid.bytes[i]);
+  d.uuid = detail::format_gpu_uuid(uuid);
+  d.name = p.name;
+  char bus[32] = {};
+  if (cudaDeviceGetPCIBusId(bus, sizeof bus, ordinal) == cudaSuccess)
+    d.pci_bus_id = bus;
+  else
+    (void)cudaGetLastError();
+  d.total_memory = p.totalGlobalMem;
+  d.compute_major = p.major;
+  d.compute_minor = p.minor;
+  return d;
+}
+
+/// The calling thread's current device (cudaGetDevice), checked.
+inline int current_device() {
+  int d = 0;
+  detail::check(cudaGetDevice(&d), "cudaGetDevice");
+  return d;
+}
+
+} // namespace cuda
+} // namespace v0
+} // namespace gpushare

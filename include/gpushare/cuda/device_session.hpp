@@ -1,0 +1,235 @@
+// SPDX-License-Identifier: Apache-2.0
+// A session on a real GPU: the table named by the GPU's UUID, capacity from the device's memory,
+// the process's context overhead accounted, budgeted allocation.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include <gpushare/cuda/detail/probe.hpp>
+#include <gpushare/cuda/detail/state.hpp>
+#include <gpushare/cuda/device.hpp>
+#include <gpushare/cuda/error.hpp>
+#include <gpushare/cuda/options.hpp>
+#include <gpushare/session.hpp>
+
+namespace gpushare {
+inline namespace v0 {
+namespace cuda {
+
+class scoped_kernel;
+class memory_resource;
+
+/// A process's membership in the table of one GPU. The table is named by the GPU's UUID, so
+/// processes that see the GPU under different ordinals (CUDA_VISIBLE_DEVICES) meet in it; a
+/// process using several GPUs opens one device_session per GPU.
+///
+///     gpushare::cuda::device_session s(0);               // device 0 as this process sees it
+///     float* x = static_cast<float*>(s.malloc(n * 4));   // charged to the budget
+///     {
+///       gpushare::cuda::scoped_kernel guard(s, stream);  // waits for its turn on the GPU
+///       my_kernel<<<grid, block, 0, stream>>>(x, n);
+///     }                                                  // GPU time measured with events
+///     s.yield();                                         // iteration boundary
+///     s.free(x);
+///
+/// Opening it (in this order): checks that a device exists (errc::no_device otherwise, with
+/// CUDA's reason); measures the context overhead (device free memory before and after this
+/// process's context is created, see overhead_method()); joins the table, creating it with
+/// capacity = device memory - headroom when it does not exist; records the overhead as the
+/// session's external usage; records the device's free memory in the table.
+class device_session {
+public:
+  /// `device`: the CUDA ordinal as this process sees it; -1 for the calling thread's current
+  /// device. Session options and the GPUSHARE_* environment work as for gpushare::session.
+  explicit device_session(int device = -1, const session_options& opts = {},
+                          const device_options& dopts = {}) {
+    const resolved_device_options r = resolve_device_options(dopts);
+    info_ = describe_device(device < 0 ? current_device() : device);
+
+    std::optional<std::uint64_t> measured;
+    const std::optional<bool> had_context =
+        r.context_overhead ? std::nullopt : detail::primary_context_active(info_.ordinal);
+    std::optional<std::uint64_t> free_before;
+    std::unique_ptr<detail::nvml_library> nvml;
+    if (had_context == false) {
+      nvml = std::make_unique<detail::nvml_library>();
+      free_before = nvml->free_memory(info_.uuid);
+    }
+    std::size_t free = 0, total = 0;
+    {
+      detail::device_scope on(info_.ordinal); // creates this process's context if needed
+      detail::check(cudaFree(nullptr), "cudaFree(nullptr) (creating the CUDA context)");
+      detail::check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+    }
+    if (free_before && nvml) {
+      if (const auto after = nvml->free_memory(info_.uuid); after && *after <= *free_before)
+        measured = *free_before - *after;
+    }
+    nvml.reset();
+    const auto [overhead, source] = detail::choose_context_overhead(r.context_overhead, measured);
+    overhead_ = overhead;
+    source_ = source;
+
+    session_options o = opts;
+    if (!o.capacity) o.capacity = capacity_for_device(total, r);
+    session_.emplace(info_.uuid, o);
+    session_->set_external_usage(overhead_);
+    state_ = std::make_shared<detail::device_state>(session_->shared_core(), info_.ordinal, r);
+    state_->observe_device(info_.name);
+  }
+
+  device_session(device_session&&) noexcept = default;
+  device_session& operator=(device_session&& o) noexcept {
+    if (this != &o) {
+      leave();
+      session_ = std::move(o.session_);
+      state_ = std::move(o.state_);
+      info_ = std::move(o.info_);
+      overhead_ = o.overhead_;
+      source_ = o.source_;
+      extra_ = o.extra_;
+    }
+    return *this;
+  }
+  device_session(const device_session&) = delete;
+  device_session& operator=(const device_session&) = delete;
+  ~device_session() { leave(); }
+
+  /// The device: ordinal, UUID (the table's key), name, memory.
+  const device_info& device() const noexcept { return info_; }
+  /// The underlying session: reserve(), try_reserve(), configure(), info(), id() ...
+  gpushare::session& host() { return sess(); }
+
+  /// An iteration boundary: if another session waits for the GPU, first waits for this
+  /// session's guarded work still in flight (so the next holder does not find it in its way),
+  /// then gives way as session::yield() does. One relaxed load when nobody waits.
+  void yield() {
+    if (!state_) return;
+    if (state_->core().others_waiting()) state_->core().add_device_time(state_->drain_regions());
+    sess().yield();
+  }
+
+  /// Waits for this session's guarded work and stream-ordered frees still in flight, and
+  /// accounts them.
+  void synchronize() {
+    usable().core().add_device_time(state_->drain_regions());
+    state_->release_finished_frees(true);
+  }
+
+  /// Budgeted cudaMalloc: reserves `bytes` (waiting up to the allocation timeout for other
+  /// sessions to free memory), then allocates them on this device; if cudaMalloc fails the
+  /// reservation is rolled back. Over this session's limit: errc::over_limit at once, naming the
+  /// session, its limit and the request. Returns nullptr for 0 bytes.
+  void* malloc(std::size_t bytes) {
+    void* p = usable().allocate(bytes);
+    remember_or_free(p, bytes, nullptr, false);
+    return p;
+  }
+  /// cudaFree, then the bytes return to the budget. `p` must come from malloc(); nullptr is a
+  /// no-op; an unknown pointer is errc::invalid_argument.
+  void free(void* p) {
+    if (!p) return;
+    usable().deallocate(p, state_->forget(p));
+  }
+  /// Budgeted cudaMallocAsync on `stream` (stream-ordered allocation from the device's pool).
+  void* malloc_async(std::size_t bytes, cudaStream_t stream) {
+    void* p = usable().allocate_async(bytes, stream);
+    remember_or_free(p, bytes, stream, true);
+    return p;
+  }
+  /// cudaFreeAsync on `stream`; the bytes return to the budget once the free has executed.
+  void free_async(void* p, cudaStream_t stream) {
+    if (!p) return;
+    usable().deallocate_async(p, state_->forget(p), stream);
+  }
+
+  /// Device memory this process uses outside gpushare's allocations: its measured or configured
+  /// context overhead plus `extra` (e.g. a cuBLAS workspace). Replaces an earlier extra amount.
+  void set_external_usage(std::uint64_t extra) {
+    sess().set_external_usage(gpushare::detail::sat_add(overhead_, extra));
+    extra_ = extra;
+  }
+
+  /// The context overhead counted as this session's external usage, and how it was obtained:
+  /// "measured" (device free memory before/after this process created its context, via NVML),
+  /// "configured" (device_options::context_overhead or GPUSHARE_CONTEXT_OVERHEAD) or
+  /// "estimated" (no measurement possible: the context existed before the session opened, or
+  /// NVML is unavailable; 512 MiB is assumed).
+  std::uint64_t context_overhead() const noexcept { return overhead_; }
+  const char* overhead_method() const noexcept { return detail::to_string(source_); }
+
+  /// Records the device's current free memory in the table, then takes a snapshot: its
+  /// device_free and device_untracked show memory used outside gpushare.
+  table_snapshot snapshot() {
+    usable().observe_device(info_.name);
+    return sess().snapshot();
+  }
+  session_info info() { return sess().info(); }
+  void configure(const settings_change& c) { sess().configure(c); }
+  const std::string& name() const { return sess().name(); }
+  session_id id() const { return sess().id(); }
+  const std::string& table_name() const { return sess().table_name(); }
+  bool joined() const noexcept { return session_ && session_->joined(); }
+
+  /// Waits for work in flight, then leaves the table (the destructor does it otherwise).
+  void leave() noexcept {
+    if (state_) state_->shutdown();
+    if (session_) session_->leave();
+  }
+
+  /// The shared CUDA-side state (for memory resources and allocators built on this session).
+  const std::shared_ptr<detail::device_state>& shared_state() const {
+    if (!state_) throw error(errc::session_closed, "this device session was moved from");
+    return state_;
+  }
+
+private:
+  friend class scoped_kernel;
+
+  gpushare::session& sess() {
+    if (!session_ || !state_)
+      throw error(errc::session_closed, "this device session was moved from");
+    return *session_;
+  }
+  const gpushare::session& sess() const {
+    if (!session_ || !state_)
+      throw error(errc::session_closed, "this device session was moved from");
+    return *session_;
+  }
+
+  detail::device_state& usable() const {
+    if (!state_) throw error(errc::session_closed, "this device session was moved from");
+    return *state_;
+  }
+
+  /// Records a new pointer's size; if that fails (no memory for the map), frees it again.
+  void remember_or_free(void* p, std::size_t bytes, cudaStream_t stream, bool async) {
+    if (!p) return;
+    try {
+      state_->remember(p, bytes);
+    } catch (...) {
+      if (async)
+        state_->deallocate_async(p, bytes, stream);
+      else
+        state_->deallocate(p, bytes);
+      throw;
+    }
+  }
+
+  std::optional<gpushare::session> session_;
+  std::shared_ptr<detail::device_state> state_;
+  device_info info_;
+  std::uint64_t overhead_ = 0;
+  detail::overhead_source source_ = detail::overhead_source::estimated;
+  std::uint64_t extra_ = 0;
+};
+
+} // namespace cuda
+} // namespace v0
+} // namespace gpushare

@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: Apache-2.0
+// A guard over the work a region puts on a CUDA stream, timed by CUDA events.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+
+#include <gpushare/cuda/device_session.hpp>
+#include <gpushare/detail/posix.hpp>
+
+namespace gpushare {
+inline namespace v0 {
+namespace cuda {
+
+/// Guards the work a region enqueues on `stream` (kernels, cuBLAS or Thrust calls, CUDA Graph
+/// launches). Construction waits until this session may use the GPU (priorities, shares,
+/// quanta, compute limit), then records a start event on the stream; destruction records a stop
+/// event and ends the region. The region's GPU time, measured between the two events once they
+/// have executed, is what the arbitration accounts (the host time of asynchronous launches says
+/// nothing about the GPU).
+///
+/// Launches are asynchronous, so a region may still be running on the GPU when its guard ends.
+/// The guard bounds that:
+///   * if another session waits for the GPU when the guard ends, it first waits for this
+///     session's work to finish (a drain), so the next holder starts on an idle GPU and this
+///     session's time is exact;
+///   * otherwise it lets work stay queued, up to about GPUSHARE_MAX_IN_FLIGHT (default 2 ms) of
+///     recent average region time, at least one region; older regions are waited for.
+/// A session that takes the GPU over therefore finds at most that much of the previous
+/// holder's work ahead of it.
+///
+/// A stream being captured into a CUDA Graph is not timed (nothing runs during capture); guard
+/// the cudaGraphLaunch instead. Not copyable or movable.
+class scoped_kernel {
+public:
+  explicit scoped_kernel(device_session& s, cudaStream_t stream = nullptr)
+      : state_(s.shared_state()), stream_(stream), requested_ns_(gpushare::detail::monotonic_ns()),
+        start_ns_(state_->core().enter_guard(requested_ns_)) {
+    try {
+      cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+      detail::check(cudaStreamIsCapturing(stream_, &capture), "cudaStreamIsCapturing");
+      if (capture != cudaStreamCaptureStatusNone) return; // nothing executes during capture
+      start_ = state_->take_event();
+      detail::check(cudaEventRecord(start_, stream_),
+                    "cudaEventRecord (is the stream on the session's device?)");
+    } catch (...) {
+      state_->give_event(start_);
+      state_->core().exit_guard(start_ns_, 0, gpushare::detail::monotonic_ns());
+      throw;
+    }
+  }
+  scoped_kernel(const scoped_kernel&) = delete;
+  scoped_kernel& operator=(const scoped_kernel&) = delete;
+  ~scoped_kernel() { finish(); }
+
+  /// Ends the region now (the destructor does it otherwise). Idempotent.
+  void finish() noexcept {
+    if (!state_) return;
+    std::uint64_t used = 0;
+    if (start_) {
+      cudaEvent_t stop = nullptr;
+      try {
+        stop = state_->take_event();
+        if (cudaEventRecord(stop, stream_) == cudaSuccess) {
+          used = state_->region_ended(start_, stop, state_->core().others_waiting());
+          start_ = stop = nullptr; // owned by the state now
+        } else {
+          (void)cudaGetLastError();
+        }
+      } catch (...) {
+      }
+      state_->give_event(start_);
+      state_->give_event(stop);
+    }
+    state_->core().exit_guard(start_ns_, used, gpushare::detail::monotonic_ns());
+    state_.reset();
+  }
+
+  /// How long the constructor waited for the GPU (including compute-limit pacing).
+  std::chrono::nanoseconds waited() const noexcept {
+    return std::chrono::nanoseconds(start_ns_ - requested_ns_);
+  }
+
+private:
+  std::shared_ptr<detail::device_state> state_;
+  cudaStream_t stream_;
+  std::uint64_t requested_ns_;
+  std::uint64_t start_ns_;
+  cudaEvent_t start_ = nullptr;
+};
+
+} // namespace cuda
+} // namespace v0
+} // namespace gpushare

@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: Apache-2.0
+// Thrust integration: an allocator for thrust::device_vector and an execution policy whose
+// temporary allocations are charged to a device session's budget. The only gpushare header that
+// includes Thrust; compile the code that includes it with nvcc (or add the toolkit's CCCL to a
+// host compiler's include path).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <memory>
+#include <new>
+#include <string>
+
+#include <thrust/device_malloc_allocator.h>
+#include <thrust/device_ptr.h>
+#include <thrust/execution_policy.h>
+
+#include <gpushare/cuda/device_session.hpp>
+#include <gpushare/error.hpp>
+
+namespace gpushare {
+inline namespace v0 {
+namespace cuda {
+
+/// Thrown by the Thrust allocators when the budget refuses an allocation (or cudaMalloc fails):
+/// a std::bad_alloc, which is what Thrust and its callers expect, carrying gpushare's code and
+/// message ("session 'x': reserving 2 GiB would exceed its memory limit of 1 GiB ...").
+class out_of_budget : public std::bad_alloc {
+public:
+  explicit out_of_budget(const error& e) : code_(e.code()), message_(e.what()) {}
+  const char* what() const noexcept override { return message_.c_str(); }
+  errc code() const noexcept { return code_; }
+
+private:
+  errc code_;
+  std::string message_;
+};
+
+namespace detail {
+/// Runs an allocation; gpushare's errors become out_of_budget (a std::bad_alloc).
+template <class F> auto as_bad_alloc(F&& f) {
+  try {
+    return f();
+  } catch (const error& e) {
+    throw out_of_budget(e);
+  }
+}
+} // namespace detail
+
+/// An allocator for thrust::device_vector whose memory is charged to a device session:
+///
+///     gpushare::cuda::thrust_allocator<float> alloc(session);
+///     thrust::device_vector<float, gpushare::cuda::thrust_allocator<float>> v(n, alloc);
+///
+/// Over budget: throws out_of_budget (a std::bad_alloc). Memory is allocated with cudaMalloc and
+/// freed with cudaFree (synchronous, as Thrust's default allocator).
+template <class T> class thrust_allocator : public thrust::device_malloc_allocator<T> {
+public:
+  using base = thrust::device_malloc_allocator<T>;
+  using value_type = T;
+  using pointer = thrust::device_ptr<T>;
+  using size_type = std::size_t;
+  template <class U> struct rebind { using other = thrust_allocator<U>; };
+
+  explicit thrust_allocator(const device_session& s) : state_(s.shared_state()) {}
+  template <class U>
+  thrust_allocator(const thrust_allocator<U>& other) noexcept : state_(other.state()) {}
+
+  pointer allocate(size_type n) {
+    if (n > SIZE_MAX / sizeof(T)) throw std::bad_alloc();
+    void* p = detail::as_bad_alloc([&] { return state_->allocate(n * sizeof(T)); });
+    return pointer(static_cast<T*>(p));
+  }
+  void deallocate(pointer p, size_type n) noexcept {
+    state_->deallocate(static_cast<void*>(p.get()), n * sizeof(T));
+  }
+
+  const std::shared_ptr<detail::device_state>& state() const noexcept { return state_; }
+
+  template <class U> bool operator==(const thrust_allocator<U>& o) const noexcept {
+    return state_ == o.state();
+  }
+  template <class U> bool operator!=(const thrust_allocator<U>& o) const noexcept {
+    return state_ != o.state();
+  }
+
+private:
+  std::shared_ptr<detail::device_state> state_;
+};
+
+/// The allocator Thrust uses for an algorithm's temporary storage (sort buffers, scan
+/// partials): stream-ordered allocation on the policy's stream, charged to the session.
+class thrust_temporary_allocator {
+public:
+  using value_type = char;
+
+  thrust_temporary_allocator(const device_session& s, cudaStream_t stream)
+      : state_(s.shared_state()), stream_(stream) {}
+
+  char* allocate(std::ptrdiff_t n) {
+    if (n < 0) throw std::bad_alloc();
+    return static_cast<char*>(detail::as_bad_alloc(
+        [&] { return state_->allocate_async(static_cast<std::size_t>(n), stream_); }));
+  }
+  void deallocate(char* p, std::size_t n) {
+    detail::as_bad_alloc([&] {
+      state_->deallocate_async(p, n, stream_);
+      return 0;
+    });
+  }
+
+  cudaStream_t stream() const noexcept { return stream_; }
+
+private:
+  std::shared_ptr<detail::device_state> state_;
+  cudaStream_t stream_;
+};
+
+/// A Thrust execution policy on `stream` whose temporary allocations are charged to `s`:
+///
+///     thrust::sort(gpushare::cuda::thrust_policy(session, stream), v.begin(), v.end());
+///
+/// Put the call inside a scoped_kernel on the same stream to have its GPU time arbitrated too.
+inline auto thrust_policy(const device_session& s, cudaStream_t stream) {
+  return thrust::cuda::par(thrust_temporary_allocator(s, stream)).on(stream);
+}
+
+} // namespace cuda
+} // namespace v0
+} // namespace gpushare

@@ -1,0 +1,181 @@
+// SPDX-License-Identifier: Apache-2.0
+// Shared pieces of the CUDA tests: whether a GPU is here (else the test prints the skip marker
+// CTest looks for), a private domain per test, and helper processes started with fork + exec
+// (a CUDA context does not survive a bare fork).
+#pragma once
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <gpushare/cuda.hpp>
+
+extern char** environ;
+
+namespace cutest {
+
+/// Whether this process sees a usable GPU; if not, `why` says CUDA's reason.
+inline bool gpu_available(std::string* why = nullptr) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess || n == 0) {
+    if (why) *why = e != cudaSuccess ? cudaGetErrorName(e) : "0 devices";
+    (void)cudaGetLastError();
+    return false;
+  }
+  return true;
+}
+
+/// Without a GPU: print the marker CTest turns into "skipped" (SKIP_REGULAR_EXPRESSION) and
+/// leave the test case.
+#define CUTEST_REQUIRE_GPU()                                                                       \
+  do {                                                                                             \
+    std::string why_;                                                                              \
+    if (!cutest::gpu_available(&why_)) {                                                           \
+      std::printf("GPUSHARE_SKIP: no CUDA device (%s)\n", why_.c_str());                           \
+      std::fflush(stdout);                                                                         \
+      return;                                                                                      \
+    }                                                                                              \
+  } while (0)
+
+/// A domain no other test or run uses; removes its table for GPU 0 at the end.
+class private_domain {
+public:
+  explicit private_domain(const char* what) {
+    static std::atomic<int> counter{0};
+    name_ = std::string("cu") + what + std::to_string(::getpid() % 100000) + "x" +
+            std::to_string(counter++);
+  }
+  ~private_domain() {
+    if (uuid_.empty()) return;
+    ::shm_unlink(
+        gpushare::detail::table_object_name(name_, uuid_, gpushare::table_access::user).c_str());
+  }
+  private_domain(const private_domain&) = delete;
+  private_domain& operator=(const private_domain&) = delete;
+
+  const std::string& name() const { return name_; }
+  /// Remembers the GPU whose table to remove at the end.
+  void uses(const std::string& uuid) { uuid_ = uuid; }
+  gpushare::session_options options(const std::string& session_name = "test") {
+    gpushare::session_options o;
+    o.domain = name_;
+    o.name = session_name;
+    return o;
+  }
+
+private:
+  std::string name_, uuid_;
+};
+
+/// A helper process (tests/cuda/helpers/cuda_worker) with its stdout on a pipe.
+class helper {
+public:
+  helper(const std::vector<std::string>& args,
+         const std::vector<std::pair<std::string, std::string>>& env = {}) {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
+    const std::string path = std::string(GPUSHARE_HELPER_DIR) + "/gpushare_helper_cuda_worker";
+    std::vector<std::string> argv_s{path};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : argv_s) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    std::vector<std::string> env_s;
+    for (char** e = environ; *e; ++e) {
+      const std::string kv(*e);
+      bool overridden = false;
+      for (const auto& [k, v] : env) overridden |= kv.rfind(k + "=", 0) == 0;
+      if (!overridden) env_s.push_back(kv);
+    }
+    for (const auto& [k, v] : env) env_s.push_back(k + "=" + v);
+    std::vector<char*> envp;
+    for (auto& e : env_s) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    const int rc = posix_spawn(&pid_, path.c_str(), &fa, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(fds[1]);
+    out_ = fds[0];
+    if (rc != 0) {
+      ::close(out_);
+      throw std::runtime_error("cannot start " + path);
+    }
+  }
+  ~helper() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      wait();
+    }
+    if (out_ >= 0) ::close(out_);
+  }
+  helper(const helper&) = delete;
+  helper& operator=(const helper&) = delete;
+
+  /// The next line of output, or "" if none came within `timeout` (or the helper ended).
+  std::string read_line(std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      if (const auto nl = buffer_.find('\n'); nl != std::string::npos) {
+        std::string line = buffer_.substr(0, nl);
+        buffer_.erase(0, nl + 1);
+        return line;
+      }
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          end - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return "";
+      pollfd p{out_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+      char chunk[512];
+      const ssize_t n = ::read(out_, chunk, sizeof chunk);
+      if (n <= 0) {
+        std::string rest = std::move(buffer_);
+        buffer_.clear();
+        return rest;
+      }
+      buffer_.append(chunk, static_cast<std::size_t>(n));
+    }
+  }
+
+  void kill_now() { ::kill(pid_, SIGKILL); }
+
+  /// Waits for the helper to end: its exit code, or 128 + signal.
+  int wait() {
+    if (pid_ <= 0) return exit_;
+    int status = 0;
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    pid_ = -1;
+    exit_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return exit_;
+  }
+
+private:
+  pid_t pid_ = -1;
+  int out_ = -1;
+  int exit_ = -1;
+  std::string buffer_;
+};
+
+inline std::uint64_t unix_ms() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                        std::chrono::system_clock::now().time_since_epoch())
+                                        .count());
+}
+
+} // namespace cutest

@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: Apache-2.0
+// A process the CUDA tests start (fork + exec, never a bare fork: a CUDA context does not survive
+// fork). One mode per run; it prints one result line on stdout.
+//
+//   cuda_worker nodevice
+//       opens a device session; prints "no_device <message>" and exits 0 if that fails with
+//       errc::no_device, else exits 1.
+//   cuda_worker hold <domain> <capacity> <bytes>
+//       mallocs <bytes> through a device session (table capacity <capacity> if it creates the
+//       table), prints "held", then sleeps until killed.
+//   cuda_worker try <domain> <capacity> <bytes> <timeout_ms>
+//       mallocs <bytes> waiting up to <timeout_ms>; prints "ok" (exit 0) or "error <errc>
+//       <message>" (exit 2).
+//   cuda_worker spin <domain> <share> <start_unix_ms> <end_unix_ms> <kernel_us>
+//       from start to end: guarded kernels of <kernel_us> each, yield between them; prints
+//       "device_ns <n> guards <g>" for the whole run.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include <gpushare/cuda.hpp>
+
+#include "../kernels.hpp"
+
+namespace {
+
+std::uint64_t unix_ms() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                        std::chrono::system_clock::now().time_since_epoch())
+                                        .count());
+}
+
+gpushare::cuda::device_session open(const std::string& domain, std::uint64_t capacity,
+                                    std::uint32_t share = 1) {
+  gpushare::session_options o;
+  o.domain = domain;
+  o.name = "worker-" + std::to_string(::getpid());
+  if (capacity) o.capacity = capacity;
+  o.share = share;
+  return gpushare::cuda::device_session(0, o);
+}
+
+int run(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "nodevice") {
+    try {
+      gpushare::cuda::device_session s(0);
+    } catch (const gpushare::error& e) {
+      std::printf("%s %s\n", e.code() == gpushare::errc::no_device ? "no_device" : "other",
+                  e.what());
+      return e.code() == gpushare::errc::no_device ? 0 : 1;
+    }
+    std::printf("opened\n");
+    return 1;
+  }
+  if (mode == "hold" && argc == 5) {
+    auto s = open(argv[2], std::strtoull(argv[3], nullptr, 10));
+    void* p = s.malloc(std::strtoull(argv[4], nullptr, 10));
+    (void)p;
+    std::printf("held\n");
+    std::fflush(stdout);
+    for (;;) ::pause();
+  }
+  if (mode == "try" && argc == 6) {
+    gpushare::session_options o;
+    o.domain = argv[2];
+    o.capacity = std::strtoull(argv[3], nullptr, 10);
+    gpushare::cuda::device_options d;
+    d.allocation_timeout = std::chrono::milliseconds(std::strtoull(argv[5], nullptr, 10));
+    gpushare::cuda::device_session s(0, o, d);
+    try {
+      void* p = s.malloc(std::strtoull(argv[4], nullptr, 10));
+      s.free(p);
+      std::printf("ok\n");
+      return 0;
+    } catch (const gpushare::error& e) {
+      std::printf("error %d %s\n", static_cast<int>(e.code()), e.what());
+      return 2;
+    }
+  }
+  if (mode == "spin" && argc == 7) {
+    auto s = open(argv[2], 0, static_cast<std::uint32_t>(std::strtoul(argv[3], nullptr, 10)));
+    const std::uint64_t start = std::strtoull(argv[4], nullptr, 10);
+    const std::uint64_t end = std::strtoull(argv[5], nullptr, 10);
+    const std::uint64_t kernel_ns = std::strtoull(argv[6], nullptr, 10) * 1000;
+    cudaStream_t stream = nullptr;
+    if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) return 3;
+    while (unix_ms() < start) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const std::uint64_t before = s.info().device_ns;
+    while (unix_ms() < end) {
+      {
+        gpushare::cuda::scoped_kernel guard(s, stream);
+        if (gpushare_test::launch_spin(stream, kernel_ns) != cudaSuccess) return 3;
+      }
+      s.yield();
+    }
+    s.synchronize();
+    const auto i = s.info();
+    std::printf("device_ns %llu guards %llu\n",
+                static_cast<unsigned long long>(i.device_ns - before),
+                static_cast<unsigned long long>(i.guards));
+    cudaStreamDestroy(stream);
+    return 0;
+  }
+  std::fprintf(stderr, "cuda_worker: bad arguments\n");
+  return 64;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::printf("exception %s\n", e.what());
+    return 4;
+  }
+}

@@ -1,0 +1,335 @@
+// SPDX-License-Identifier: Apache-2.0
+// The command-line tool's pure parts, without running it: argument parsing, formatting, JSON and
+// Prometheus output, the recent device-time figure and the reading of table file names.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include <gpushare/discovery.hpp>
+
+#include "cli_args.hpp"
+#include "cli_format.hpp"
+#include "cli_json.hpp"
+#include "cli_prometheus.hpp"
+#include "cli_sample.hpp"
+#include "cli_set.hpp"
+
+using namespace gpushare;
+using namespace gpushare::cli;
+
+namespace {
+constexpr flag_spec specs[] = {{"--domain", true}, {"--json", false}, {"--share", true}};
+
+parsed_args parse(std::vector<std::string> words, std::size_t max_positionals = 1) {
+  return parse_command_line(words, specs, max_positionals);
+}
+
+/// The message of the usage_error `f` throws ("" if it throws none).
+template <class F> std::string usage_message(F f) {
+  try {
+    f();
+  } catch (const usage_error& e) {
+    return e.what();
+  }
+  return "";
+}
+} // namespace
+
+TEST_CASE("flags take values in both spellings, positionals are counted, -- ends the flags") {
+  const parsed_args a = parse({"worker", "--domain", "prod", "--share=3", "--json"});
+  REQUIRE(a.positionals.size() == 1);
+  CHECK(a.positionals[0] == "worker");
+  CHECK(a.value("--domain") == "prod");
+  CHECK(a.value("--share") == "3");
+  CHECK(a.has("--json"));
+  CHECK(a.value("--json") == "");
+  CHECK_FALSE(a.has("--other"));
+  CHECK_FALSE(a.help);
+  CHECK(parse({"--help"}).help);
+  CHECK(parse({"-h"}).help);
+  const parsed_args dashed = parse({"--", "--json"});
+  CHECK(dashed.positionals == std::vector<std::string>{"--json"});
+  CHECK_FALSE(dashed.has("--json"));
+  CHECK(parse({"--share", "-1"}).value("--share") == "-1"); // a value may start with one dash
+}
+
+TEST_CASE("command-line mistakes are usage errors that say what is wrong") {
+  CHECK(usage_message([] { parse({"--bogus"}); }) == "unknown option '--bogus'");
+  CHECK(usage_message([] { parse({"-x"}); }) == "unknown option '-x'");
+  CHECK(usage_message([] { parse({"--domain"}); }) == "option --domain needs a value");
+  CHECK(usage_message([] { parse({"--domain", "--json"}); }) == "option --domain needs a value");
+  CHECK(usage_message([] { parse({"--domain="}); }) == "option --domain needs a non-empty value");
+  CHECK(usage_message([] { parse({"--json=1"}); }) == "option --json takes no value");
+  CHECK(usage_message([] {
+          parse({"--json", "--json"});
+        }) == "option --json is given more than once");
+  CHECK(usage_message([] { parse({"a", "b"}); }) == "unexpected extra argument 'b'");
+  CHECK(usage_message([] { parse({"a"}, 0); }) == "unexpected argument 'a'");
+}
+
+TEST_CASE("intervals are seconds or a number with a unit, within the allowed range") {
+  CHECK(parse_interval_ns("--interval", "0.2", 0, 60'000'000'000) == 200'000'000);
+  CHECK(parse_interval_ns("--interval", "2", 0, 60'000'000'000) == 2'000'000'000);
+  CHECK(parse_interval_ns("--interval", "250ms", 0, 60'000'000'000) == 250'000'000);
+  CHECK(parse_interval_ns("--interval", "1.5s", 0, 60'000'000'000) == 1'500'000'000);
+  CHECK(parse_interval_ns("--interval", "500us", 0, 60'000'000'000) == 500'000);
+  CHECK(parse_interval_ns("--interval", "0", 0, 60'000'000'000) == 0);
+  const auto fails = [](const char* s) {
+    return usage_message(
+        [&] { parse_interval_ns("--interval", s, 10'000'000, 3'600'000'000'000); });
+  };
+  CHECK(fails("abc").starts_with("--interval: invalid interval \"abc\""));
+  CHECK(fails("5min") == "--interval: invalid interval \"5min\": unknown unit \"min\" (use s, "
+                         "ms, us or ns)");
+  CHECK(fails("0") == "--interval: invalid interval \"0\": it must be from 0.01 s to 3600 s");
+  CHECK(fails("3601").find("it must be from 0.01 s to 3600 s") != std::string::npos);
+  CHECK(fails("99999999999999999999").find("the number is too large") != std::string::npos);
+  CHECK(fails("99999999999").find("it must be from") != std::string::npos);
+  CHECK(fails("-1").find("a sign is not allowed") != std::string::npos);
+}
+
+TEST_CASE("counts are whole numbers in range") {
+  CHECK(parse_count("--iterations", "3", 1, 10) == 3);
+  CHECK(usage_message([] { parse_count("--iterations", "0", 1, 10); }) ==
+        "--iterations: \"0\" is out of range (1 to 10)");
+  CHECK(usage_message([] {
+          parse_count("--iterations", "1.5", 1, 10);
+        }).starts_with("--iterations: invalid number \"1.5\""));
+}
+
+TEST_CASE("a session is named by its name, by a slot number, or by name: for a numeric name") {
+  const session_target by_name = parse_session_target("trainer");
+  CHECK(by_name.name == "trainer");
+  CHECK_FALSE(by_name.slot.has_value());
+  const session_target by_slot = parse_session_target("17");
+  CHECK(by_slot.slot == 17u);
+  CHECK_FALSE(by_slot.name.has_value());
+  const session_target numeric = parse_session_target("name:17");
+  CHECK(numeric.name == "17");
+  CHECK_FALSE(numeric.slot.has_value());
+  CHECK(usage_message([] { parse_session_target("4096"); }).find("out of range") !=
+        std::string::npos);
+  CHECK(usage_message([] { parse_session_target("name:"); }) == "the session name is empty");
+}
+
+TEST_CASE("set's settings are parsed like the GPUSHARE_ variables") {
+  std::vector<std::string> words = {
+      "w",     "--share",        "4",      "--priority",         "high", "--compute-limit",
+      "30%",   "--memory-limit", "1.5GiB", "--memory-guarantee", "20%",  "--quantum",
+      "500us", "--handover",     "yield"};
+  static constexpr flag_spec set_specs[] = {
+      {"--share", true},        {"--priority", true},         {"--compute-limit", true},
+      {"--memory-limit", true}, {"--memory-guarantee", true}, {"--quantum", true},
+      {"--handover", true}};
+  const settings_change c = parse_settings(parse_command_line(words, set_specs, 1));
+  CHECK(c.share == 4u);
+  CHECK(c.priority == priority::high);
+  CHECK(c.compute_limit_ppm == 300'000u);
+  CHECK(c.memory_limit == memory_amount::of_bytes(3ull << 29));
+  CHECK(c.memory_guarantee == memory_amount::of_ppm(200'000));
+  CHECK(c.quantum == std::chrono::microseconds(500));
+  CHECK(c.handover == handover_point::at_yield);
+
+  std::vector<std::string> bad = {"w", "--compute-limit", "30"};
+  CHECK(usage_message([&] {
+          parse_settings(parse_command_line(bad, set_specs, 1));
+        }).starts_with("--compute-limit: invalid percentage \"30\": a '%' is required"));
+}
+
+TEST_CASE("set describes each change as old -> new, or unchanged") {
+  session_info before, after;
+  before.share = 1;
+  after.share = 4;
+  before.priority = after.priority = priority::low;
+  before.memory_limit = 1ull << 30;
+  after.memory_limit = detail::unlimited_capacity;
+  before.quantum_ns = 5'000'000;
+  after.quantum_ns = 500'000;
+  settings_change c;
+  c.share = 4;
+  c.priority = priority::low;
+  c.memory_limit = memory_amount::of_ppm(1'000'000);
+  c.quantum = std::chrono::microseconds(500);
+  CHECK(describe_change(c, before, after) == "  priority: low (unchanged)\n"
+                                             "  share: 1 -> 4\n"
+                                             "  memory limit: 1.00 GiB -> unlimited\n"
+                                             "  quantum: 5 ms -> 500 us\n");
+}
+
+TEST_CASE("human formats: sizes, durations, decimals, percentages, modes and ages") {
+  CHECK(bytes_text(0) == "0 B");
+  CHECK(bytes_text(1536) == "1.50 KiB");
+  CHECK(bytes_text(detail::unlimited_capacity) == "unlimited");
+  CHECK(duration_text(0) == "0 ms");
+  CHECK(duration_text(999'999'999) == "999 ms");
+  CHECK(duration_text(12'345'000'000) == "12.34 s");
+  CHECK(duration_text(183'000'000'000) == "3m03s");
+  CHECK(duration_text(7'500'000'000'000) == "2h05m");
+  CHECK(duration_text(3 * 86'400'000'000'000ull + 4 * 3'600'000'000'000ull) == "3d04h");
+  CHECK(fixed_decimal(1'500'000'000, 9) == "1.5");
+  CHECK(fixed_decimal(700'000, 6) == "0.7");
+  CHECK(fixed_decimal(1'000'000, 6) == "1");
+  CHECK(fixed_decimal(5, 9) == "0.000000005");
+  CHECK(fixed_decimal(42, 0) == "42");
+  CHECK(quantum_text(2'000'000) == "2 ms");
+  CHECK(quantum_text(1'000) == "1 us");
+  CHECK(quantum_text(10'000'000'000) == "10 s");
+  CHECK(percent_text(12.345) == "12.3%");
+  CHECK(mode_text(0660) == "0660");
+  CHECK(priority_text(2) == "high");
+  CHECK(priority_text(6) == "6");
+  CHECK(age_text(10'000'000'000, 7'000'000'000) == "3 s ago");
+  CHECK(age_text(1'000'000'000'000, 1'000'000'000) == "16 min ago");
+  CHECK(seconds_text(10'000'000) == "0.01 s");
+}
+
+TEST_CASE("a text table lines up left- and right-aligned columns") {
+  text_table t({{"ID", text_table::align::right}, {"NAME", text_table::align::left}});
+  t.add_row({"7", "alpha"});
+  t.add_row({"123", "b"});
+  CHECK(t.render("  ") == "   ID  NAME\n"
+                          "    7  alpha\n"
+                          "  123  b\n");
+}
+
+TEST_CASE("JSON output: escaped strings, exact integers, nesting and empty containers") {
+  CHECK(json_quote("a\"b\\c\nd\x01\xe9") == "\"a\\\"b\\\\c\\nd\\u0001\\u00e9\"");
+  json_writer w;
+  w.begin_object();
+  w.field("n", std::uint64_t{18446744073709551615ull});
+  w.field("s", "x");
+  w.key("list");
+  w.begin_array();
+  w.number(std::int64_t{-1});
+  w.begin_object();
+  w.field("ok", true);
+  w.null_field("none");
+  w.end_object();
+  w.end_array();
+  w.key("empty");
+  w.begin_array();
+  w.end_array();
+  w.key("pct");
+  w.number(12.345, 2);
+  w.end_object();
+  CHECK(w.str() == "{\n"
+                   "  \"n\": 18446744073709551615,\n"
+                   "  \"s\": \"x\",\n"
+                   "  \"list\": [\n"
+                   "    -1,\n"
+                   "    {\n"
+                   "      \"ok\": true,\n"
+                   "      \"none\": null\n"
+                   "    }\n"
+                   "  ],\n"
+                   "  \"empty\": [],\n"
+                   "  \"pct\": 12.35\n"
+                   "}\n");
+}
+
+TEST_CASE("Prometheus output: families in order, HELP and TYPE once, label values escaped") {
+  CHECK(escape_label_value("a\\b\"c\nd") == "a\\\\b\\\"c\\nd");
+  CHECK(escape_help("x\\y\nz") == "x\\\\y\\nz");
+  exposition x;
+  x.declare("m_total", "counter", "Things.\nCounted.");
+  x.declare("g", "gauge", "A gauge.");
+  x.declare("unused", "gauge", "Never sampled.");
+  x.declare("m_total", "gauge", "A second declaration is ignored.");
+  x.sample("g", {{"name", "we\"ird"}}, 5);
+  x.sample("m_total", {{"a", "1"}, {"b", "2"}}, "1.5");
+  x.sample("m_total", {}, 2);
+  x.sample("undeclared", {}, 1);
+  CHECK(x.render() == "# HELP m_total Things.\\nCounted.\n"
+                      "# TYPE m_total counter\n"
+                      "m_total{a=\"1\",b=\"2\"} 1.5\n"
+                      "m_total 2\n"
+                      "# HELP g A gauge.\n"
+                      "# TYPE g gauge\n"
+                      "g{name=\"we\\\"ird\"} 5\n");
+}
+
+TEST_CASE("recent device time is the session's device-time delta over the wall-time delta") {
+  auto reading = [](std::uint64_t taken_ns, std::vector<session_info> sessions) {
+    table_reading t;
+    t.entry.object_name = "/gpushare.d.u0.k";
+    t.snapshot.emplace();
+    t.snapshot->created_unix_ns = 42;
+    t.snapshot->sessions = std::move(sessions);
+    t.taken_ns = taken_ns;
+    return t;
+  };
+  auto session = [](std::uint32_t slot, std::uint32_t generation, std::uint64_t device_ns) {
+    session_info i;
+    i.id = {slot, generation};
+    i.device_ns = device_ns;
+    return i;
+  };
+  const table_reading before =
+      reading(1'000'000'000, {session(1, 1, 100'000'000), session(2, 1, 0), session(3, 1, 5)});
+  const table_reading now = reading(1'200'000'000, {session(1, 1, 150'000'000), session(2, 1, 0),
+                                                    session(3, 2, 0), session(4, 1, 9)});
+  sample earlier;
+  earlier.tables.push_back(before);
+  const table_reading* previous = find_previous(&earlier, now);
+  REQUIRE(previous != nullptr);
+  const recent_usage r = recent_device_usage(previous, now);
+  CHECK(r.window_ns == 200'000'000u);
+  REQUIRE(r.percent.size() == 4);
+  CHECK(r.percent[0] == doctest::Approx(25.0)); // 50 ms of 200 ms
+  CHECK(r.percent[1] == doctest::Approx(0.0));
+  CHECK_FALSE(r.percent[2].has_value()); // slot 3 holds a new session (generation 2)
+  CHECK_FALSE(r.percent[3].has_value()); // not there before
+
+  table_reading recreated = now;
+  recreated.snapshot->created_unix_ns = 43; // the same name, another table
+  CHECK(find_previous(&earlier, recreated) == nullptr);
+  const recent_usage none = recent_device_usage(nullptr, now);
+  CHECK_FALSE(none.window_ns.has_value());
+  CHECK(none.percent.size() == 4);
+  CHECK_FALSE(none.percent[0].has_value());
+}
+
+TEST_CASE("table file names are read into domain, owner and key") {
+  const auto e = parse_table_file_name("gpushare.default.u1000.GPU-8f1e");
+  REQUIRE(e.has_value());
+  CHECK(e->object_name == "/gpushare.default.u1000.GPU-8f1e");
+  CHECK(e->path == "/dev/shm/gpushare.default.u1000.GPU-8f1e");
+  CHECK(e->domain == "default");
+  CHECK(e->owner == "u1000");
+  CHECK(e->owner_id == 1000);
+  CHECK_FALSE(e->group);
+  CHECK(e->key == "GPU-8f1e");
+
+  const auto g = parse_table_file_name("gpushare.prod.g42.a.b");
+  REQUIRE(g.has_value());
+  CHECK(g->group);
+  CHECK(g->owner_id == 42);
+  CHECK(g->key == "a.b");
+
+  for (const char* not_a_table :
+       {"gpushare.", "gpushare.d.u1", "gpushare.d.x1.k", "gpushare..u1.k", "gpushare.d.u.k",
+        "gpushare.d.u1.", "gpushare.d.u1..k", "sem.gpushare.d.u1.k", "gpushare.d.u1.k/x"}) {
+    CAPTURE(not_a_table);
+    CHECK_FALSE(parse_table_file_name(not_a_table).has_value());
+  }
+
+  // Ambiguous: the shortest domain, unless the domain is given.
+  const auto shortest = parse_table_file_name("gpushare.a.u5.u1000.k");
+  REQUIRE(shortest.has_value());
+  CHECK(shortest->domain == "a");
+  CHECK(shortest->key == "u1000.k");
+  const auto as_given = parse_table_file_name("gpushare.a.u5.u1000.k", "a.u5");
+  REQUIRE(as_given.has_value());
+  CHECK(as_given->owner == "u1000");
+  CHECK(as_given->key == "k");
+  CHECK_FALSE(parse_table_file_name("gpushare.other.u1.k", "a").has_value());
+  CHECK_FALSE(parse_table_file_name("gpushare.ab.u1.k", "a").has_value());
+}
+
+TEST_CASE("error codes have stable names for JSON and metrics") {
+  CHECK(std::string(errc_name(errc::permission_denied)) == "permission_denied");
+  CHECK(std::string(errc_name(errc::table_incompatible)) == "table_incompatible");
+  CHECK(std::string(errc_name(errc::table_corrupt)) == "table_corrupt");
+  CHECK(std::string(errc_name(errc::table_busy)) == "table_busy");
+}

@@ -1,0 +1,241 @@
+// SPDX-License-Identifier: Apache-2.0
+// The CUDA layer's GPU-free rules, checked with the plain host compiler: device options and their
+// environment variables, capacity from device memory, the in-flight allowance, the context
+// overhead's source, UUID text, and the device block of a table snapshot.
+#include <gpushare/cuda/detail/uuid.hpp>
+#include <gpushare/cuda/options.hpp>
+#include <gpushare/gpushare.hpp>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+
+#include <doctest/doctest.h>
+
+#include "test_util.hpp"
+
+namespace {
+
+namespace gc = gpushare::cuda;
+using gpushare::errc;
+using gpushare::memory_amount;
+using namespace std::chrono_literals;
+
+constexpr std::uint64_t MiB = std::uint64_t{1} << 20;
+constexpr std::uint64_t GiB = std::uint64_t{1} << 30;
+
+gpushare::env_lookup fake_env(std::map<std::string, std::string> vars) {
+  return [vars = std::move(vars)](const char* name) -> std::optional<std::string> {
+    const auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+std::optional<gpushare::error> thrown(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const gpushare::error& e) {
+    return e;
+  }
+  return std::nullopt;
+}
+
+gc::resolved_device_options resolve(const gc::device_options& o,
+                                    std::map<std::string, std::string> env = {}) {
+  return gc::resolve_device_options(o, fake_env(std::move(env)));
+}
+
+} // namespace
+
+TEST_CASE("device options default to 2% headroom, 60 s allocation timeout, 2 ms in flight") {
+  const auto r = resolve({});
+  CHECK(r.headroom == memory_amount::of_ppm(20'000));
+  CHECK(r.headroom_is_default);
+  CHECK_FALSE(r.context_overhead.has_value());
+  CHECK(r.allocation_timeout_ns == 60'000'000'000ull);
+  CHECK(r.max_in_flight_ns == 2'000'000ull);
+}
+
+TEST_CASE("device options: code beats the environment, the environment beats the default") {
+  const std::map<std::string, std::string> env{{"GPUSHARE_DEVICE_HEADROOM", "1GiB"},
+                                               {"GPUSHARE_CONTEXT_OVERHEAD", "300MiB"},
+                                               {"GPUSHARE_ALLOC_TIMEOUT", "2min"},
+                                               {"GPUSHARE_MAX_IN_FLIGHT", "500us"}};
+  const auto from_env = resolve({}, env);
+  CHECK(from_env.headroom == memory_amount::of_bytes(GiB));
+  CHECK_FALSE(from_env.headroom_is_default);
+  CHECK(from_env.context_overhead == 300 * MiB);
+  CHECK(from_env.allocation_timeout_ns == 120'000'000'000ull);
+  CHECK(from_env.max_in_flight_ns == 500'000ull);
+
+  gc::device_options o;
+  o.headroom = memory_amount::of_ppm(50'000);
+  o.context_overhead = 0;
+  o.allocation_timeout = 0ms;
+  o.max_in_flight = 10ms;
+  const auto from_code = resolve(o, env);
+  CHECK(from_code.headroom == memory_amount::of_ppm(50'000));
+  CHECK(from_code.context_overhead == 0u);
+  CHECK(from_code.allocation_timeout_ns == 0u);
+  CHECK(from_code.max_in_flight_ns == 10'000'000ull);
+
+  o.allocation_timeout = std::chrono::nanoseconds::max();
+  CHECK(resolve(o).allocation_timeout_ns == gc::no_timeout);
+  CHECK(resolve({}, {{"GPUSHARE_ALLOC_TIMEOUT", "none"}}).allocation_timeout_ns == gc::no_timeout);
+  CHECK(resolve({}, {{"GPUSHARE_ALLOC_TIMEOUT", "1.5s"}}).allocation_timeout_ns ==
+        1'500'000'000ull);
+}
+
+TEST_CASE("bad device option variables name the variable, the value and the accepted forms") {
+  struct bad_case {
+    const char* var;
+    const char* value;
+    const char* expect;
+  };
+  for (const bad_case& c :
+       {bad_case{"GPUSHARE_DEVICE_HEADROOM", "-1", "a sign is not allowed"},
+        bad_case{"GPUSHARE_DEVICE_HEADROOM", "150%", "100%"},
+        bad_case{"GPUSHARE_CONTEXT_OVERHEAD", "10%", "percentage"},
+        bad_case{"GPUSHARE_CONTEXT_OVERHEAD", "1e99GiB", "unit"},
+        bad_case{"GPUSHARE_ALLOC_TIMEOUT", "30", "a unit is required"},
+        bad_case{"GPUSHARE_ALLOC_TIMEOUT", "25h", "longer than 24h"},
+        bad_case{"GPUSHARE_ALLOC_TIMEOUT", "", "set but empty"},
+        bad_case{"GPUSHARE_MAX_IN_FLIGHT", "20s", "10s"},
+        bad_case{"GPUSHARE_MAX_IN_FLIGHT", "fast", "must start with a digit"}}) {
+    CAPTURE(c.var);
+    CAPTURE(c.value);
+    const auto e = thrown([&] { resolve({}, {{c.var, c.value}}); });
+    REQUIRE(e.has_value());
+    CHECK(e->code() == errc::invalid_environment);
+    const std::string m = e->what();
+    CHECK(m.find(c.var) != std::string::npos);
+    CHECK(m.find(c.expect) != std::string::npos);
+  }
+}
+
+TEST_CASE("bad device options set in code are invalid_argument") {
+  gc::device_options o;
+  o.allocation_timeout = -1ms;
+  auto e = thrown([&] { resolve(o); });
+  REQUIRE(e.has_value());
+  CHECK(e->code() == errc::invalid_argument);
+  CHECK(std::string(e->what()).find("allocation_timeout") != std::string::npos);
+
+  o = {};
+  o.max_in_flight = 0ms;
+  e = thrown([&] { resolve(o); });
+  REQUIRE(e.has_value());
+  CHECK(std::string(e->what()).find("max_in_flight") != std::string::npos);
+
+  o = {};
+  o.headroom = memory_amount::of_ppm(1'500'000);
+  e = thrown([&] { resolve(o); });
+  REQUIRE(e.has_value());
+  CHECK(std::string(e->what()).find("headroom") != std::string::npos);
+}
+
+TEST_CASE("a device table's capacity is the device memory less the headroom") {
+  // 80 GiB device, default 2%: 1.6 GiB of headroom.
+  const std::uint64_t h100 = 80 * GiB;
+  CHECK(gc::capacity_for_device(h100, resolve({})) == h100 - h100 / 50);
+  // A small device: the default headroom is at least 256 MiB.
+  CHECK(gc::capacity_for_device(4 * GiB, resolve({})) == 4 * GiB - 256 * MiB);
+  // An explicit headroom is taken as given, even below 256 MiB.
+  gc::device_options o;
+  o.headroom = memory_amount::of_bytes(64 * MiB);
+  CHECK(gc::capacity_for_device(4 * GiB, resolve(o)) == 4 * GiB - 64 * MiB);
+  o.headroom = memory_amount::of_ppm(100'000); // 10%
+  CHECK(gc::capacity_for_device(10 * GiB, resolve(o)) == 9 * GiB);
+  // A headroom that leaves nothing is refused with what to do.
+  o.headroom = memory_amount::of_bytes(8 * GiB);
+  const auto e = thrown([&] { (void)gc::capacity_for_device(8 * GiB, resolve(o)); });
+  REQUIRE(e.has_value());
+  CHECK(e->code() == errc::invalid_argument);
+  CHECK(std::string(e->what()).find("GPUSHARE_DEVICE_HEADROOM") != std::string::npos);
+  CHECK(thrown([&] { (void)gc::capacity_for_device(100 * MiB, resolve({})); }).has_value());
+}
+
+TEST_CASE("the in-flight allowance fits the bound at the average region length") {
+  using gc::detail::in_flight_allowance;
+  CHECK(in_flight_allowance(0, 2'000'000) == 1);         // nothing measured yet
+  CHECK(in_flight_allowance(1'000'000, 2'000'000) == 2); // 1 ms regions, 2 ms bound
+  CHECK(in_flight_allowance(5'000'000, 2'000'000) == 1); // a region longer than the bound
+  CHECK(in_flight_allowance(10'000, 2'000'000) == 64);   // capped
+  CHECK(in_flight_allowance(1, UINT64_MAX) == gc::max_in_flight_regions);
+
+  using gc::detail::update_average;
+  CHECK(update_average(0, 800) == 800);
+  CHECK(update_average(800, 800) == 800);
+  CHECK(update_average(800, 1600) == 900);
+  std::uint64_t avg = 1'000'000;
+  for (int i = 0; i < 100; ++i) avg = update_average(avg, 100'000);
+  CHECK(avg < 110'000); // converges to the new length
+}
+
+TEST_CASE("the context overhead is configured, else measured, else estimated") {
+  using gc::detail::choose_context_overhead;
+  using gc::detail::overhead_source;
+  const std::optional<std::uint64_t> none, configured{100}, measured{200};
+  const auto a = choose_context_overhead(configured, measured);
+  CHECK(a.first == 100);
+  CHECK(a.second == overhead_source::configured);
+  const auto b = choose_context_overhead(none, measured);
+  CHECK(b.first == 200);
+  CHECK(b.second == overhead_source::measured);
+  const auto c = choose_context_overhead(none, none);
+  CHECK(c.first == gc::estimated_context_overhead);
+  CHECK(c.second == overhead_source::estimated);
+  CHECK(std::string(gc::detail::to_string(overhead_source::measured)) == "measured");
+}
+
+TEST_CASE("a GPU UUID is written as nvidia-smi writes it") {
+  const unsigned char bytes[16] = {0x8f, 0x1e, 0x02, 0xab, 0xcd, 0xef, 0x01, 0x23,
+                                   0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0x00, 0xff};
+  CHECK(gc::detail::format_gpu_uuid(bytes) == "GPU-8f1e02ab-cdef-0123-4567-89abcdef00ff");
+  // It is a valid table key (letters, digits, '-').
+  CHECK_NOTHROW(gpushare::detail::validate_key(gc::detail::format_gpu_uuid(bytes)));
+}
+
+TEST_CASE("a snapshot shows the device as last observed, and memory no session accounts for") {
+  test::unique_table t("device", 10 * GiB);
+  auto s = t.join("observer");
+  auto r = s.reserve(1 * GiB);
+  s.set_external_usage(512 * MiB);
+  auto before = t.open().snapshot();
+  CHECK(before.device_observed_unix_ns == 0); // host-only so far: no device block
+  CHECK(before.device_total == 0);
+  CHECK(before.device_name.empty());
+
+  auto table = t.open();
+  {
+    // What a CUDA session does after cudaMemGetInfo: 16 GiB device, 12 GiB free.
+    gpushare::detail::table_core core(
+        gpushare::detail::mapped_table::open_existing(t.object_name(), 1'000'000'000));
+    gpushare::detail::record_device_observation(core, "Test GPU", 16 * GiB, 12 * GiB, 3);
+  }
+  const auto after = table.snapshot();
+  CHECK(after.device_name == "Test GPU");
+  CHECK(after.device_total == 16 * GiB);
+  CHECK(after.device_free == 12 * GiB);
+  CHECK(after.device_observer_pid == ::getpid());
+  CHECK(after.device_observed_unix_ns > 0);
+  // 4 GiB used on the device; sessions account for 1.5 GiB: 2.5 GiB is someone else's.
+  CHECK(after.device_untracked == 2 * GiB + 512 * MiB);
+
+  // More accounted than used (reservations not yet allocated): floored at 0, never wraps.
+  {
+    gpushare::detail::table_core core(
+        gpushare::detail::mapped_table::open_existing(t.object_name(), 1'000'000'000));
+    gpushare::detail::record_device_observation(core, std::string(200, 'x'), 16 * GiB, 15 * GiB, 0);
+  }
+  const auto floored = table.snapshot();
+  CHECK(floored.device_untracked == 0);
+  CHECK(floored.device_name.size() == gpushare::detail::device_name_capacity - 1);
+}

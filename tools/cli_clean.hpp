@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: Apache-2.0
+// `gpushare clean`: remove tables that no live session uses (all matching tables with --force).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include <gpushare/discovery.hpp>
+
+#include "cli_args.hpp"
+#include "cli_sample.hpp"
+#include "cli_status.hpp"
+#include "cli_usage.hpp"
+
+namespace gpushare::cli {
+
+inline std::string sessions_text(std::uint32_t n, const char* kind) {
+  return std::to_string(n) + " " + kind + (n == 1 ? " session" : " sessions");
+}
+
+inline int run_clean(std::span<const std::string> args) {
+  static constexpr flag_spec specs[] = {
+      {"--domain", true}, {"--force", false}, {"--dry-run", false}};
+  const parsed_args a = parse_command_line(args, specs, 0);
+  if (a.help) {
+    write_stdout(std::string(clean_usage));
+    return 0;
+  }
+  const auto domain = domain_option(a);
+  const bool force = a.has("--force"), dry_run = a.has("--dry-run");
+  removal_options o;
+  o.dry_run = dry_run;
+  o.domain = domain;
+  o.open_timeout = open_timeout;
+
+  std::string out;
+  std::size_t matching = 0, removed = 0, failed = 0;
+  const char* removed_word = dry_run ? "would remove " : "removed ";
+  // Unlinks the name whatever the table holds (--force); `why` says what it held.
+  auto remove_forcibly = [&](const table_entry& e, const std::string& why) {
+    if (dry_run) {
+      out += "would remove " + e.object_name + " (--force: " + why + ")\n";
+      ++removed;
+      return;
+    }
+    try {
+      if (remove_table_forcibly(e.object_name)) {
+        out += "removed " + e.object_name + " (--force: " + why + ")\n";
+        ++removed;
+      } else {
+        out += "skipped " + e.object_name + ": it no longer exists\n";
+      }
+    } catch (const gpushare::error& err) {
+      out += "failed to remove " + e.object_name + ": " + err.what() + "\n";
+      ++failed;
+    }
+  };
+
+  for (const table_entry& e : list_tables(domain)) {
+    try {
+      const removal_result r = remove_unused_table(e.object_name, o);
+      switch (r.status) {
+      case removal_status::other_domain: continue; // the name only looked like the domain's
+      case removal_status::gone:
+        ++matching;
+        out += "skipped " + e.object_name + ": it no longer exists\n";
+        break;
+      case removal_status::removed:
+      case removal_status::would_remove:
+        ++matching;
+        ++removed;
+        out += removed_word + e.object_name + " (" +
+               (r.dead_sessions ? sessions_text(r.dead_sessions, "dead") : "no live sessions") +
+               ")\n";
+        break;
+      case removal_status::in_use:
+        ++matching;
+        if (force)
+          remove_forcibly(e, "it had " + sessions_text(r.live_sessions, "live") +
+                                 ", which go on using the removed table, no longer arbitrated "
+                                 "with processes that start later");
+        else
+          out += "kept " + e.object_name + ": " + sessions_text(r.live_sessions, "live") + "\n";
+        break;
+      }
+    } catch (const gpushare::error& err) {
+      ++matching;
+      table_reading t;
+      t.entry = e;
+      t.error = err.code();
+      t.message = err.what();
+      if (force)
+        remove_forcibly(e, unreadable_text(t));
+      else
+        out += "kept " + e.object_name + ": " + unreadable_text(t) +
+               (err.code() == errc::permission_denied ? "\n" : "; --force removes it anyway\n");
+    }
+  }
+  out += (dry_run ? "would remove " : "removed ") + std::to_string(removed) + " of " +
+         std::to_string(matching) + (matching == 1 ? " table" : " tables") +
+         (dry_run ? " (dry run: nothing was removed)" : "") + "\n";
+  write_stdout(out);
+  return failed > 0 ? 1 : 0;
+}
+
+} // namespace gpushare::cli

@@ -1,0 +1,177 @@
+// SPDX-License-Identifier: Apache-2.0
+// `gpushare metrics`: every table's and session's figures in the Prometheus text format.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include <gpushare/version.hpp>
+
+#include "cli_args.hpp"
+#include "cli_prometheus.hpp"
+#include "cli_sample.hpp"
+#include "cli_status.hpp"
+#include "cli_usage.hpp"
+
+namespace gpushare::cli {
+
+/// The metric families, in output order: name, type, help.
+inline void declare_metrics(exposition& x) {
+  x.declare("gpushare_info", "gauge",
+            "Version of the gpushare tool that wrote these metrics (always 1).");
+  x.declare("gpushare_table_up", "gauge",
+            "1 if the table could be read, 0 if not (see gpushare_table_error).");
+  x.declare("gpushare_table_error", "gauge",
+            "1 for a table that could not be read; the reason label says why.");
+  x.declare("gpushare_table_capacity_bytes", "gauge",
+            "Bytes the sessions of the table may reserve in total (9223372036854775808 means "
+            "unlimited).");
+  x.declare("gpushare_table_committed_bytes", "gauge",
+            "Bytes committed to sessions: reservations, external usage and unused guarantees.");
+  x.declare("gpushare_table_reserved_bytes", "gauge", "Bytes held by reservations.");
+  x.declare("gpushare_table_available_bytes", "gauge", "Capacity minus committed bytes.");
+  x.declare("gpushare_table_sessions", "gauge", "Live sessions in the table.");
+  x.declare("gpushare_table_slots", "gauge", "Session slots of the table.");
+  x.declare("gpushare_table_lock_repairs_total", "counter",
+            "Times a process found the table lock's holder dead and repaired the table.");
+  x.declare("gpushare_table_sessions_reclaimed_total", "counter",
+            "Dead sessions whose slot and memory a live process reclaimed.");
+  x.declare("gpushare_table_handovers_total", "counter",
+            "Times the device went from one session to another.");
+  x.declare("gpushare_device_total_bytes", "gauge",
+            "Device memory of the GPU behind the table, as a CUDA session last observed it.");
+  x.declare("gpushare_device_free_bytes", "gauge",
+            "Free device memory at the last observation by a CUDA session.");
+  x.declare("gpushare_device_untracked_bytes", "gauge",
+            "Device memory in use that no session of the table accounts for, at the last "
+            "observation.");
+  x.declare("gpushare_device_observed_timestamp_seconds", "gauge",
+            "Unix time of the last observation of the device.");
+  x.declare("gpushare_session_priority", "gauge", "Priority class of the session (0 to 7).");
+  x.declare("gpushare_session_share", "gauge", "Weighted share of device time of the session.");
+  x.declare("gpushare_session_compute_limit_ratio", "gauge",
+            "Most device time the session may use, as a fraction (1 = no limit).");
+  x.declare("gpushare_session_quantum_seconds", "gauge",
+            "Device time the session may keep the device while equal-priority sessions wait.");
+  x.declare("gpushare_session_memory_limit_bytes", "gauge",
+            "Most memory the session may hold (reservations plus external usage).");
+  x.declare("gpushare_session_memory_guarantee_bytes", "gauge",
+            "Memory kept for the session at all times.");
+  x.declare("gpushare_session_reserved_bytes", "gauge",
+            "Bytes held by the session's reservations.");
+  x.declare("gpushare_session_external_bytes", "gauge",
+            "Bytes the session uses outside reservations (e.g. its CUDA context).");
+  x.declare("gpushare_session_peak_bytes", "gauge",
+            "Highest reservations plus external usage of the session.");
+  x.declare("gpushare_session_holds_device", "gauge", "1 while the session holds the device.");
+  x.declare("gpushare_session_active_guards", "gauge",
+            "Guards of the session inside their region now.");
+  x.declare("gpushare_session_waiting_for_device", "gauge",
+            "Threads of the session waiting for the device now.");
+  x.declare("gpushare_session_waiting_for_memory", "gauge",
+            "Threads of the session waiting for memory now.");
+  x.declare("gpushare_session_device_seconds_total", "counter",
+            "Device time the session used in guards.");
+  x.declare("gpushare_session_guards_total", "counter", "Guards the session completed.");
+  x.declare("gpushare_session_device_waits_total", "counter",
+            "Guards and yields of the session that had to wait for the device.");
+  x.declare("gpushare_session_device_wait_seconds_total", "counter",
+            "Time the session waited for the device.");
+  x.declare("gpushare_session_handovers_total", "counter",
+            "Times the session gave the device to another session.");
+  x.declare("gpushare_session_compute_throttled_seconds_total", "counter",
+            "Time the session's compute limit held it back.");
+  x.declare("gpushare_session_reservations_total", "counter",
+            "Reservations granted to the session.");
+  x.declare("gpushare_session_reserve_waits_total", "counter",
+            "Reservations of the session that had to wait for memory.");
+  x.declare("gpushare_session_reserve_wait_seconds_total", "counter",
+            "Time the session waited for memory.");
+}
+
+inline std::string seconds_value(std::uint64_t ns) { return fixed_decimal(ns, 9); }
+
+/// The exposition of one sample.
+inline std::string metrics_text(const sample& s) {
+  exposition x;
+  declare_metrics(x);
+  x.sample("gpushare_info",
+           {{"version", GPUSHARE_VERSION_STRING}, {"layout", std::to_string(table_layout_version)}},
+           1);
+  for (const auto& t : s.tables) {
+    if (!t.snapshot) {
+      const label_set labels = {
+          {"table", t.entry.object_name}, {"key", t.entry.key}, {"domain", t.entry.domain}};
+      x.sample("gpushare_table_up", labels, 0);
+      label_set with_reason = labels;
+      with_reason.emplace_back("reason", errc_name(t.error.value_or(errc::system_error)));
+      x.sample("gpushare_table_error", with_reason, 1);
+      continue;
+    }
+    const table_snapshot& ts = *t.snapshot;
+    const label_set labels = {{"table", ts.object_name}, {"key", ts.key}, {"domain", ts.domain}};
+    x.sample("gpushare_table_up", labels, 1);
+    x.sample("gpushare_table_capacity_bytes", labels, ts.capacity);
+    x.sample("gpushare_table_committed_bytes", labels, ts.committed_total);
+    x.sample("gpushare_table_reserved_bytes", labels, ts.reserved_total);
+    x.sample("gpushare_table_available_bytes", labels, ts.available);
+    x.sample("gpushare_table_sessions", labels, ts.sessions.size());
+    x.sample("gpushare_table_slots", labels, ts.slot_count);
+    x.sample("gpushare_table_lock_repairs_total", labels, ts.lock_repairs);
+    x.sample("gpushare_table_sessions_reclaimed_total", labels, ts.sessions_reclaimed);
+    x.sample("gpushare_table_handovers_total", labels, ts.handovers);
+    if (ts.device_observed_unix_ns != 0) {
+      label_set device = labels;
+      device.emplace_back("device", ts.device_name);
+      x.sample("gpushare_device_total_bytes", device, ts.device_total);
+      x.sample("gpushare_device_free_bytes", device, ts.device_free);
+      x.sample("gpushare_device_untracked_bytes", device, ts.device_untracked);
+      x.sample("gpushare_device_observed_timestamp_seconds", device,
+               seconds_value(ts.device_observed_unix_ns));
+    }
+    for (const session_info& i : ts.sessions) {
+      label_set l = labels;
+      l.emplace_back("session", i.name);
+      l.emplace_back("slot", std::to_string(i.id.slot));
+      l.emplace_back("pid", std::to_string(i.pid));
+      x.sample("gpushare_session_priority", l, static_cast<std::uint64_t>(i.priority));
+      x.sample("gpushare_session_share", l, i.share);
+      x.sample("gpushare_session_compute_limit_ratio", l, fixed_decimal(i.compute_limit_ppm, 6));
+      x.sample("gpushare_session_quantum_seconds", l, seconds_value(i.quantum_ns));
+      x.sample("gpushare_session_memory_limit_bytes", l, i.memory_limit);
+      x.sample("gpushare_session_memory_guarantee_bytes", l, i.memory_guarantee);
+      x.sample("gpushare_session_reserved_bytes", l, i.reserved);
+      x.sample("gpushare_session_external_bytes", l, i.external);
+      x.sample("gpushare_session_peak_bytes", l, i.peak);
+      x.sample("gpushare_session_holds_device", l, holds_device(ts, i) ? 1 : 0);
+      x.sample("gpushare_session_active_guards", l, i.active_guards);
+      x.sample("gpushare_session_waiting_for_device", l, i.waiting_for_device);
+      x.sample("gpushare_session_waiting_for_memory", l, i.waiting_for_memory);
+      x.sample("gpushare_session_device_seconds_total", l, seconds_value(i.device_ns));
+      x.sample("gpushare_session_guards_total", l, i.guards);
+      x.sample("gpushare_session_device_waits_total", l, i.device_waits);
+      x.sample("gpushare_session_device_wait_seconds_total", l, seconds_value(i.device_wait_ns));
+      x.sample("gpushare_session_handovers_total", l, i.handovers);
+      x.sample("gpushare_session_compute_throttled_seconds_total", l,
+               seconds_value(i.cap_throttle_ns));
+      x.sample("gpushare_session_reservations_total", l, i.reservations_granted);
+      x.sample("gpushare_session_reserve_waits_total", l, i.reserve_waits);
+      x.sample("gpushare_session_reserve_wait_seconds_total", l, seconds_value(i.reserve_wait_ns));
+    }
+  }
+  return x.render();
+}
+
+inline int run_metrics(std::span<const std::string> args) {
+  static constexpr flag_spec specs[] = {{"--domain", true}};
+  const parsed_args a = parse_command_line(args, specs, 0);
+  if (a.help) {
+    write_stdout(std::string(metrics_usage));
+    return 0;
+  }
+  write_stdout(metrics_text(take_sample(domain_option(a))));
+  return 0;
+}
+
+} // namespace gpushare::cli

@@ -1,0 +1,146 @@
+// SPDX-License-Identifier: Apache-2.0
+// Reading every table of the machine at one moment (a "sample"), and the device time each session
+// used between two samples. status, top, metrics and set all start here.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <gpushare/detail/posix.hpp>
+#include <gpushare/discovery.hpp>
+#include <gpushare/error.hpp>
+#include <gpushare/table.hpp>
+
+#include "cli_format.hpp"
+
+namespace gpushare::cli {
+
+/// How long the tool waits for a table that another process is still initialising.
+inline constexpr std::chrono::milliseconds open_timeout{1000};
+
+/// One table as the tool saw it: its snapshot, or why it could not be read.
+struct table_reading {
+  table_entry entry;
+  std::optional<table_snapshot> snapshot;
+  std::uint64_t taken_ns = 0; ///< monotonic time right after the snapshot
+  std::optional<errc> error;  ///< set when the table could not be read
+  std::string message;        ///< the library's message for `error`
+};
+
+/// Every table (of one domain, if asked) at one moment.
+struct sample {
+  std::uint64_t taken_unix_ns = 0;
+  std::vector<table_reading> tables;
+
+  std::size_t readable() const {
+    std::size_t n = 0;
+    for (const auto& t : tables) n += t.snapshot ? 1 : 0;
+    return n;
+  }
+};
+
+/// "permission_denied", "table_corrupt", ...: the stable name of an error code, for JSON.
+inline const char* errc_name(errc e) {
+  switch (e) {
+  case errc::invalid_argument: return "invalid_argument";
+  case errc::invalid_environment: return "invalid_environment";
+  case errc::table_incompatible: return "table_incompatible";
+  case errc::table_corrupt: return "table_corrupt";
+  case errc::table_busy: return "table_busy";
+  case errc::no_space: return "no_space";
+  case errc::permission_denied: return "permission_denied";
+  case errc::no_free_slot: return "no_free_slot";
+  case errc::guarantee_unavailable: return "guarantee_unavailable";
+  case errc::over_limit: return "over_limit";
+  case errc::exceeds_capacity: return "exceeds_capacity";
+  case errc::timeout: return "timeout";
+  case errc::session_closed: return "session_closed";
+  case errc::system_error: return "system_error";
+  case errc::no_device: return "no_device";
+  case errc::cuda_error: return "cuda_error";
+  }
+  return "other"; // a value outside the enumeration
+}
+
+/// One sentence for a human on why the table could not be read.
+inline std::string unreadable_text(const table_reading& t) {
+  const table_entry& e = t.entry;
+  switch (t.error.value_or(errc::system_error)) {
+  case errc::permission_denied:
+    return "permission denied: the table belongs to another user or group (file owner uid " +
+           std::to_string(e.file_uid) + ", gid " + std::to_string(e.file_gid) + ", mode " +
+           mode_text(e.file_mode) + "); run as that user to see it";
+  case errc::table_incompatible:
+    return "incompatible layout (made by another gpushare version): " + t.message;
+  case errc::table_corrupt: return "corrupt: " + t.message;
+  case errc::table_busy: return "busy: " + t.message;
+  default: return t.message;
+  }
+}
+
+/// Opens and snapshots every table in /dev/shm (of `domain` only, when given). Tables that
+/// disappear meanwhile are left out; tables that cannot be read are kept with their error.
+/// Throws errc::system_error if /dev/shm cannot be listed.
+inline sample take_sample(const std::optional<std::string>& domain) {
+  sample s;
+  for (table_entry& e : list_tables(domain)) {
+    table_reading t;
+    t.entry = std::move(e);
+    try {
+      table handle = table::open_existing(t.entry.object_name, open_timeout);
+      t.snapshot = handle.snapshot();
+      t.taken_ns = detail::monotonic_ns();
+      // A name can read as several domains (see parse_table_file_name); the header decides.
+      if (domain && t.snapshot->domain != *domain) continue;
+    } catch (const gpushare::error& err) {
+      // invalid_argument: the name vanished (removed, or an abandoned creation cleaned up).
+      if (err.code() == errc::invalid_argument) continue;
+      t.error = err.code();
+      t.message = err.what();
+    }
+    s.tables.push_back(std::move(t));
+  }
+  s.taken_unix_ns = detail::realtime_ns();
+  return s;
+}
+
+/// The reading of the same table (same name, same creation time) in `before`, if any.
+inline const table_reading* find_previous(const sample* before, const table_reading& now) {
+  if (before == nullptr || !now.snapshot) return nullptr;
+  for (const auto& t : before->tables)
+    if (t.snapshot && t.entry.object_name == now.entry.object_name &&
+        t.snapshot->created_unix_ns == now.snapshot->created_unix_ns)
+      return &t;
+  return nullptr;
+}
+
+/// Device time used over the window between two readings of one table, per session of `now`.
+struct recent_usage {
+  std::optional<std::uint64_t> window_ns; ///< wall time between the two snapshots
+  /// One per session of now.snapshot, in its order: device ns in the window * 100 / window ns;
+  /// nullopt for a session that was not in the earlier snapshot. Above 100% when several
+  /// threads of one session run guards at once.
+  std::vector<std::optional<double>> percent;
+};
+
+inline recent_usage recent_device_usage(const table_reading* before, const table_reading& now) {
+  recent_usage r;
+  if (!now.snapshot) return r;
+  r.percent.resize(now.snapshot->sessions.size());
+  if (before == nullptr || !before->snapshot || now.taken_ns <= before->taken_ns) return r;
+  r.window_ns = now.taken_ns - before->taken_ns;
+  for (std::size_t i = 0; i < now.snapshot->sessions.size(); ++i) {
+    const session_info& s = now.snapshot->sessions[i];
+    for (const session_info& p : before->snapshot->sessions) {
+      if (p.id != s.id) continue;
+      const std::uint64_t used = s.device_ns > p.device_ns ? s.device_ns - p.device_ns : 0;
+      r.percent[i] = static_cast<double>(used) * 100.0 / static_cast<double>(*r.window_ns);
+    }
+  }
+  return r;
+}
+
+} // namespace gpushare::cli

@@ -1,0 +1,292 @@
+// SPDX-License-Identifier: Apache-2.0
+// `gpushare status`: every table and its live sessions, as aligned text or as JSON.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+
+#include <gpushare/version.hpp>
+
+#include "cli_args.hpp"
+#include "cli_format.hpp"
+#include "cli_json.hpp"
+#include "cli_sample.hpp"
+#include "cli_usage.hpp"
+
+namespace gpushare::cli {
+
+/// Schema version of `gpushare status --json`. Adding a field keeps it; renaming or removing one,
+/// or changing a field's meaning or unit, increases it.
+inline constexpr std::uint64_t status_schema_version = 1;
+
+inline constexpr std::uint64_t default_status_interval_ns = 200'000'000;
+
+/// The text block of one readable table: its facts, then one aligned row per live session.
+inline std::string table_text(const table_reading& t, const recent_usage& recent,
+                              std::uint64_t now_unix_ns) {
+  const table_snapshot& s = *t.snapshot;
+  std::string out = s.object_name + "  key " + s.key + ", domain " + s.domain + ", " +
+                    (s.access_mode == 0660 ? "group" : "user") + " table (" +
+                    mode_text(t.entry.file_mode ? t.entry.file_mode : s.access_mode) + "), " +
+                    std::to_string(s.slot_count) + " slots, created by pid " +
+                    std::to_string(s.creator_pid) + "\n";
+  out += "  memory: capacity " + bytes_text(s.capacity) + ", free " +
+         (s.capacity >= detail::unlimited_capacity ? std::string("unlimited")
+                                                   : bytes_text(s.available)) +
+         " (committed " + bytes_text(s.committed_total) + ", reserved " +
+         bytes_text(s.reserved_total) + ")\n";
+  if (s.device_observed_unix_ns != 0)
+    out += "  GPU: " + (s.device_name.empty() ? std::string("(unnamed)") : s.device_name) +
+           ", device free " + bytes_text(s.device_free) + " of " + bytes_text(s.device_total) +
+           ", untracked " + bytes_text(s.device_untracked) + " (observed by pid " +
+           std::to_string(s.device_observer_pid) + ", " +
+           age_text(now_unix_ns, s.device_observed_unix_ns) + ")\n";
+  if (s.sessions.empty()) return out + "  no live sessions\n";
+  bool external = false;
+  for (const auto& i : s.sessions) external = external || i.external > 0;
+  using col = text_table::column;
+  constexpr auto L = text_table::align::left;
+  constexpr auto R = text_table::align::right;
+  std::vector<col> cols = {{"SLOT", R},     {"NAME", L},     {"PID", R},      {"PRIO", L},
+                           {"SHARE", R},    {"CLIMIT", R},   {"MLIMIT", R},   {"GUARANTEE", R},
+                           {"RESERVED", R}, {"EXTERNAL", R}, {"PEAK", R},     {"DEVICE", R},
+                           {"RECENT", R},   {"WAITS", R},    {"MEMWAITS", R}, {"STATE", L}};
+  if (!external) cols.erase(cols.begin() + 9);
+  text_table tt(cols);
+  for (std::size_t k = 0; k < s.sessions.size(); ++k) {
+    const session_info& i = s.sessions[k];
+    std::vector<std::string> row = {std::to_string(i.id.slot),
+                                    i.name,
+                                    std::to_string(i.pid),
+                                    priority_text(i.priority),
+                                    std::to_string(i.share),
+                                    detail::format_ppm_percent(i.compute_limit_ppm),
+                                    bytes_text(i.memory_limit),
+                                    bytes_text(i.memory_guarantee),
+                                    bytes_text(i.reserved),
+                                    bytes_text(i.external),
+                                    bytes_text(i.peak),
+                                    duration_text(i.device_ns),
+                                    recent.percent[k] ? percent_text(*recent.percent[k]) : "-",
+                                    std::to_string(i.device_waits),
+                                    std::to_string(i.reserve_waits),
+                                    i.state()};
+    if (!external) row.erase(row.begin() + 9);
+    tt.add_row(std::move(row));
+  }
+  return out + tt.render("  ");
+}
+
+/// `gpushare status` as text. `before` (may be null) is the earlier sample for recent %.
+inline std::string status_text(const sample* before, const sample& now,
+                               const std::optional<std::string>& domain) {
+  std::size_t sessions = 0;
+  for (const auto& t : now.tables) sessions += t.snapshot ? t.snapshot->sessions.size() : 0;
+  std::string out;
+  if (now.tables.empty())
+    return "no gpushare tables in /dev/shm" + (domain ? " of domain " + *domain : std::string()) +
+           "\n";
+  out += std::to_string(now.tables.size()) + (now.tables.size() == 1 ? " table, " : " tables, ") +
+         std::to_string(sessions) + (sessions == 1 ? " live session" : " live sessions");
+  if (now.readable() < now.tables.size())
+    out += ", " + std::to_string(now.tables.size() - now.readable()) + " unreadable";
+  out += "\n";
+  for (const auto& t : now.tables) {
+    out += "\n";
+    if (!t.snapshot) {
+      out += t.entry.object_name + "  " + unreadable_text(t) + "\n";
+      continue;
+    }
+    out += table_text(t, recent_device_usage(find_previous(before, t), t), now.taken_unix_ns);
+  }
+  return out;
+}
+
+/// Whether session `i` of `s` holds the device.
+inline bool holds_device(const table_snapshot& s, const session_info& i) {
+  return i.holds_device || (s.holder && *s.holder == i.id);
+}
+
+inline void session_json(json_writer& w, const table_snapshot& s, const session_info& i,
+                         std::optional<double> recent) {
+  w.begin_object();
+  w.field("slot", i.id.slot);
+  w.field("generation", i.id.generation);
+  w.field("name", i.name);
+  w.field("pid", i.pid);
+  w.field("start_time_ticks", i.start_time_ticks);
+  w.field("joined_unix_ns", i.joined_unix_ns);
+  w.field("state", i.state());
+  w.field("priority", static_cast<std::int32_t>(i.priority));
+  w.field("priority_name", priority_text(i.priority));
+  w.field("share", i.share);
+  w.field("compute_limit_ppm", i.compute_limit_ppm);
+  w.field("quantum_ns", i.quantum_ns);
+  w.field("handover", handover_text(i.handover));
+  w.field("memory_limit_bytes", i.memory_limit);
+  w.field("memory_guarantee_bytes", i.memory_guarantee);
+  w.field("reserved_bytes", i.reserved);
+  w.field("external_bytes", i.external);
+  w.field("peak_bytes", i.peak);
+  w.field("reservations_granted", i.reservations_granted);
+  w.field("reserve_waits", i.reserve_waits);
+  w.field("reserve_wait_ns", i.reserve_wait_ns);
+  w.field("reserve_wait_max_ns", i.reserve_wait_max_ns);
+  w.field("waiting_for_memory", i.waiting_for_memory);
+  w.field("holds_device", holds_device(s, i));
+  w.field("active_guards", i.active_guards);
+  w.field("waiting_for_device", i.waiting_for_device);
+  w.field("device_ns", i.device_ns);
+  w.key("recent_device_percent");
+  if (recent)
+    w.number(*recent, 2);
+  else
+    w.null();
+  w.field("guards", i.guards);
+  w.field("device_waits", i.device_waits);
+  w.field("device_wait_ns", i.device_wait_ns);
+  w.field("device_wait_max_ns", i.device_wait_max_ns);
+  w.field("handovers", i.handovers);
+  w.field("cap_throttle_ns", i.cap_throttle_ns);
+  w.field("vtime", i.vtime);
+  w.field("settings_seq", i.settings_seq);
+  w.end_object();
+}
+
+inline void table_json(json_writer& w, const table_reading& t, const recent_usage& recent) {
+  const table_snapshot& s = *t.snapshot;
+  w.begin_object();
+  w.field("object_name", s.object_name);
+  w.field("path", t.entry.path);
+  w.field("key", s.key);
+  w.field("domain", s.domain);
+  w.field("owner", t.entry.owner);
+  w.field("access", s.access_mode == 0660 ? "group" : "user");
+  w.field("mode", mode_text(s.access_mode));
+  w.field("creator_pid", s.creator_pid);
+  w.field("created_unix_ns", s.created_unix_ns);
+  w.field("slot_count", s.slot_count);
+  w.field("capacity_bytes", s.capacity);
+  w.field("capacity_unlimited", s.capacity >= detail::unlimited_capacity);
+  w.field("committed_bytes", s.committed_total);
+  w.field("reserved_bytes", s.reserved_total);
+  w.field("available_bytes", s.available);
+  w.field("live_sessions", static_cast<std::uint64_t>(s.sessions.size()));
+  w.field("lock_repairs", s.lock_repairs);
+  w.field("sessions_reclaimed", s.sessions_reclaimed);
+  w.field("handovers", s.handovers);
+  w.key("holder");
+  if (s.holder) {
+    w.begin_object();
+    w.field("slot", s.holder->slot);
+    w.field("generation", s.holder->generation);
+    w.end_object();
+  } else {
+    w.null();
+  }
+  w.key("device");
+  if (s.device_observed_unix_ns != 0) {
+    w.begin_object();
+    w.field("name", s.device_name);
+    w.field("total_bytes", s.device_total);
+    w.field("free_bytes", s.device_free);
+    w.field("untracked_bytes", s.device_untracked);
+    w.field("observed_unix_ns", s.device_observed_unix_ns);
+    w.field("observer_pid", s.device_observer_pid);
+    w.end_object();
+  } else {
+    w.null();
+  }
+  w.key("recent_window_ns");
+  if (recent.window_ns)
+    w.number(*recent.window_ns);
+  else
+    w.null();
+  w.key("sessions");
+  w.begin_array();
+  for (std::size_t k = 0; k < s.sessions.size(); ++k)
+    session_json(w, s, s.sessions[k], recent.percent[k]);
+  w.end_array();
+  w.end_object();
+}
+
+inline void unreadable_json(json_writer& w, const table_reading& t) {
+  w.begin_object();
+  w.field("object_name", t.entry.object_name);
+  w.field("path", t.entry.path);
+  w.field("domain", t.entry.domain);
+  w.field("owner", t.entry.owner);
+  w.field("key", t.entry.key);
+  w.field("file_uid", t.entry.file_uid);
+  w.field("file_gid", t.entry.file_gid);
+  w.field("file_mode", mode_text(t.entry.file_mode));
+  w.field("error", errc_name(t.error.value_or(errc::system_error)));
+  w.field("message", t.message);
+  w.end_object();
+}
+
+/// `gpushare status --json`: the document described in docs/cli.md.
+inline std::string status_json(const sample* before, const sample& now,
+                               const std::optional<std::string>& domain,
+                               std::uint64_t interval_ns) {
+  json_writer w;
+  w.begin_object();
+  w.field("schema_version", status_schema_version);
+  w.field("gpushare_version", GPUSHARE_VERSION_STRING);
+  w.field("table_layout_version", static_cast<std::uint64_t>(table_layout_version));
+  w.field("generated_unix_ns", now.taken_unix_ns);
+  w.field("interval_ns", interval_ns);
+  w.key("domain");
+  if (domain)
+    w.string(*domain);
+  else
+    w.null();
+  w.key("tables");
+  w.begin_array();
+  for (const auto& t : now.tables)
+    if (t.snapshot) table_json(w, t, recent_device_usage(find_previous(before, t), t));
+  w.end_array();
+  w.key("unreadable");
+  w.begin_array();
+  for (const auto& t : now.tables)
+    if (!t.snapshot) unreadable_json(w, t);
+  w.end_array();
+  w.end_object();
+  return w.str();
+}
+
+inline void write_stdout(const std::string& text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+}
+
+inline int run_status(std::span<const std::string> args) {
+  static constexpr flag_spec specs[] = {
+      {"--domain", true}, {"--json", false}, {"--interval", true}};
+  const parsed_args a = parse_command_line(args, specs, 0);
+  if (a.help) {
+    write_stdout(std::string(status_usage));
+    return 0;
+  }
+  const auto domain = domain_option(a);
+  const std::uint64_t interval_ns =
+      a.value("--interval")
+          ? parse_interval_ns("--interval", *a.value("--interval"), 0, 60'000'000'000ull)
+          : default_status_interval_ns;
+  std::optional<sample> first;
+  if (interval_ns > 0) {
+    first = take_sample(domain);
+    if (!first->tables.empty()) std::this_thread::sleep_for(std::chrono::nanoseconds(interval_ns));
+  }
+  const sample now = take_sample(domain);
+  const sample* before = first ? &*first : nullptr;
+  write_stdout(a.has("--json") ? status_json(before, now, domain, interval_ns)
+                               : status_text(before, now, domain));
+  return 0;
+}
+
+} // namespace gpushare::cli

@@ -1,0 +1,102 @@
+// SPDX-License-Identifier: Apache-2.0
+// The help texts of the gpushare tool, one per subcommand.
+#pragma once
+
+#include <string_view>
+
+namespace gpushare::cli {
+
+inline constexpr std::string_view main_usage =
+    R"(Usage: gpushare <command> [options]
+
+Shows and administers the gpushare tables on this machine (files /dev/shm/gpushare.*).
+
+Commands:
+  status    every table and its live sessions (--json for scripts)
+  top       the same, refreshed until Ctrl-C
+  set       change a live session's share, priority or limits
+  clean     remove tables that no live session uses
+  metrics   Prometheus text format, for node exporter's textfile collector
+
+Options:
+  -h, --help     this text; `gpushare <command> --help` describes a command
+  --version      print the version
+
+Exit codes: 0 success, 1 run-time error, 2 bad command line. See docs/cli.md.
+)";
+
+inline constexpr std::string_view status_usage =
+    R"(Usage: gpushare status [--domain D] [--json] [--interval S]
+
+Lists every table on this machine with its capacity and free memory, and each live session:
+name, pid, priority, share, limits, reserved memory, device time and state. Tables that cannot
+be read (another user's, another gpushare version's, corrupt) are listed with the reason.
+
+Options:
+  --domain D     only tables of domain D (as in GPUSHARE_DOMAIN)
+  --json         machine-readable output (schema in docs/cli.md)
+  --interval S   time between the two readings used for the recent device-time % (default
+                 0.2 s; 0 skips it). Seconds, or a number with a unit: 500ms
+)";
+
+inline constexpr std::string_view top_usage =
+    R"(Usage: gpushare top [--domain D] [--interval S] [--iterations N]
+
+Shows what `gpushare status` shows, refreshed every interval until Ctrl-C, with each session's
+share of device time over the last interval.
+
+Options:
+  --domain D       only tables of domain D
+  --interval S     refresh interval (default 1 s; 0.01 s to 3600 s)
+  --iterations N   stop after N refreshes
+)";
+
+inline constexpr std::string_view set_usage =
+    R"(Usage: gpushare set <session> [--table T] [--domain D] [settings...]
+
+Changes the settings of a live session. <session> is a session name, or a slot number (digits
+only; it then needs --table when there is more than one table). To give a name made only of
+digits, write it as name:<digits>.
+
+Where:
+  --table T       the table: its key (GPU-8f1e...), or its object name (/gpushare....)
+  --domain D      only tables of domain D
+
+Settings (the forms of the GPUSHARE_* environment variables):
+  --share N              1 to 1000000
+  --priority P           low, normal, high, critical, or 0 to 7
+  --compute-limit X%     above 0% and at most 100%, e.g. 30%
+  --memory-limit SIZE    bytes, 512MiB, 4GiB, or a percentage of the capacity (20%)
+  --memory-guarantee SIZE
+  --quantum DUR          1us to 10s with a unit: 500us, 5ms
+  --handover H           guard or yield
+)";
+
+inline constexpr std::string_view clean_usage =
+    R"(Usage: gpushare clean [--domain D] [--dry-run] [--force]
+
+Removes tables that no live session uses. A table with a live session is never removed unless
+--force is given.
+
+Options:
+  --domain D    only tables of domain D
+  --dry-run     say what would be removed; remove nothing
+  --force       also remove tables with live sessions, and tables that cannot be read (corrupt,
+                another layout). Dangerous: processes still using a removed table keep using it,
+                but are no longer arbitrated with processes that start later
+)";
+
+inline constexpr std::string_view metrics_usage =
+    R"(Usage: gpushare metrics [--domain D]
+
+Prints every table's and every live session's figures in the Prometheus text format. For node
+exporter's textfile collector:
+
+  gpushare metrics > /var/lib/node_exporter/textfile/gpushare.prom.$$ &&
+    mv /var/lib/node_exporter/textfile/gpushare.prom.$$ /var/lib/node_exporter/textfile/gpushare.prom
+
+Options:
+  --domain D    only tables of domain D
+)";
+
+} // namespace gpushare::cli

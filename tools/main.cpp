@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: Apache-2.0
+// The gpushare command-line tool: status, top, set, clean and metrics for the tables of this
+// machine. See docs/cli.md.
+#include <cstdio>
+#include <exception>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <gpushare/error.hpp>
+#include <gpushare/version.hpp>
+
+#include "cli_args.hpp"
+#include "cli_clean.hpp"
+#include "cli_errors.hpp"
+#include "cli_metrics.hpp"
+#include "cli_set.hpp"
+#include "cli_status.hpp"
+#include "cli_top.hpp"
+#include "cli_usage.hpp"
+
+namespace {
+
+using namespace gpushare::cli;
+
+struct command {
+  std::string_view name;
+  int (*run)(std::span<const std::string>);
+  std::string_view usage;
+};
+
+constexpr command commands[] = {
+    {"status", run_status, status_usage},
+    {"top", run_top, top_usage},
+    {"set", run_set, set_usage},
+    {"clean", run_clean, clean_usage},
+    {"metrics", run_metrics, metrics_usage},
+};
+
+const command* find_command(std::string_view name) {
+  for (const auto& c : commands)
+    if (c.name == name) return &c;
+  return nullptr;
+}
+
+void print_stderr(const std::string& text) { std::fputs(text.c_str(), stderr); }
+
+/// A bad command line: the error, then the usage, on stderr; exit code 2.
+int usage_failure(const std::string& prefix, const std::string& message, std::string_view usage) {
+  print_stderr(prefix + ": error: " + message + "\n\n" + std::string(usage));
+  return 2;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> words(argv + 1, argv + argc);
+  if (words.empty()) return usage_failure("gpushare", "no command given", main_usage);
+  const std::string& first = words[0];
+  if (first == "-h" || first == "--help") {
+    write_stdout(std::string(main_usage));
+    return 0;
+  }
+  if (first == "--version") {
+    write_stdout("gpushare " GPUSHARE_VERSION_STRING " (table layout " +
+                 std::to_string(gpushare::table_layout_version) + ")\n");
+    return 0;
+  }
+  if (first == "help") {
+    if (words.size() == 1) {
+      write_stdout(std::string(main_usage));
+      return 0;
+    }
+    if (const command* c = find_command(words[1])) {
+      write_stdout(std::string(c->usage));
+      return 0;
+    }
+    return usage_failure("gpushare", "unknown command '" + words[1] + "'", main_usage);
+  }
+  const command* c = find_command(first);
+  if (c == nullptr)
+    return usage_failure("gpushare",
+                         (first[0] == '-' ? "unknown option '" : "unknown command '") + first + "'",
+                         main_usage);
+  const std::string prefix = "gpushare " + std::string(c->name);
+  try {
+    return c->run(std::span<const std::string>(words).subspan(1));
+  } catch (const usage_error& e) {
+    return usage_failure(prefix, e.what(), c->usage);
+  } catch (const runtime_failure& e) {
+    print_stderr(prefix + ": error: " + e.what() + "\n");
+  } catch (const gpushare::error& e) {
+    print_stderr(prefix + ": error: " + e.what() + "\n");
+  } catch (const std::exception& e) {
+    print_stderr(prefix + ": error: " + e.what() + "\n");
+  }
+  return 1;
+}
