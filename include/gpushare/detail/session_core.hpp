@@ -122,6 +122,9 @@ public:
         throw never_fits(v, s, bytes);
       }
       if (!reclaimed) { // dead sessions may hold what we need: reclaim, then try again at once
+        // The totals are derived from the slots; a refusal must not rest on totals a stray
+        // writer scribbled, so rebuild them (256 slots: cheap, and only on a refusal).
+        recompute_totals(table_.view());
         g.unlock();
         reclaimed = true;
         table_.reclaim_dead();
@@ -427,6 +430,7 @@ inline bool session_core::activate(const resolved_options& r) {
     s.reserved = s.external = s.memory_guarantee = 0; // a free slot counts nowhere yet
     if (!guarantee_fits(h, s, guarantee)) {
       if (attempt == 0) {
+        recompute_totals(table_.view()); // never refuse on scribbled totals (see grow())
         g.unlock();
         table_.reclaim_dead();
         continue;

@@ -362,7 +362,9 @@ inline mapped_table mapped_table::open_existing(const std::string& name, std::ui
       if (err == EACCES)
         throw error(errc::permission_denied,
                     "permission denied opening table '" + name +
-                        "': it belongs to another user or group (ask its owner, or run as them)");
+                        "': it belongs to another user or group; run as its owner, or have "
+                        "its processes share it with GPUSHARE_TABLE_MODE=group and join "
+                        "their group");
       throw system_failure(errc::system_error, "cannot open table '" + name + "'", err);
     }
     switch (t.attach(unique_fd(fd), unready_since)) {

@@ -1,0 +1,421 @@
+// SPDX-License-Identifier: Apache-2.0
+// Chaos test: worker processes join, reserve/grow/shrink/release memory, take guards, yield,
+// change their settings and leave, continuously, while this process SIGKILLs random workers at
+// random times and starts replacements. Workers also kill themselves, rarely, at the protocol's
+// crash points (inside the table lock, mid-join, mid-handover). A checker verifies throughout:
+//
+//   1. no two completed guards of different workers overlap in time (at most one holder);
+//   2. the table's reserved total equals the sum over its live sessions and the committed total
+//      never exceeds the capacity;
+//   3. no slot stays owned by a dead process for longer than the recovery bound;
+//   4. every live worker makes progress (no operation hangs beyond a bound).
+//
+// It prints kills, recoveries, the longest recovery and every violation, and exits 1 on any.
+//
+//   gpushare_chaos                      CI mode: 8 workers, at least 300 kills
+//   gpushare_chaos --kills 1000         long mode (docs/benchmarks.md has its figures)
+//   gpushare_chaos --workers 16 --kills 2000 --max-seconds 600
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gpushare/gpushare.hpp>
+
+namespace {
+
+constexpr std::uint64_t MiB = 1ull << 20;
+constexpr std::uint64_t capacity = 256 * MiB;
+constexpr std::uint32_t max_workers = 64;
+constexpr std::uint32_t max_intervals = 1u << 20;
+constexpr std::uint64_t recovery_bound_ns = 2'000'000'000;  // a dead slot must be gone by then
+constexpr std::uint64_t progress_bound_ns = 15'000'000'000; // an op must complete by then
+
+std::uint64_t now_ns() { return gpushare::detail::monotonic_ns(); }
+
+struct interval {
+  std::uint64_t start, end;
+  std::uint32_t worker;
+};
+
+/// Shared between this process and every worker (an anonymous MAP_SHARED mapping).
+struct shared_state {
+  std::atomic<std::uint64_t> heartbeat[max_workers]; ///< when worker i last completed an op
+  std::atomic<std::int32_t> pid[max_workers];
+  std::atomic<std::uint64_t> ops;
+  std::atomic<std::uint64_t> guards;
+  std::atomic<std::uint64_t> timeouts; ///< reservations refused (timeout or over limit)
+  std::atomic<std::uint32_t> errors;   ///< unexpected errors in workers
+  char last_error[512];
+  std::atomic<std::uint32_t> next_interval;
+  interval intervals[max_intervals];
+};
+
+struct options {
+  std::uint32_t workers = 8;
+  std::uint32_t kills = 300;
+  std::uint32_t max_seconds = 110;
+  std::uint32_t self_kill_per_mille = 3; ///< chance a crash point kills its process, per 1000
+  bool inject_violation = false;         ///< checks the checker: fakes two overlapping guards
+  std::string key;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Worker
+// ---------------------------------------------------------------------------------------------
+
+std::uint32_t self_kill_per_mille = 0;
+std::mt19937* worker_rng = nullptr;
+
+void maybe_die_here(const char*) {
+  if (worker_rng && (*worker_rng)() % 1000 < self_kill_per_mille) ::kill(::getpid(), SIGKILL);
+}
+
+void spin_for(std::uint64_t ns) {
+  const std::uint64_t end = now_ns() + ns;
+  while (now_ns() < end) {
+  }
+}
+
+[[noreturn]] void worker_main(shared_state& st, std::uint32_t w, const options& o) {
+  std::mt19937 rng(static_cast<std::uint32_t>(::getpid()) * 2654435761u);
+  worker_rng = &rng;
+  self_kill_per_mille = o.self_kill_per_mille;
+  gpushare::detail::crash_point_hook = maybe_die_here;
+  const auto beat = [&] {
+    st.heartbeat[w].store(now_ns());
+    st.ops.fetch_add(1);
+  };
+  const auto note_error = [&](const char* what) {
+    if (st.errors.fetch_add(1) == 0)
+      std::snprintf(st.last_error, sizeof st.last_error, "worker %u (pid %d): %s", w, ::getpid(),
+                    what);
+  };
+  for (;;) {
+    try {
+      gpushare::session_options so;
+      so.domain = "gpusharechaos";
+      so.name = "w" + std::to_string(w) + "-" + std::to_string(::getpid());
+      so.priority = static_cast<int>(rng() % 3);
+      so.share = 1 + rng() % 4;
+      so.capacity = capacity;
+      gpushare::session s(o.key, so);
+      beat();
+      std::vector<gpushare::reservation> held;
+      const int ops = 20 + static_cast<int>(rng() % 200);
+      for (int i = 0; i < ops; ++i) {
+        const unsigned pick = rng() % 100;
+        if (pick < 30) { // reserve, waiting a little
+          try {
+            held.push_back(s.reserve((1 + rng() % 48) * MiB, std::chrono::milliseconds(50)));
+          } catch (const gpushare::error& e) {
+            // Both are answers, not failures: memory busy for 50 ms, or this session already
+            // holds so much that the request can never fit under its limit.
+            if (e.code() != gpushare::errc::timeout && e.code() != gpushare::errc::over_limit)
+              throw;
+            st.timeouts.fetch_add(1);
+          }
+        } else if (pick < 40 && !held.empty()) { // grow or shrink one
+          auto& r = held[rng() % held.size()];
+          if (rng() % 2) {
+            try {
+              (void)r.try_grow((1 + rng() % 8) * MiB);
+            } catch (const gpushare::error& e) {
+              if (e.code() != gpushare::errc::over_limit) throw;
+              st.timeouts.fetch_add(1);
+            }
+          } else if (r.size() > MiB) {
+            r.shrink(MiB);
+          }
+        } else if (pick < 55 && !held.empty()) { // release one
+          held.erase(held.begin() + static_cast<long>(rng() % held.size()));
+        } else if (pick < 90) { // a guard
+          std::uint64_t start = 0, end = 0;
+          {
+            gpushare::scoped_kernel g(s);
+            start = now_ns();
+            spin_for(20'000 + rng() % 200'000);
+            end = now_ns();
+          }
+          const std::uint32_t k = st.next_interval.fetch_add(1);
+          if (k < max_intervals) st.intervals[k] = {start, end, w};
+          st.guards.fetch_add(1);
+          s.yield();
+        } else if (pick < 97) { // change its own settings
+          gpushare::settings_change c;
+          c.share = 1 + rng() % 4;
+          if (rng() % 2) c.priority = static_cast<int>(rng() % 3);
+          s.configure(c);
+        } else {
+          break; // leave and join again
+        }
+        beat();
+      }
+    } catch (const gpushare::error& e) {
+      note_error(e.what());
+    } catch (const std::exception& e) {
+      note_error(e.what());
+    }
+    beat();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checker
+// ---------------------------------------------------------------------------------------------
+
+/// Whether `pid` is a live process (not gone, not a zombie).
+bool alive(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(f, line)) return false;
+  const auto close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z' &&
+         line[close + 2] != 'X';
+}
+
+struct report {
+  std::uint32_t kills = 0, self_kills = 0, restarts = 0;
+  std::uint64_t max_recovery_ns = 0, recoveries = 0, budget_checks = 0;
+  std::vector<std::string> violations;
+  void violation(std::string s) {
+    if (violations.size() < 20) std::fprintf(stderr, "VIOLATION: %s\n", s.c_str());
+    violations.push_back(std::move(s));
+  }
+};
+
+int run(const options& o) {
+  void* mem = ::mmap(nullptr, sizeof(shared_state), PROT_READ | PROT_WRITE,
+                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) return 2;
+  auto& st = *new (mem) shared_state{};
+
+  gpushare::session_options so;
+  so.domain = "gpusharechaos";
+  so.capacity = capacity;
+  auto table = gpushare::table::open(o.key, so); // creates it; holds no session
+  gpushare::detail::table_core raw(
+      gpushare::detail::mapped_table::open_existing(table.object_name(), 1'000'000'000));
+
+  std::mt19937 rng(12345);
+  std::vector<pid_t> pids(o.workers, -1);
+  std::map<pid_t, std::uint64_t> killed_at; ///< pids we killed, until their slot is gone
+  std::map<pid_t, std::uint64_t> self_dead; ///< workers that died by themselves (crash points)
+  const auto start_worker = [&](std::uint32_t w) {
+    st.heartbeat[w].store(now_ns());
+    const pid_t pid = ::fork();
+    if (pid == 0) worker_main(st, w, o);
+    pids[w] = pid;
+    st.pid[w].store(pid);
+  };
+  for (std::uint32_t w = 0; w < o.workers; ++w) start_worker(w);
+
+  report rep;
+  const std::uint64_t t0 = now_ns();
+  std::uint64_t next_kill = t0 + 20'000'000, next_snapshot = t0;
+  while (true) {
+    const std::uint64_t now = now_ns();
+    const bool enough = rep.kills + rep.self_kills >= o.kills;
+    if (enough || now - t0 > std::uint64_t{o.max_seconds} * 1'000'000'000) break;
+
+    // Reap workers that died (killed by us or at a crash point) and start replacements.
+    for (;;) {
+      int status = 0;
+      const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+      if (pid <= 0) break;
+      const auto it = std::find(pids.begin(), pids.end(), pid);
+      if (it == pids.end()) continue;
+      if (!killed_at.count(pid)) {
+        if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) {
+          ++rep.self_kills;
+          self_dead[pid] = now;
+        } else {
+          rep.violation("worker pid " + std::to_string(pid) + " exited unexpectedly (status " +
+                        std::to_string(status) + ")");
+        }
+      }
+      ++rep.restarts;
+      start_worker(static_cast<std::uint32_t>(it - pids.begin()));
+    }
+
+    // Kill a random worker now and then.
+    if (now >= next_kill) {
+      const std::uint32_t w = rng() % o.workers;
+      if (pids[w] > 0 && !killed_at.count(pids[w])) {
+        ::kill(pids[w], SIGKILL);
+        killed_at[pids[w]] = now_ns();
+        ++rep.kills;
+      }
+      next_kill = now + 10'000'000 + rng() % 140'000'000; // 10 to 150 ms
+    }
+
+    // 3. Dead processes' slots disappear within the bound (read without the lock, so this
+    //    process never does the reclaiming itself).
+    std::map<pid_t, bool> present;
+    for (std::uint32_t i = 0; i < raw.slot_count(); ++i) {
+      const auto& slot = raw.slot(i);
+      if (slot.state.load(std::memory_order_acquire) == gpushare::detail::slot_active)
+        present[__atomic_load_n(&slot.pid, __ATOMIC_RELAXED)] = true;
+    }
+    for (auto* dead : {&killed_at, &self_dead}) {
+      for (auto it = dead->begin(); it != dead->end();) {
+        const std::uint64_t age = now_ns() - it->second;
+        if (!present.count(it->first)) {
+          rep.max_recovery_ns = std::max(rep.max_recovery_ns, age);
+          ++rep.recoveries;
+          it = dead->erase(it);
+        } else {
+          if (age > recovery_bound_ns) {
+            rep.violation("pid " + std::to_string(it->first) + " still owns a slot " +
+                          std::to_string(age / 1'000'000) + " ms after it died");
+            it = dead->erase(it);
+          } else {
+            ++it;
+          }
+        }
+      }
+    }
+
+    // 4. Progress.
+    for (std::uint32_t w = 0; w < o.workers; ++w) {
+      const std::uint64_t beat = st.heartbeat[w].load();
+      if (now > beat && now - beat > progress_bound_ns && alive(pids[w])) {
+        rep.violation("worker " + std::to_string(w) + " (pid " + std::to_string(pids[w]) +
+                      ") made no progress for " + std::to_string((now - beat) / 1'000'000) + " ms");
+        st.heartbeat[w].store(now);
+      }
+    }
+
+    // 2. Budget totals, read under the table lock (without reclaiming anything).
+    if (now >= next_snapshot) {
+      gpushare::detail::table_core::guard g(raw);
+      const auto& h = raw.header();
+      std::uint64_t sum = 0;
+      for (std::uint32_t i = 0; i < raw.slot_count(); ++i) {
+        const auto& slot = raw.slot(i);
+        if (slot.state.load(std::memory_order_relaxed) == gpushare::detail::slot_active)
+          sum += slot.reserved;
+      }
+      if (sum != h.reserved_total)
+        rep.violation("reserved total " + std::to_string(h.reserved_total) +
+                      " != sum over live sessions " + std::to_string(sum));
+      if (h.committed_total > h.capacity)
+        rep.violation("committed " + std::to_string(h.committed_total) + " > capacity " +
+                      std::to_string(h.capacity));
+      ++rep.budget_checks;
+      next_snapshot = now + 10'000'000;
+    }
+    ::usleep(2000);
+  }
+
+  for (pid_t pid : pids) ::kill(pid, SIGKILL);
+  for (pid_t pid : pids) ::waitpid(pid, nullptr, 0);
+  const std::uint64_t elapsed = now_ns() - t0;
+
+  if (o.inject_violation) { // proves the overlap check can fail
+    const std::uint32_t k = st.next_interval.fetch_add(2);
+    if (k + 1 < max_intervals) {
+      st.intervals[k] = {t0, t0 + 1000, 0};
+      st.intervals[k + 1] = {t0 + 500, t0 + 1500, 1};
+    }
+  }
+
+  // 1. No two completed guards of different workers overlap.
+  const std::uint32_t n = std::min(st.next_interval.load(), max_intervals);
+  std::vector<interval> iv(st.intervals, st.intervals + n);
+  std::sort(iv.begin(), iv.end(),
+            [](const interval& a, const interval& b) { return a.start < b.start; });
+  std::uint32_t overlaps = 0;
+  // Sorted by start: each interval need only be compared with the latest-ending one before it.
+  for (std::uint32_t i = 1, latest = 0; i < n; ++i) {
+    if (iv[i].start < iv[latest].end && iv[i].worker != iv[latest].worker) ++overlaps;
+    if (iv[i].end > iv[latest].end) latest = i;
+  }
+  if (overlaps) rep.violation(std::to_string(overlaps) + " overlapping guards of two workers");
+  if (st.errors.load())
+    rep.violation(std::to_string(st.errors.load()) +
+                  " unexpected errors in workers; first: " + st.last_error);
+  if (rep.kills + rep.self_kills < o.kills)
+    rep.violation("only " + std::to_string(rep.kills + rep.self_kills) + " kills in " +
+                  std::to_string(o.max_seconds) + " s");
+
+  const auto final_snap = table.snapshot();
+  std::printf("chaos: %u workers, %.1f s\n", o.workers, static_cast<double>(elapsed) / 1e9);
+  std::printf("  kills: %u by the killer + %u at crash points (%u restarts)\n", rep.kills,
+              rep.self_kills, rep.restarts);
+  std::printf("  recoveries observed: %llu, longest %.1f ms (bound %.0f ms)\n",
+              static_cast<unsigned long long>(rep.recoveries),
+              static_cast<double>(rep.max_recovery_ns) / 1e6,
+              static_cast<double>(recovery_bound_ns) / 1e6);
+  std::printf("  table: %llu sessions reclaimed, %llu lock repairs, %llu handovers\n",
+              static_cast<unsigned long long>(final_snap.sessions_reclaimed),
+              static_cast<unsigned long long>(final_snap.lock_repairs),
+              static_cast<unsigned long long>(final_snap.handovers));
+  std::printf("  work: %llu operations, %llu guards checked for overlap, %llu reservations "
+              "refused (timeout or over limit)\n",
+              static_cast<unsigned long long>(st.ops.load()), static_cast<unsigned long long>(n),
+              static_cast<unsigned long long>(st.timeouts.load()));
+  std::printf("  budget checks under the lock: %llu\n",
+              static_cast<unsigned long long>(rep.budget_checks));
+  std::printf("  violations: %zu\n", rep.violations.size());
+  ::shm_unlink(table.object_name().c_str());
+  return rep.violations.empty() ? 0 : 1;
+}
+
+[[noreturn]] void usage(const char* why) {
+  std::fprintf(stderr,
+               "error: %s\nusage: gpushare_chaos [--workers N (2..64, default 8)] [--kills N "
+               "(default 300)] [--max-seconds S (default 110)] [--self-kill PER_MILLE (0..1000, "
+               "default 3)] [--inject-violation]\n",
+               why);
+  std::exit(2);
+}
+
+std::uint32_t number(const char* flag, const char* v, std::uint32_t lo, std::uint32_t hi) {
+  char* end = nullptr;
+  const unsigned long n = v ? std::strtoul(v, &end, 10) : 0;
+  if (!v || *v == '\0' || *end != '\0' || n < lo || n > hi)
+    usage((std::string(flag) + " needs a number from " + std::to_string(lo) + " to " +
+           std::to_string(hi))
+              .c_str());
+  return static_cast<std::uint32_t>(n);
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
+    if (a == "--workers")
+      o.workers = number("--workers", v, 2, max_workers), ++i;
+    else if (a == "--kills")
+      o.kills = number("--kills", v, 1, 1'000'000), ++i;
+    else if (a == "--max-seconds")
+      o.max_seconds = number("--max-seconds", v, 1, 86'400), ++i;
+    else if (a == "--self-kill")
+      o.self_kill_per_mille = number("--self-kill", v, 0, 1000), ++i;
+    else if (a == "--inject-violation")
+      o.inject_violation = true;
+    else
+      usage(("unknown argument " + a).c_str());
+  }
+  o.key = "chaos-" + std::to_string(::getpid());
+  return run(o);
+}

@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: Apache-2.0
+// Writes the seed corpus of fuzz_table (valid small tables and near-misses) into corpus/table.
+// Run by hand after a layout change:
+//   g++ -std=c++20 -I include tests/fuzz/make_seeds.cpp -o /tmp/make_seeds && /tmp/make_seeds
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <gpushare/gpushare.hpp>
+
+using namespace gpushare::detail;
+
+namespace {
+
+std::vector<unsigned char> table(std::uint32_t slots) {
+  std::vector<unsigned char> b(table_size(slots), 0);
+  auto* h = reinterpret_cast<table_header*>(b.data());
+  h->prefix.magic = table_magic;
+  h->prefix.layout_version = gpushare::table_layout_version;
+  h->prefix.init_state.store(init_state_ready);
+  h->prefix.header_size = sizeof(table_header);
+  h->prefix.slot_size = sizeof(slot_record);
+  h->prefix.slot_count = slots;
+  h->prefix.mutex_size = sizeof(pthread_mutex_t);
+  h->prefix.total_size = table_size(slots);
+  h->capacity = 1ull << 30;
+  std::strcpy(h->key, "seed");
+  std::strcpy(h->domain, "gpusharefuzz");
+  return b;
+}
+
+slot_record& slot(std::vector<unsigned char>& b, std::uint32_t i) {
+  return reinterpret_cast<slot_record*>(b.data() + sizeof(table_header))[i];
+}
+
+void write(const std::string& name, const std::vector<unsigned char>& b) {
+  const std::string path = "tests/fuzz/corpus/table/" + name;
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) {
+    std::perror(path.c_str());
+    return;
+  }
+  std::fwrite(b.data(), 1, b.size(), f);
+  std::fclose(f);
+}
+
+} // namespace
+
+int main() {
+  write("empty-2-slots", table(2));
+  {
+    auto b = table(2);
+    auto& s = slot(b, 0);
+    s.state.store(slot_active);
+    s.generation = 3;
+    s.pid = 1;
+    std::strcpy(s.name, "dead-owner");
+    s.priority = 2;
+    s.share = 3;
+    s.compute_limit_ppm = 500'000;
+    s.memory_limit = 1ull << 29;
+    s.reserved = 1ull << 28;
+    s.peak = 1ull << 28;
+    s.quantum_ns = 5'000'000;
+    s.wants_device = 1;
+    s.active_guards = 1;
+    auto* h = reinterpret_cast<table_header*>(b.data());
+    h->holder = 1;
+    h->holder_generation = 3;
+    h->reserved_total = 1ull << 28;
+    h->committed_total = 1ull << 28;
+    h->live_sessions = 1;
+    h->device_waiters.store(1);
+    write("one-dead-holder", b);
+  }
+  {
+    auto b = table(1);
+    std::memset(b.data() + sizeof(table_header), 0xff, sizeof(slot_record));
+    write("slot-all-ones", b);
+  }
+  {
+    auto b = table(1);
+    reinterpret_cast<table_header*>(b.data())->prefix.layout_version = 1;
+    write("old-layout", b);
+  }
+  {
+    auto b = table(1);
+    reinterpret_cast<table_header*>(b.data())->prefix.init_state.store(init_state_initialising);
+    write("initialising", b);
+  }
+  {
+    auto b = table(2);
+    b.resize(b.size() - 100);
+    write("truncated", b);
+  }
+  write("tiny", std::vector<unsigned char>(16, 0x47));
+  return 0;
+}
