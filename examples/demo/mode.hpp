@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: Apache-2.0
+// Real GPU or simulated one? The answer comes from a forked probe child, because even
+// cudaGetDeviceCount initialises the CUDA driver, and the demo's parent must stay free of CUDA
+// to fork its workers.
+#pragma once
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include <gpushare/gpushare.hpp>
+
+#include "gpu.hpp"
+
+namespace demo {
+
+struct device_mode {
+  bool gpu = false;
+  std::string why_simulated; ///< the reason, when simulated
+  std::string device_name, uuid;
+  std::uint64_t memory = 0;
+#ifdef GPUSHARE_DEMO_CUDA
+  gpu::busy_kernel_rate rate;
+#endif
+};
+
+#ifdef GPUSHARE_DEMO_CUDA
+/// Runs gpu::probe() in a child and reads its report (usable = 0, with a reason, on failure).
+inline gpu::probe_report probe_in_child() {
+  gpu::probe_report r;
+  int fds[2];
+  if (::pipe(fds) != 0) {
+    std::snprintf(r.reason, sizeof r.reason, "could not create a pipe for the GPU probe");
+    return r;
+  }
+  std::fflush(stdout);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    const gpu::probe_report found = gpu::probe();
+    const ssize_t n = ::write(fds[1], &found, sizeof found);
+    std::_Exit(n == static_cast<ssize_t>(sizeof found) ? 0 : 1);
+  }
+  ::close(fds[1]);
+  std::size_t got = 0;
+  auto* bytes = reinterpret_cast<char*>(&r);
+  pollfd p{fds[0], POLLIN, 0};
+  const std::size_t want = sizeof r;
+  while (pid > 0 && got < want) {
+    if (::poll(&p, 1, 60'000) <= 0) break; // a hung driver: give up after a minute
+    const ssize_t n = ::read(fds[0], bytes + got, want - got);
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  ::close(fds[0]);
+  if (pid > 0) {
+    if (got < sizeof r) ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+  }
+  if (got < sizeof r) {
+    r = gpu::probe_report{};
+    std::snprintf(r.reason, sizeof r.reason, "the GPU probe process failed");
+  }
+  return r;
+}
+#endif
+
+/// Decides the mode. `simulate`: the user asked for the simulated GPU.
+inline device_mode detect_mode(bool simulate) {
+  device_mode m;
+  if (simulate) {
+    m.why_simulated = "--simulate";
+    return m;
+  }
+#ifdef GPUSHARE_DEMO_CUDA
+  const gpu::probe_report r = probe_in_child();
+  if (!r.usable) {
+    m.why_simulated = r.reason;
+    return m;
+  }
+  m.gpu = true;
+  m.device_name = r.name;
+  m.uuid = r.uuid;
+  m.memory = r.memory;
+  m.rate = r.rate;
+#else
+  m.why_simulated = "built without CUDA";
+#endif
+  return m;
+}
+
+/// What the simulated device is, for the demos that compare sharing with and without gpushare.
+inline const char* simulation_note(const device_mode& m) {
+  if (m.gpu) return "";
+  return "The simulated device runs one kernel at a time and time-slices between processes in "
+         "2 ms slices,\nas a GPU shared without arbitration does; \"without gpushare\" uses it "
+         "directly.\n";
+}
+
+/// The first line every demo prints.
+inline std::string mode_line(const device_mode& m) {
+  if (m.gpu)
+    return "mode: GPU (" + m.device_name + ", " + gpushare::detail::format_bytes(m.memory) +
+           ") — real kernels, device time from CUDA events";
+  return "mode: simulated (" + m.why_simulated + ") — kernels are simulated on the CPU";
+}
+
+} // namespace demo

@@ -1,0 +1,258 @@
+// SPDX-License-Identifier: Apache-2.0
+// The QoS scenario (the `qos` demo, and the first half of `showcase`): a latency-sensitive
+// "inference" process next to a "training" process that keeps the device busy.
+//
+// Inference requests arrive at random (a Poisson process) at `load` (50%) of the inference
+// process's solo capacity, measured first; each request is a few short kernels, and its latency
+// runs from its arrival to its completion (so time queued behind earlier requests counts). The
+// training process runs iterations of several kernels back to back. Four phases, each as long:
+//   1. inference alone (also measures the solo capacity),   2. training alone,
+//   3. both, without gpushare (the device time-slices between them),
+//   4. both, with gpushare: inference in priority class high, training low, every kernel region
+//      in a guard, training yielding at the end of each iteration.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "context.hpp"
+#include "processes.hpp"
+#include "report.hpp"
+#include "stats.hpp"
+#include "worker.hpp"
+
+namespace demo::qos {
+
+struct params {
+  std::uint64_t phase_ns = 2'000'000'000;
+  double load = 0.5; ///< offered inference load, as a fraction of its solo capacity
+  int inference_kernels = 2;
+  std::uint64_t inference_kernel_ns = 1'000'000;
+  int training_kernels = 10;
+  std::uint64_t training_kernel_ns = 1'000'000;
+};
+
+struct phase_result {
+  std::size_t requests = 0;
+  std::size_t unserved = 0; ///< not served by the deadline (counted with their wait so far)
+  double p50_ms = 0, p99_ms = 0;
+  double training_per_s = 0; ///< training iterations per second
+  double busy_pct = 0;       ///< device time of the kernels run, as a percentage of the wall time
+};
+
+struct result {
+  double service_ms = 0; ///< one request, alone, back to back
+  double rate_per_s = 0; ///< offered inference requests per second
+  phase_result inference_alone, training_alone, without_gpushare, with_gpushare;
+};
+
+/// What the workers of one phase share with the parent.
+struct board {
+  static constexpr std::size_t max_samples = 1u << 18; // 17 min at 250 requests/s
+  start_gate gate;
+  double rate_per_s = 0; ///< arrival rate (phase 1 measures it)
+  double service_ms = 0;
+  std::uint64_t training_iterations = 0;
+  std::uint64_t training_window_ns = 0;
+  std::uint64_t inference_window_ns = 0; ///< from the first arrival's time to the last response
+  std::uint32_t unserved = 0;
+  std::uint32_t samples = 0;
+  double latency_ms[max_samples];
+};
+
+inline constexpr std::uint64_t warm_up_ns = 100'000'000; // before the measured part starts
+
+inline void inference_worker(const run_context& run, const params& p, board& b, bool calibrate,
+                             bool with_gpushare) {
+  worker_device dev(run, with_gpushare
+                             ? std::optional(run.options("inference", gpushare::priority::high))
+                             : std::nullopt);
+  const auto request = [&] {
+    {
+      region r(dev);
+      for (int k = 0; k < p.inference_kernels; ++k) dev.kernel(p.inference_kernel_ns);
+    }
+    dev.sync();
+  };
+  request(); // the first launch and guard pay one-time costs
+  b.gate.arrive_and_wait();
+  std::uint64_t start = b.gate.go_ns.load() + warm_up_ns;
+  if (calibrate) { // the solo capacity: requests back to back
+    for (int i = 0; i < 10; ++i) request();
+    const std::uint64_t t0 = now_ns();
+    constexpr int n = 40;
+    for (int i = 0; i < n; ++i) request();
+    const double service_s = static_cast<double>(now_ns() - t0) / 1e9 / n;
+    b.service_ms = service_s * 1e3;
+    b.rate_per_s = p.load / service_s;
+    start = now_ns() + warm_up_ns;
+  }
+  sleep_until_ns(start);
+  const std::vector<std::uint64_t> arrivals = poisson_arrivals(b.rate_per_s, p.phase_ns);
+  const std::uint64_t give_up = start + 3 * p.phase_ns; // an overloaded phase still ends
+  for (std::uint64_t offset : arrivals) {
+    const std::uint64_t arrival = start + offset;
+    if (now_ns() < arrival) sleep_until_ns(arrival);
+    if (now_ns() < give_up)
+      request();
+    else
+      ++b.unserved;
+    if (b.samples < board::max_samples)
+      b.latency_ms[b.samples++] = static_cast<double>(now_ns() - arrival) / 1e6;
+  }
+  b.inference_window_ns = now_ns() - start;
+  b.gate.stop.store(1); // the training process stops too
+}
+
+inline void training_worker(const run_context& run, const params& p, board& b, bool with_gpushare) {
+  worker_device dev(run, with_gpushare
+                             ? std::optional(run.options("training", gpushare::priority::low))
+                             : std::nullopt);
+  const auto iteration = [&] {
+    for (int k = 0; k < p.training_kernels; ++k) {
+      region r(dev);
+      dev.kernel(p.training_kernel_ns);
+    }
+    dev.sync();
+    dev.yield(); // the end of an iteration: a cheap moment to give way
+  };
+  iteration();
+  b.gate.arrive_and_wait();
+  const std::uint64_t start = b.gate.go_ns.load() + warm_up_ns;
+  std::uint64_t done = 0;
+  while (!b.gate.stopping()) {
+    iteration();
+    if (now_ns() >= start) ++done;
+  }
+  b.training_iterations = done;
+  b.training_window_ns = now_ns() - start;
+}
+
+/// Runs one phase: the workers asked for, until inference has served its arrivals (or, for
+/// training alone, for one phase).
+inline phase_result run_phase(const run_context& run, const params& p, bool inference,
+                              bool training, bool with_gpushare, result& r) {
+  shared<board> b;
+  b->rate_per_s = r.rate_per_s;
+  const bool calibrate = inference && r.rate_per_s == 0;
+  children workers;
+  if (inference)
+    workers.spawn("inference", [&] { inference_worker(run, p, *b, calibrate, with_gpushare); });
+  if (training) workers.spawn("training", [&] { training_worker(run, p, *b, with_gpushare); });
+  const std::uint64_t go = workers.open_gate(b->gate, (inference ? 1 : 0) + (training ? 1 : 0));
+  if (!inference) {
+    sleep_until_ns(go + warm_up_ns + p.phase_ns);
+    b->gate.stop.store(1);
+  }
+  workers.wait_all();
+
+  phase_result out;
+  if (calibrate) {
+    r.service_ms = b->service_ms;
+    r.rate_per_s = b->rate_per_s;
+  }
+  if (inference) {
+    const std::vector<double> samples(b->latency_ms, b->latency_ms + b->samples);
+    out.requests = samples.size();
+    out.unserved = b->unserved;
+    out.p50_ms = percentile(samples, 50);
+    out.p99_ms = percentile(samples, 99);
+  }
+  if (training && b->training_window_ns > 0)
+    out.training_per_s = static_cast<double>(b->training_iterations) * 1e9 /
+                         static_cast<double>(b->training_window_ns);
+  // Both run over the same window: training stops when inference has served its last request.
+  const double window =
+      static_cast<double>(inference ? b->inference_window_ns : b->training_window_ns);
+  const double used = static_cast<double>(out.requests - out.unserved) * p.inference_kernels *
+                          static_cast<double>(p.inference_kernel_ns) +
+                      static_cast<double>(b->training_iterations) * p.training_kernels *
+                          static_cast<double>(p.training_kernel_ns);
+  out.busy_pct = window > 0 ? 100 * used / window : 0;
+  return out;
+}
+
+inline result run(const run_context& run, const params& p) {
+  result r;
+  r.inference_alone = run_phase(run, p, true, false, false, r);
+  r.training_alone = run_phase(run, p, false, true, false, r);
+  r.without_gpushare = run_phase(run, p, true, true, false, r);
+  r.with_gpushare = run_phase(run, p, true, true, true, r);
+  return r;
+}
+
+inline double ratio(double a, double b) { return b > 0 ? a / b : 0; }
+
+inline void print_intro(const params& p) {
+  std::printf("QoS: a high-priority inference process, with random (Poisson) arrivals at %.0f%% of "
+              "its solo\ncapacity, next to a low-priority training process.\n",
+              p.load * 100);
+  std::printf("  inference: requests of %d kernels x %.1f ms; training: iterations of %d kernels x "
+              "%.1f ms,\n  yielding at the end of each; %.1f s per phase\n",
+              p.inference_kernels, static_cast<double>(p.inference_kernel_ns) / 1e6,
+              p.training_kernels, static_cast<double>(p.training_kernel_ns) / 1e6,
+              static_cast<double>(p.phase_ns) / 1e9);
+  std::fflush(stdout);
+}
+
+inline void print_report(const result& r) {
+  std::printf("  solo service time %.2f ms per request -> %.0f requests/s offered\n\n",
+              r.service_ms, r.rate_per_s);
+  std::printf("  %-30s %9s %9s %9s %14s %6s\n", "phase", "requests", "p50 ms", "p99 ms",
+              "training it/s", "busy");
+  const auto row = [](const char* name, const phase_result& x, bool inference, bool training) {
+    std::printf("  %-30s", name);
+    if (inference)
+      std::printf(" %9zu %9.2f %9.2f", x.requests, x.p50_ms, x.p99_ms);
+    else
+      std::printf(" %9s %9s %9s", "-", "-", "-");
+    if (training)
+      std::printf(" %14.1f", x.training_per_s);
+    else
+      std::printf(" %14s", "-");
+    std::printf(" %5.0f%%\n", x.busy_pct);
+    if (x.unserved > 0)
+      std::printf("  %-30s (%zu requests not served in time; counted with their wait so far)\n", "",
+                  x.unserved);
+  };
+  row("inference alone", r.inference_alone, true, false);
+  row("training alone", r.training_alone, false, true);
+  row("co-located, without gpushare", r.without_gpushare, true, true);
+  row("co-located, with gpushare", r.with_gpushare, true, true);
+  std::printf("  (without gpushare each inference kernel queues behind training's kernels; with it "
+              "a request\n  waits at most for the training kernel in progress, then runs alone)\n");
+  const double p99_gain = ratio(r.without_gpushare.p99_ms, r.with_gpushare.p99_ms);
+  std::printf("\n  inference p99: %.2f ms without gpushare -> %.2f ms with it (%.1fx lower; alone "
+              "%.2f ms)\n",
+              r.without_gpushare.p99_ms, r.with_gpushare.p99_ms, p99_gain,
+              r.inference_alone.p99_ms);
+  std::printf("  training throughput kept: %.0f%% with gpushare (%.0f%% without), of %.1f it/s "
+              "alone\n",
+              100 * ratio(r.with_gpushare.training_per_s, r.training_alone.training_per_s),
+              100 * ratio(r.without_gpushare.training_per_s, r.training_alone.training_per_s),
+              r.training_alone.training_per_s);
+}
+
+inline void print_results(const result& r) {
+  result_line("qos.rate_per_s", r.rate_per_s);
+  result_line("qos.service_ms", r.service_ms);
+  result_line("qos.p50_alone_ms", r.inference_alone.p50_ms);
+  result_line("qos.p99_alone_ms", r.inference_alone.p99_ms);
+  result_line("qos.p50_without_ms", r.without_gpushare.p50_ms);
+  result_line("qos.p99_without_ms", r.without_gpushare.p99_ms);
+  result_line("qos.p50_with_ms", r.with_gpushare.p50_ms);
+  result_line("qos.p99_with_ms", r.with_gpushare.p99_ms);
+  result_line("qos.p99_ratio", ratio(r.without_gpushare.p99_ms, r.with_gpushare.p99_ms));
+  result_line("qos.training_alone_per_s", r.training_alone.training_per_s);
+  result_line("qos.training_kept",
+              ratio(r.with_gpushare.training_per_s, r.training_alone.training_per_s));
+  result_line("qos.training_kept_without",
+              ratio(r.without_gpushare.training_per_s, r.training_alone.training_per_s));
+}
+
+} // namespace demo::qos

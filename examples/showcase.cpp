@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: Apache-2.0
+// The showcase: the QoS scenario, then the fair-share scenario, with a combined report. It is
+// what README.md's first command runs.
+//
+//   ./build/examples/showcase [--duration SECONDS] [--simulate]
+#include <cstdio>
+#include <exception>
+
+#include "demo/cli.hpp"
+#include "demo/context.hpp"
+#include "demo/fair_share_scenario.hpp"
+#include "demo/mode.hpp"
+#include "demo/qos_scenario.hpp"
+#include "demo/report.hpp"
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0); // keep lines in order when piped
+  const auto cli = demo::parse_cli(
+      argc, argv, "Latency protection and fair sharing of one device, with and without gpushare.",
+      12);
+  const demo::device_mode mode = demo::detect_mode(cli.simulate);
+  std::printf("%s\n", demo::mode_line(mode).c_str());
+  std::printf("gpushare showcase: processes sharing one device, with and without gpushare "
+              "(about %.0f s)\n%s\n",
+              cli.duration_s, demo::simulation_note(mode));
+  try {
+    demo::qos::params qp; // 60% of the time: 4 phases
+    qp.phase_ns = static_cast<std::uint64_t>(cli.duration_s * 0.6 / 4 * 1e9);
+    demo::fair_share::params fp; // 40%: 3 phases
+    fp.phase_ns = static_cast<std::uint64_t>(cli.duration_s * 0.4 / 3 * 1e9);
+
+    std::printf("[1/2] ");
+    demo::qos::print_intro(qp);
+    demo::qos::result q;
+    {
+      demo::run_context run(mode, "qos");
+      q = demo::qos::run(run, qp);
+    }
+    demo::qos::print_report(q);
+
+    std::printf("\n[2/2] ");
+    demo::fair_share::print_intro(fp);
+    demo::fair_share::result f;
+    {
+      demo::run_context run(mode, "share");
+      f = demo::fair_share::run(run, fp);
+    }
+    demo::fair_share::print_report(f, fp);
+
+    std::printf("\nSummary (%s mode; every figure above was measured in this run)\n",
+                mode.gpu ? "GPU" : "simulated");
+    std::printf("  latency:    inference p99 %.2f ms co-located without gpushare, %.2f ms with it "
+                "(%.1fx lower);\n              %.2f ms alone\n",
+                q.without_gpushare.p99_ms, q.with_gpushare.p99_ms,
+                demo::qos::ratio(q.without_gpushare.p99_ms, q.with_gpushare.p99_ms),
+                q.inference_alone.p99_ms);
+    std::printf(
+        "  throughput: training kept %.0f%% of its solo throughput with gpushare (%.0f%% "
+        "without)\n",
+        100 * demo::qos::ratio(q.with_gpushare.training_per_s, q.training_alone.training_per_s),
+        100 * demo::qos::ratio(q.without_gpushare.training_per_s, q.training_alone.training_per_s));
+    std::printf("  shares:     1:1:2 -> %.1f / %.1f / %.1f %% with gpushare (%.1f / %.1f / %.1f "
+                "%% without)\n",
+                f.with_shares.achieved[0], f.with_shares.achieved[1], f.with_shares.achieved[2],
+                f.without_gpushare.achieved[0], f.without_gpushare.achieved[1],
+                f.without_gpushare.achieved[2]);
+    std::printf("  cap:        worker-c, capped at %.0f%%, used %.1f%% of the wall time\n",
+                static_cast<double>(fp.cap_ppm) / 10'000, f.with_cap.capped_of_wall);
+    std::printf("  (memory budgets: the memory_budget demo)\n\n");
+    demo::result_line("mode", mode.gpu ? "gpu" : "simulated");
+    demo::qos::print_results(q);
+    demo::fair_share::print_results(f, fp);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "showcase: FAILED: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
