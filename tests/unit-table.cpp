@@ -55,7 +55,7 @@ void check_refused(const test::unique_table& t, errc code, const std::string& fr
 }
 } // namespace
 
-TEST_CASE("object names carry domain, owner and key; bad parts are refused") {
+TEST_CASE("object names carry domain, owner and key, and bad parts are refused") {
   const std::string user = d::table_object_name("prod", "GPU-1234", table_access::user);
   CHECK(user == "/gpushare.prod.u" + std::to_string(::geteuid()) + ".GPU-1234");
   const std::string group = d::table_object_name("prod", "GPU-1234", table_access::group);
@@ -96,7 +96,7 @@ TEST_CASE("tables are created 0600 by default and 0660 only when asked") {
   CHECK_FALSE(t.open().created()); // the second open attaches to the existing table
 }
 
-TEST_CASE("GPUSHARE_TABLE_MODE=group selects the group table; a bad value is an env error") {
+TEST_CASE("GPUSHARE_TABLE_MODE=group selects the group table, and a bad value is an env error") {
   test::unique_table t("mode-env", 10 * MiB);
   const pid_t child = test::spawn([&] {
     ::setenv("GPUSHARE_TABLE_MODE", "group", 1);
