@@ -13,7 +13,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
+#include <map>
 #include <new>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -113,6 +115,25 @@ inline void die_at(const char* where) {
 }
 
 inline std::uint64_t now_ns() { return gpushare::detail::monotonic_ns(); }
+
+/// A fake environment for resolve_options() and friends: `vars` and nothing else.
+inline gpushare::env_lookup fake_env(std::map<std::string, std::string> vars) {
+  return [vars = std::move(vars)](const char* name) -> std::optional<std::string> {
+    const auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+/// The gpushare::error `f` throws, or nullopt if it throws none.
+inline std::optional<gpushare::error> thrown(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const gpushare::error& e) {
+    return e;
+  }
+  return std::nullopt;
+}
 
 /// Sum of `reserved` over the sessions of a snapshot (must equal reserved_total).
 inline std::uint64_t sum_reserved(const gpushare::table_snapshot& s) {

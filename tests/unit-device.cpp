@@ -30,22 +30,9 @@ using namespace std::chrono_literals;
 constexpr std::uint64_t MiB = std::uint64_t{1} << 20;
 constexpr std::uint64_t GiB = std::uint64_t{1} << 30;
 
-gpushare::env_lookup fake_env(std::map<std::string, std::string> vars) {
-  return [vars = std::move(vars)](const char* name) -> std::optional<std::string> {
-    const auto it = vars.find(name);
-    if (it == vars.end()) return std::nullopt;
-    return it->second;
-  };
-}
+using test::fake_env;
 
-std::optional<gpushare::error> thrown(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const gpushare::error& e) {
-    return e;
-  }
-  return std::nullopt;
-}
+using test::thrown;
 
 gc::resolved_device_options resolve(const gc::device_options& o,
                                     std::map<std::string, std::string> env = {}) {

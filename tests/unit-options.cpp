@@ -13,6 +13,8 @@
 
 #include <doctest/doctest.h>
 
+#include "test_util.hpp"
+
 namespace {
 
 using gpushare::errc;
@@ -24,25 +26,11 @@ using gpushare::table_access;
 
 constexpr std::uint64_t GiB = std::uint64_t{1} << 30;
 
-/// A fake environment.
-gpushare::env_lookup fake_env(std::map<std::string, std::string> vars) {
-  return [vars = std::move(vars)](const char* name) -> std::optional<std::string> {
-    const auto it = vars.find(name);
-    if (it == vars.end()) return std::nullopt;
-    return it->second;
-  };
-}
+using test::fake_env;
 
 const gpushare::env_lookup no_env = fake_env({});
 
-std::optional<gpushare::error> thrown(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const gpushare::error& e) {
-    return e;
-  }
-  return std::nullopt;
-}
+using test::thrown;
 
 /// resolve_options(opts, env) throws `code` with every fragment in its message.
 void check_error(const session_options& opts, const gpushare::env_lookup& env, errc code,

@@ -11,6 +11,8 @@
 
 #include <doctest/doctest.h>
 
+#include "test_util.hpp"
+
 namespace {
 
 using gpushare::errc;
@@ -19,15 +21,7 @@ using namespace gpushare::detail;
 
 constexpr std::uint64_t KiB = 1024, MiB = KiB * 1024, GiB = MiB * 1024, TiB = GiB * 1024;
 
-/// The gpushare::error `f` throws; fails the test case if it throws nothing or something else.
-std::optional<gpushare::error> thrown(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const gpushare::error& e) {
-    return e;
-  }
-  return std::nullopt;
-}
+using test::thrown;
 
 /// `f` throws invalid_argument whose message contains every fragment.
 void check_invalid(const std::function<void()>& f, std::initializer_list<std::string_view> parts) {

@@ -144,7 +144,7 @@ inline std::string metrics_text(const sample& s) {
       x.sample("gpushare_session_reserved_bytes", l, i.reserved);
       x.sample("gpushare_session_external_bytes", l, i.external);
       x.sample("gpushare_session_peak_bytes", l, i.peak);
-      x.sample("gpushare_session_holds_device", l, holds_device(ts, i) ? 1 : 0);
+      x.sample("gpushare_session_holds_device", l, i.holds_device ? 1 : 0);
       x.sample("gpushare_session_active_guards", l, i.active_guards);
       x.sample("gpushare_session_waiting_for_device", l, i.waiting_for_device);
       x.sample("gpushare_session_waiting_for_memory", l, i.waiting_for_memory);

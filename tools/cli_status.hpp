@@ -106,13 +106,7 @@ inline std::string status_text(const sample* before, const sample& now,
   return out;
 }
 
-/// Whether session `i` of `s` holds the device.
-inline bool holds_device(const table_snapshot& s, const session_info& i) {
-  return i.holds_device || (s.holder && *s.holder == i.id);
-}
-
-inline void session_json(json_writer& w, const table_snapshot& s, const session_info& i,
-                         std::optional<double> recent) {
+inline void session_json(json_writer& w, const session_info& i, std::optional<double> recent) {
   w.begin_object();
   w.field("slot", i.id.slot);
   w.field("generation", i.id.generation);
@@ -137,7 +131,7 @@ inline void session_json(json_writer& w, const table_snapshot& s, const session_
   w.field("reserve_wait_ns", i.reserve_wait_ns);
   w.field("reserve_wait_max_ns", i.reserve_wait_max_ns);
   w.field("waiting_for_memory", i.waiting_for_memory);
-  w.field("holds_device", holds_device(s, i));
+  w.field("holds_device", i.holds_device);
   w.field("active_guards", i.active_guards);
   w.field("waiting_for_device", i.waiting_for_device);
   w.field("device_ns", i.device_ns);
@@ -209,7 +203,7 @@ inline void table_json(json_writer& w, const table_reading& t, const recent_usag
   w.key("sessions");
   w.begin_array();
   for (std::size_t k = 0; k < s.sessions.size(); ++k)
-    session_json(w, s, s.sessions[k], recent.percent[k]);
+    session_json(w, s.sessions[k], recent.percent[k]);
   w.end_array();
   w.end_object();
 }

@@ -80,8 +80,7 @@ public:
       table_core::guard g(table_);
       slot_record& s = own();
       std::int64_t next = nobody;
-      if (s.state.load(std::memory_order_relaxed) == slot_active && s.generation == generation_)
-        next = table_.end_session_locked(slot_);
+      if (holds(s)) next = table_.end_session_locked(slot_);
       crash_point("leave.cleared");
       table_.unlock_after_release(g);
       table_.wake_slot(next);
@@ -155,8 +154,7 @@ public:
     try {
       table_core::guard g(table_);
       slot_record& s = own();
-      if (s.state.load(std::memory_order_relaxed) != slot_active || s.generation != generation_)
-        return;
+      if (!holds(s)) return;
       apply_shrink(table_.header(), s, bytes);
       table_.unlock_after_release(g);
     } catch (...) {
@@ -180,8 +178,7 @@ public:
     try {
       table_core::guard g(table_);
       slot_record& s = own();
-      if (s.state.load(std::memory_order_relaxed) != slot_active || s.generation != generation_)
-        return;
+      if (!holds(s)) return;
       const bool holder = current_holder(table_.view()) == slot_;
       account_guard(table_.header(), s, used_ns, holder, start_ns);
       s.active_guards = sat_sub32(s.active_guards, 1);
@@ -203,8 +200,7 @@ public:
     try {
       table_core::guard g(table_);
       slot_record& s = own();
-      if (s.state.load(std::memory_order_relaxed) != slot_active || s.generation != generation_)
-        return;
+      if (!holds(s)) return;
       const bool holder = current_holder(table_.view()) == slot_;
       account_device_time(table_.header(), s, used_ns, holder, monotonic_ns());
     } catch (...) {
@@ -277,11 +273,17 @@ public:
 private:
   slot_record& own() noexcept { return table_.slot(slot_); }
 
+  /// Whether slot `s` still holds this session (a peer reclaims it only if our liveness lock is
+  /// gone). Call under the table lock.
+  bool holds(const slot_record& s) const noexcept {
+    return s.state.load(std::memory_order_relaxed) == slot_active && s.generation == generation_;
+  }
+
   /// Our slot, after checking it is still ours (a peer reclaims it only if our liveness lock is
   /// gone, e.g. after someone removed and recreated the table by hand).
   slot_record& own_checked() {
     slot_record& s = own();
-    if (s.state.load(std::memory_order_relaxed) != slot_active || s.generation != generation_)
+    if (!holds(s))
       throw error(errc::session_closed, "session '" + name_ + "' no longer holds slot " +
                                             std::to_string(slot_) + " of table '" + table_.name() +
                                             "' (was it reclaimed?)");

@@ -166,22 +166,7 @@ public:
 
   /// Budgeted cudaMalloc: reserve, allocate, roll the reservation back if the allocation fails.
   void* allocate(std::size_t bytes) {
-    if (bytes == 0) return nullptr;
-    charge(bytes);
-    void* p = nullptr;
-    cudaError_t e = cudaSuccess;
-    try {
-      device_scope on(ordinal_);
-      e = with_retries([&] { return cudaMalloc(&p, bytes); });
-    } catch (...) {
-      uncharge(bytes);
-      throw;
-    }
-    if (e != cudaSuccess) {
-      uncharge(bytes);
-      throw_allocation_failure(e, "cudaMalloc", bytes);
-    }
-    return p;
+    return charged_allocation(bytes, "cudaMalloc", [&](void** p) { return cudaMalloc(p, bytes); });
   }
 
   /// cudaFree, then the bytes go back to the budget (cudaFree waits for the device, so the
@@ -202,22 +187,8 @@ public:
 
   /// Budgeted cudaMallocAsync on `stream`.
   void* allocate_async(std::size_t bytes, cudaStream_t stream) {
-    if (bytes == 0) return nullptr;
-    charge(bytes);
-    void* p = nullptr;
-    cudaError_t e = cudaSuccess;
-    try {
-      device_scope on(ordinal_);
-      e = with_retries([&] { return cudaMallocAsync(&p, bytes, stream); });
-    } catch (...) {
-      uncharge(bytes);
-      throw;
-    }
-    if (e != cudaSuccess) {
-      uncharge(bytes);
-      throw_allocation_failure(e, "cudaMallocAsync", bytes);
-    }
-    return p;
+    return charged_allocation(bytes, "cudaMallocAsync",
+                              [&](void** p) { return cudaMallocAsync(p, bytes, stream); });
   }
 
   /// cudaFreeAsync on `stream`; the bytes return to the budget once the free has executed on the
@@ -331,6 +302,28 @@ private:
       give_event(r.stop);
     }
     return sum;
+  }
+
+  /// Charges `bytes`, then runs `allocate_once` (a CUDA allocation call named `call`) on this
+  /// device with retries; rolls the charge back if it fails.
+  template <class F>
+  void* charged_allocation(std::size_t bytes, const char* call, F&& allocate_once) {
+    if (bytes == 0) return nullptr;
+    charge(bytes);
+    void* p = nullptr;
+    cudaError_t e = cudaSuccess;
+    try {
+      device_scope on(ordinal_);
+      e = with_retries([&] { return allocate_once(&p); });
+    } catch (...) {
+      uncharge(bytes);
+      throw;
+    }
+    if (e != cudaSuccess) {
+      uncharge(bytes);
+      throw_allocation_failure(e, call, bytes);
+    }
+    return p;
   }
 
   /// Runs an allocation; if the device is out of memory although the budget allowed it, tries
