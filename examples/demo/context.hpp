@@ -25,14 +25,19 @@ inline constexpr std::uint64_t GiB = 1ull << 30;
 
 class run_context {
 public:
-  /// `tag` names the scenario in the domain ("demo<pid>-<tag>"); `sim_memory` is the simulated
-  /// device's memory (unused on a GPU).
-  run_context(const device_mode& mode, std::string_view tag, std::uint64_t sim_memory = 16 * GiB)
-      : mode_(mode), domain_("demo" + std::to_string(::getpid()) + "-" + std::string(tag)) {
+  /// `tag` names the scenario in the domain ("<program><pid>-<tag>", program "demo" unless
+  /// given); `sim_memory` is the simulated device's memory (unused on a GPU).
+  run_context(const device_mode& mode, std::string_view tag, std::uint64_t sim_memory = 16 * GiB,
+              std::string_view program = "demo")
+      : mode_(mode),
+        domain_(std::string(program) + std::to_string(::getpid()) + "-" + std::string(tag)) {
     sim_->memory_capacity = sim_memory;
     remove_on_interrupt(object_name());
   }
-  ~run_context() { ::shm_unlink(object_name().c_str()); }
+  ~run_context() {
+    ::shm_unlink(object_name().c_str());
+    forget_on_interrupt(object_name());
+  }
   run_context(const run_context&) = delete;
   run_context& operator=(const run_context&) = delete;
 

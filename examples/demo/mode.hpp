@@ -4,11 +4,6 @@
 // to fork its workers.
 #pragma once
 
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +12,7 @@
 #include <gpushare/gpushare.hpp>
 
 #include "gpu.hpp"
+#include "run_in_child.hpp"
 
 namespace demo {
 
@@ -33,40 +29,9 @@ struct device_mode {
 #ifdef GPUSHARE_DEMO_CUDA
 /// Runs gpu::probe() in a child and reads its report (usable = 0, with a reason, on failure).
 inline gpu::probe_report probe_in_child() {
+  if (const auto r = run_in_child<gpu::probe_report>([] { return gpu::probe(); })) return *r;
   gpu::probe_report r;
-  int fds[2];
-  if (::pipe(fds) != 0) {
-    std::snprintf(r.reason, sizeof r.reason, "could not create a pipe for the GPU probe");
-    return r;
-  }
-  std::fflush(stdout);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::close(fds[0]);
-    const gpu::probe_report found = gpu::probe();
-    const ssize_t n = ::write(fds[1], &found, sizeof found);
-    std::_Exit(n == static_cast<ssize_t>(sizeof found) ? 0 : 1);
-  }
-  ::close(fds[1]);
-  std::size_t got = 0;
-  auto* bytes = reinterpret_cast<char*>(&r);
-  pollfd p{fds[0], POLLIN, 0};
-  const std::size_t want = sizeof r;
-  while (pid > 0 && got < want) {
-    if (::poll(&p, 1, 60'000) <= 0) break; // a hung driver: give up after a minute
-    const ssize_t n = ::read(fds[0], bytes + got, want - got);
-    if (n <= 0) break;
-    got += static_cast<std::size_t>(n);
-  }
-  ::close(fds[0]);
-  if (pid > 0) {
-    if (got < sizeof r) ::kill(pid, SIGKILL);
-    ::waitpid(pid, nullptr, 0);
-  }
-  if (got < sizeof r) {
-    r = gpu::probe_report{};
-    std::snprintf(r.reason, sizeof r.reason, "the GPU probe process failed");
-  }
+  std::snprintf(r.reason, sizeof r.reason, "the GPU probe process failed");
   return r;
 }
 #endif

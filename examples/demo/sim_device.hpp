@@ -45,17 +45,22 @@ struct sim_device {
   std::uint64_t memory_capacity = 0;
   std::uint64_t slice_ns = 2'000'000;
 
-  /// Runs one kernel of `ns` device time; returns when it has finished.
-  void run_kernel(std::uint64_t ns) {
+  /// Runs one kernel of `ns` device time; returns when it has finished, with the time its first
+  /// slice started (when a GPU would have started the kernel).
+  std::uint64_t run_kernel(std::uint64_t ns) {
+    std::uint64_t started = 0;
     while (ns > 0) {
       const std::uint32_t ticket = next_ticket.fetch_add(1);
       for (std::uint32_t s = serving.load(); s != ticket; s = serving.load()) wait(s);
       const std::uint64_t slice = ns < slice_ns ? ns : slice_ns;
-      sleep_until_ns(now_ns() + slice);
+      const std::uint64_t slice_start = now_ns();
+      if (started == 0) started = slice_start;
+      sleep_until_ns(slice_start + slice);
       ns -= slice;
       serving.fetch_add(1);
       wake_all();
     }
+    return started;
   }
 
   /// Takes `bytes` of device memory if they are free; false means out of memory.

@@ -89,7 +89,10 @@ public:
   /// Puts one kernel of `ns` device time on the device. Simulated kernels run to completion
   /// here; GPU kernels are queued on the worker's stream (see sync()).
   void kernel(std::uint64_t ns) {
-    if (!run_.gpu()) return run_.sim()->run_kernel(ns);
+    if (!run_.gpu()) {
+      run_.sim()->run_kernel(ns);
+      return;
+    }
 #ifdef GPUSHARE_DEMO_CUDA
     run_.mode().rate.launch(stream_, ns);
 #endif

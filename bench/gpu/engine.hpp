@@ -1,0 +1,437 @@
+// SPDX-License-Identifier: Apache-2.0
+// The device as one benchmark worker process sees it: the workloads it can run, with or without
+// gpushare, on the GPU or on the simulated one, so that each scenario is written once.
+//
+//                 without gpushare                 with gpushare
+//   GPU           cuBLAS + kernels, cudaMalloc     cuda::device_session, cuda::scoped_kernel
+//   simulated     demo::sim_device directly        gpushare::session, gpushare::scoped_kernel
+//
+// Workloads (GPU; the simulated ones are kernels of the configured durations):
+//   train_step()   one training step: a train_size^3 bf16 GEMM (cuBLAS, fp32 accumulation) and
+//                  the activation over its output. An iteration is 3 x train_layers steps.
+//   infer_layer()  one inference layer: (hidden x hidden) x (hidden x batch) GEMM + activation.
+//   small_kernel() the activation over small_elements values: a launch-bound kernel.
+//   large_kernel() a train_size^3 GEMM alone.
+//   stamp(i)       a one-thread kernel that records when it started (the GPU's global timer,
+//                  converted to this host's monotonic clock by calibrate_clock()).
+// Create an engine in the worker (after fork), never in the benchmark's parent.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <gpushare/gpushare.hpp>
+#ifdef GPUSHARE_BENCH_CUDA
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <gpushare/cuda.hpp>
+
+#include "kernels.hpp"
+#endif
+
+#include "config.hpp"
+#include "demo/context.hpp"
+#include "demo/sim_device.hpp"
+
+namespace bench {
+
+using demo::now_ns;
+using demo::sleep_until_ns;
+
+/// The device's memory is used up (cudaErrorMemoryAllocation, or the simulated equivalent).
+struct out_of_memory : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// Which workloads an engine prepares buffers for.
+enum uses : unsigned { training = 1, inference = 2, small = 4, large = 8 };
+
+/// Device memory held by a worker; freed (and its budget released) on destruction.
+class buffer {
+public:
+  buffer() = default;
+  explicit buffer(std::function<void()> free) : free_(std::move(free)) {}
+  buffer(buffer&& o) noexcept : free_(std::exchange(o.free_, nullptr)) {}
+  buffer& operator=(buffer&&) = delete;
+  ~buffer() {
+    if (free_) free_();
+  }
+
+private:
+  std::function<void()> free_;
+};
+
+#ifdef GPUSHARE_BENCH_CUDA
+namespace gpu {
+
+inline void check(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return;
+  (void)cudaGetLastError();
+  throw std::runtime_error(std::string(what) + " failed: " + cudaGetErrorName(e) + " (" +
+                           cudaGetErrorString(e) + ")");
+}
+
+inline void check(cublasStatus_t s, const char* what) {
+  if (s == CUBLAS_STATUS_SUCCESS) return;
+  throw std::runtime_error(std::string(what) + " failed: " + cublasGetStatusName(s) + " (" +
+                           cublasGetStatusString(s) + ")");
+}
+
+} // namespace gpu
+#endif
+
+class engine {
+public:
+  /// `with_gpushare`: this worker's session options; nullopt uses the device directly.
+  /// `max_stamps`: how many request stamps the worker records.
+  engine(const demo::run_context& run, const config& cfg,
+         const std::optional<gpushare::session_options>& with_gpushare, unsigned workloads,
+         std::size_t max_stamps = 0)
+      : run_(run), cfg_(cfg), stamps_(max_stamps, 0) {
+    if (!run.gpu()) {
+      if (with_gpushare) host_.emplace(run.key(), *with_gpushare);
+      return;
+    }
+#ifdef GPUSHARE_BENCH_CUDA
+    // The session first: it measures this process's context overhead only if it creates the
+    // context itself.
+    if (with_gpushare) device_.emplace(0, *with_gpushare);
+    gpu::check(cudaSetDevice(0), "cudaSetDevice");
+    gpu::check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    if (workloads & (training | inference | large)) {
+      gpu::check(cublasCreate(&blas_), "cublasCreate");
+      gpu::check(cublasSetStream(blas_, stream_), "cublasSetStream");
+    }
+    const std::size_t s = static_cast<std::size_t>(cfg.train_size);
+    const std::size_t h = static_cast<std::size_t>(cfg.infer_hidden);
+    const std::size_t b = static_cast<std::size_t>(cfg.infer_batch);
+    std::uint32_t seed = 1;
+    const auto matrix = [&](std::size_t elements) {
+      void* p = raw_allocate(elements * 2);
+      gpu::check(gpu::launch_fill_random(stream_, p, elements, seed++), "filling a matrix");
+      return p;
+    };
+    if (workloads & (training | large)) {
+      train_.x = matrix(s * s);
+      train_.y = matrix(s * s);
+      train_.w[0] = matrix(s * s);
+      train_.w[1] = matrix(s * s);
+    }
+    if (workloads & inference) {
+      infer_.x = matrix(h * b);
+      infer_.y = matrix(h * b);
+      infer_.w[0] = matrix(h * h);
+      infer_.w[1] = matrix(h * h);
+    }
+    if (workloads & small) small_ = matrix(static_cast<std::size_t>(cfg.small_elements));
+    if (max_stamps > 0) {
+      // Pinned host memory the GPU writes into (unified addressing): read after a sync.
+      gpu::check(cudaHostAlloc(reinterpret_cast<void**>(&gpu_stamps_),
+                               (max_stamps + 1) * sizeof(std::uint64_t), cudaHostAllocMapped),
+                 "cudaHostAlloc");
+      std::fill(gpu_stamps_, gpu_stamps_ + max_stamps + 1, 0);
+      gpu::check(
+          cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_stamps_), gpu_stamps_, 0),
+          "cudaHostGetDevicePointer");
+    }
+    sync();
+#else
+    (void)workloads;
+    throw std::logic_error("GPU mode in a benchmark built without CUDA");
+#endif
+  }
+
+  ~engine() {
+#ifdef GPUSHARE_BENCH_CUDA
+    if (!stream_) return;
+    (void)cudaStreamSynchronize(stream_);
+    for (void* p : allocated_) {
+      if (device_)
+        device_->free(p);
+      else
+        (void)cudaFree(p);
+    }
+    if (gpu_stamps_) (void)cudaFreeHost(gpu_stamps_);
+    if (blas_) (void)cublasDestroy(blas_);
+    device_.reset();
+    (void)cudaStreamDestroy(stream_);
+#endif
+  }
+  engine(const engine&) = delete;
+  engine& operator=(const engine&) = delete;
+
+  bool with_gpushare() const {
+#ifdef GPUSHARE_BENCH_CUDA
+    if (device_) return true;
+#endif
+    return host_.has_value();
+  }
+
+  /// This worker's gpushare session (host sessions, or the device session's host()).
+  gpushare::session& session() {
+#ifdef GPUSHARE_BENCH_CUDA
+    if (device_) return device_->host();
+#endif
+    if (!host_) throw std::logic_error("this benchmark worker has no gpushare session");
+    return *host_;
+  }
+
+  void train_step() {
+    if (!run_.gpu()) {
+      sim_kernel(cfg_.sim_gemm_us);
+      sim_kernel(cfg_.sim_act_us);
+      return;
+    }
+#ifdef GPUSHARE_BENCH_CUDA
+    const int s = cfg_.train_size;
+    gemm(s, s, s, train_.w[parity_], train_.x, train_.y);
+    gpu::check(gpu::launch_activation(stream_, train_.y, static_cast<std::size_t>(s) * s),
+               "launching the activation");
+    std::swap(train_.x, train_.y);
+    parity_ ^= 1;
+#endif
+  }
+
+  void infer_layer() {
+    if (!run_.gpu()) return sim_kernel(cfg_.sim_infer_us);
+#ifdef GPUSHARE_BENCH_CUDA
+    const int h = cfg_.infer_hidden, b = cfg_.infer_batch;
+    gemm(h, b, h, infer_.w[parity_], infer_.x, infer_.y);
+    gpu::check(gpu::launch_activation(stream_, infer_.y, static_cast<std::size_t>(h) * b),
+               "launching the activation");
+    std::swap(infer_.x, infer_.y);
+    parity_ ^= 1;
+#endif
+  }
+
+  void small_kernel() {
+    if (!run_.gpu()) return sim_kernel(cfg_.sim_small_us);
+#ifdef GPUSHARE_BENCH_CUDA
+    gpu::check(
+        gpu::launch_activation(stream_, small_, static_cast<std::size_t>(cfg_.small_elements)),
+        "launching the small kernel");
+#endif
+  }
+
+  void large_kernel() {
+    if (!run_.gpu()) return sim_kernel(cfg_.sim_large_us);
+#ifdef GPUSHARE_BENCH_CUDA
+    const int s = cfg_.train_size;
+    gemm(s, s, s, train_.w[parity_], train_.x, train_.y);
+    parity_ ^= 1;
+#endif
+  }
+
+  /// Records when the kernel enqueued now starts, as stamp `slot`.
+  void stamp(std::size_t slot) {
+    if (slot >= stamps_.size()) throw std::out_of_range("benchmark stamp slot out of range");
+    if (!run_.gpu()) {
+      stamps_[slot] = run_.sim()->run_kernel(static_cast<std::uint64_t>(cfg_.sim_stamp_us * 1e3));
+      return;
+    }
+#ifdef GPUSHARE_BENCH_CUDA
+    gpu::check(gpu::launch_stamp(stream_, device_stamps_ + slot), "launching the stamp kernel");
+#endif
+  }
+
+  /// Measures the offset between the GPU's global timer and this host's monotonic clock (a
+  /// no-op when simulated). Call it before the first stamp and after the last: stamps are
+  /// converted with the offset interpolated between the two, which absorbs the clocks' drift.
+  /// Each measurement takes the best of 25 round trips; its uncertainty is half that round
+  /// trip (see clock_uncertainty_ns()).
+  void calibrate_clock() {
+#ifdef GPUSHARE_BENCH_CUDA
+    if (!run_.gpu() || !gpu_stamps_) return;
+    std::uint64_t best_rtt = std::numeric_limits<std::uint64_t>::max();
+    double best_offset = 0;
+    std::uint64_t best_at = 0;
+    const volatile std::uint64_t* read = gpu_stamps_ + stamps_.size();
+    for (int i = 0; i < 25; ++i) {
+      const std::uint64_t t0 = now_ns();
+      gpu::check(gpu::launch_stamp(stream_, device_stamps_ + stamps_.size()),
+                 "launching the stamp kernel");
+      gpu::check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+      const std::uint64_t t1 = now_ns();
+      if (t1 - t0 < best_rtt) {
+        best_rtt = t1 - t0;
+        best_at = t0 + (t1 - t0) / 2;
+        best_offset = static_cast<double>(*read) - static_cast<double>(best_at);
+      }
+    }
+    clock_points_.push_back({best_at, best_offset});
+    clock_uncertainty_ns_ = std::max(clock_uncertainty_ns_, best_rtt / 2);
+#endif
+  }
+
+  /// Half the best calibration round trip: how far a converted stamp may be off (GPU only).
+  std::uint64_t clock_uncertainty_ns() const { return clock_uncertainty_ns_; }
+
+  /// Stamps [0, n), on this host's monotonic clock. Call after sync().
+  std::vector<std::uint64_t> stamps(std::size_t n) const {
+    n = std::min(n, stamps_.size());
+    if (!run_.gpu()) return {stamps_.begin(), stamps_.begin() + static_cast<std::ptrdiff_t>(n)};
+    std::vector<std::uint64_t> out(n, 0);
+#ifdef GPUSHARE_BENCH_CUDA
+    if (clock_points_.empty()) throw std::logic_error("calibrate_clock() was never called");
+    const clock_point& a = clock_points_.front();
+    const clock_point& b = clock_points_.back();
+    for (std::size_t i = 0; i < n; ++i) {
+      const double g = static_cast<double>(gpu_stamps_[i]);
+      if (g == 0) continue; // never ran
+      double offset = a.offset;
+      if (b.at > a.at) { // the offset at the stamp's time, between the two calibrations
+        const double host_guess = g - a.offset;
+        const double f =
+            (host_guess - static_cast<double>(a.at)) / static_cast<double>(b.at - a.at);
+        offset = a.offset + f * (b.offset - a.offset);
+      }
+      out[i] = static_cast<std::uint64_t>(std::llround(g - offset));
+    }
+#endif
+    return out;
+  }
+
+  /// Waits until the work put on the device so far has finished.
+  void sync() {
+#ifdef GPUSHARE_BENCH_CUDA
+    if (stream_) gpu::check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+#endif
+  }
+
+  /// An iteration boundary: with gpushare, a moment to give way to a waiting peer.
+  void yield() {
+    if (host_) host_->yield();
+#ifdef GPUSHARE_BENCH_CUDA
+    if (device_) device_->yield();
+#endif
+  }
+
+  /// Allocates `bytes` and writes to all of them. Without gpushare a full device fails at once
+  /// with out_of_memory; with gpushare the bytes are first reserved in the shared budget
+  /// (waiting for other sessions to release memory, up to 60 s), so a failure there is a
+  /// gpushare::error (errc::timeout, or errc::cuda_error when memory outside the budget is short).
+  buffer allocate(std::uint64_t bytes) {
+    const std::string what = gpushare::detail::format_bytes(bytes);
+    if (!run_.gpu()) {
+      std::shared_ptr<gpushare::reservation> budget;
+      if (host_)
+        budget = std::make_shared<gpushare::reservation>(
+            host_->reserve(bytes, std::chrono::seconds(60)));
+      demo::sim_device* sim = run_.sim();
+      if (!sim->try_allocate(bytes))
+        throw out_of_memory("out of memory allocating " + what + " (" +
+                            gpushare::detail::format_bytes(sim->memory_used.load()) + " of " +
+                            gpushare::detail::format_bytes(sim->memory_capacity) + " in use)");
+      return buffer([sim, bytes, budget] {
+        sim->free(bytes);
+        if (budget) budget->release();
+      });
+    }
+#ifdef GPUSHARE_BENCH_CUDA
+    void* p = nullptr;
+    if (device_) {
+      p = device_->malloc(bytes); // reserves, then cudaMalloc
+    } else {
+      const cudaError_t e = cudaMalloc(&p, bytes);
+      if (e == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError();
+        throw out_of_memory("cudaMalloc of " + what + " failed: cudaErrorMemoryAllocation");
+      }
+      gpu::check(e, "cudaMalloc");
+    }
+    buffer owned =
+        device_ ? buffer([d = &*device_, p] { d->free(p); }) : buffer([p] { (void)cudaFree(p); });
+    gpu::check(cudaMemsetAsync(p, 0x3c, bytes, stream_), "cudaMemsetAsync");
+    sync();
+    return owned;
+#else
+    throw std::logic_error("GPU mode in a benchmark built without CUDA");
+#endif
+  }
+
+  /// A region of device work: with gpushare a scoped_kernel guard (it waits for this worker's
+  /// turn and accounts the device time); without, nothing.
+  class guard {
+  public:
+    explicit guard(engine& e) {
+      if (e.host_) host_.emplace(*e.host_);
+#ifdef GPUSHARE_BENCH_CUDA
+      if (e.device_) device_.emplace(*e.device_, e.stream_);
+#endif
+    }
+    guard(const guard&) = delete;
+    guard& operator=(const guard&) = delete;
+
+  private:
+    std::optional<gpushare::scoped_kernel> host_;
+#ifdef GPUSHARE_BENCH_CUDA
+    std::optional<gpushare::cuda::scoped_kernel> device_;
+#endif
+  };
+
+private:
+  void sim_kernel(double us) { run_.sim()->run_kernel(static_cast<std::uint64_t>(us * 1e3)); }
+
+#ifdef GPUSHARE_BENCH_CUDA
+  /// C (m x n) = A (m x k) B (k x n), column-major bf16, fp32 accumulation; alpha = 1/sqrt(k)
+  /// keeps the values of a chain of layers near their starting scale.
+  void gemm(int m, int n, int k, const void* a, const void* b, void* c) {
+    const float alpha = 1.0f / std::sqrt(static_cast<float>(k)), beta = 0.0f;
+    gpu::check(cublasGemmEx(blas_, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &alpha, a, CUDA_R_16BF, m, b,
+                            CUDA_R_16BF, k, &beta, c, CUDA_R_16BF, m, CUBLAS_COMPUTE_32F,
+                            CUBLAS_GEMM_DEFAULT),
+               "cublasGemmEx");
+  }
+
+  /// Workload buffers: through the session's budget with gpushare, else cudaMalloc.
+  void* raw_allocate(std::size_t bytes) {
+    void* p = nullptr;
+    if (device_)
+      p = device_->malloc(bytes);
+    else
+      gpu::check(cudaMalloc(&p, bytes), "cudaMalloc of a workload buffer");
+    allocated_.push_back(p);
+    return p;
+  }
+
+  struct matrices {
+    void* x = nullptr;
+    void* y = nullptr;
+    void* w[2] = {nullptr, nullptr};
+  };
+  struct clock_point {
+    std::uint64_t at = 0; ///< host monotonic ns
+    double offset = 0;    ///< GPU global timer minus host monotonic, ns
+  };
+
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t blas_ = nullptr;
+  matrices train_, infer_;
+  void* small_ = nullptr;
+  std::uint64_t* gpu_stamps_ = nullptr;    ///< max_stamps slots + one for calibration (host)
+  std::uint64_t* device_stamps_ = nullptr; ///< the same memory, as the GPU addresses it
+  std::vector<void*> allocated_;
+  std::vector<clock_point> clock_points_;
+  int parity_ = 0;
+  std::optional<gpushare::cuda::device_session> device_;
+#endif
+
+  const demo::run_context& run_;
+  const config& cfg_;
+  std::optional<gpushare::session> host_;
+  std::vector<std::uint64_t> stamps_; ///< simulated stamps (host clock)
+  std::uint64_t clock_uncertainty_ns_ = 0;
+};
+
+} // namespace bench

@@ -1,0 +1,67 @@
+// SPDX-License-Identifier: Apache-2.0
+// What one run of a scenario measured: named numbers ("qos.p99_ratio.gpushare") and named series
+// of raw samples (latencies, per-window splits), in the order they were recorded, plus the
+// statistics the summary takes over repeats.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace bench {
+
+class figures {
+public:
+  void set(const std::string& key, double value) {
+    for (auto& [k, v] : values_)
+      if (k == key) {
+        v = value;
+        return;
+      }
+    values_.emplace_back(key, value);
+  }
+  void add_series(const std::string& key, std::vector<double> samples) {
+    series_.emplace_back(key, std::move(samples));
+  }
+  std::optional<double> get(std::string_view key) const {
+    for (const auto& [k, v] : values_)
+      if (k == key) return v;
+    return std::nullopt;
+  }
+  const std::vector<std::pair<std::string, double>>& values() const { return values_; }
+  const std::vector<std::pair<std::string, std::vector<double>>>& series() const { return series_; }
+
+  /// A failure that ended the scenario early (its figures are then incomplete).
+  std::string error;
+  /// Remarks worth reading next to the figures (e.g. a job's out-of-memory message).
+  std::vector<std::string> notes;
+
+private:
+  std::vector<std::pair<std::string, double>> values_;
+  std::vector<std::pair<std::string, std::vector<double>>> series_;
+};
+
+/// The p-th percentile (0 < p <= 100) by the nearest-rank method; NaN for no samples.
+inline double percentile(std::vector<double> samples, double p) {
+  if (samples.empty()) return NAN;
+  std::sort(samples.begin(), samples.end());
+  const double rank = std::ceil(p / 100.0 * static_cast<double>(samples.size()));
+  const auto index = static_cast<std::size_t>(std::max(rank, 1.0)) - 1;
+  return samples[std::min(index, samples.size() - 1)];
+}
+
+inline double median(std::vector<double> v) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/// a / b, or NaN when b is not positive (a ratio that cannot be formed is not a figure).
+inline double ratio(double a, double b) { return b > 0 ? a / b : NAN; }
+
+} // namespace bench

@@ -1,0 +1,329 @@
+// SPDX-License-Identifier: Apache-2.0
+// gpushare's GPU benchmark: one command runs every scenario (QoS, share accuracy, solo overhead,
+// handover, memory), each against unmanaged sharing of the same device in the same run, prints
+// a table and writes every raw figure as JSON. See bench/gpu/README.md.
+//
+//   ./build/bench/gpu/gpushare_bench_gpu [--repeats N] [--scenarios LIST] [--json PATH] ...
+//
+// Without a usable GPU it runs on the simulated GPU the demos use, and says so: those figures
+// check that the harness works and are not GPU measurements.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <exception>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <gpushare/gpushare.hpp>
+
+#include "config.hpp"
+#include "figures.hpp"
+#include "handover.hpp"
+#include "json.hpp"
+#include "memory.hpp"
+#include "overhead.hpp"
+#include "probe.hpp"
+#include "qos.hpp"
+#include "share.hpp"
+#include "summary.hpp"
+
+extern char** environ;
+
+namespace {
+
+using bench::config;
+using bench::device_info;
+using bench::figures;
+
+figures run_scenario(const std::string& name, const device_info& dev, const config& cfg,
+                     int repeat) {
+  if (name == "qos") return bench::qos::run(dev, cfg, repeat);
+  if (name == "share") return bench::share::run(dev, cfg, repeat);
+  if (name == "overhead") return bench::overhead::run(dev, cfg, repeat);
+  if (name == "handover") return bench::handover::run(dev, cfg, repeat);
+  return bench::memory::run(dev, cfg, repeat);
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string join_command(int argc, char** argv) {
+  std::string s;
+  for (int i = 0; i < argc; ++i) {
+    if (i) s += ' ';
+    s += argv[i];
+  }
+  return s;
+}
+
+void print_device(const device_info& dev) {
+  if (dev.mode.gpu) {
+    std::printf("mode: GPU - %s (%s), %s, %d SMs, compute %d.%d; driver %s, CUDA driver API %d, "
+                "runtime %d\n",
+                dev.mode.device_name.c_str(), dev.mode.uuid.c_str(),
+                gpushare::detail::format_bytes(dev.mode.memory).c_str(), dev.multiprocessors,
+                dev.compute_major, dev.compute_minor,
+                dev.driver.empty() ? "(NVML unavailable)" : dev.driver.c_str(), dev.cuda_driver,
+                dev.cuda_runtime);
+  } else {
+    std::printf("mode: simulated (%s) - kernels are simulated on the CPU; the figures check the "
+                "harness and are NOT GPU measurements\n",
+                dev.mode.why_simulated.c_str());
+  }
+}
+
+void print_config(const config& c, bool gpu) {
+  std::printf("scenarios:");
+  for (const auto& s : c.scenarios) std::printf(" %s", s.c_str());
+  std::printf("; %d repeat%s%s\n", c.repeats, c.repeats == 1 ? "" : "s",
+              c.quick ? "; --quick" : "");
+  if (gpu)
+    std::printf("workloads: training %d^3 bf16 GEMM + activation per step, %d steps per "
+                "iteration; inference %d GEMMs of (%d x %d) x (%d x %d) per request; small "
+                "kernel %d elements\n",
+                c.train_size, 3 * c.train_layers, c.infer_layers, c.infer_hidden, c.infer_hidden,
+                c.infer_hidden, c.infer_batch, c.small_elements);
+  else
+    std::printf("workloads (simulated): training step %.0f+%.0f us, %d steps per iteration; "
+                "inference %d x %.0f us per request; small kernel %.0f us, large %.0f us\n",
+                c.sim_gemm_us, c.sim_act_us, 3 * c.train_layers, c.infer_layers, c.sim_infer_us,
+                c.sim_small_us, c.sim_large_us);
+  std::fflush(stdout);
+}
+
+/// One line per scenario run: its figures as key=value (the series go to the JSON only).
+void print_figures(const std::string& name, int repeat, const figures& f, double seconds) {
+  std::printf("[%s, repeat %d, %.1f s]", name.c_str(), repeat, seconds);
+  for (const auto& [k, v] : f.values()) std::printf(" %s=%.4g", k.c_str(), v);
+  std::printf("\n");
+  for (const auto& n : f.notes) std::printf("  note: %s\n", n.c_str());
+  if (!f.error.empty()) std::printf("  ERROR: %s\n", f.error.c_str());
+  std::fflush(stdout);
+}
+
+void write_config(bench::json_writer& j, const config& c) {
+  j.key("config");
+  j.begin_object();
+  j.member("quick", c.quick);
+  j.member("repeats", c.repeats);
+  j.key("scenarios");
+  j.begin_array();
+  for (const auto& s : c.scenarios) j.value(s);
+  j.end_array();
+  j.member("phase_s", c.phase_s);
+  j.member("window_s", c.window_s);
+  j.member("windows", c.windows);
+  j.member("settle_s", c.settle_s);
+  j.member("overhead_s", c.overhead_s);
+  j.member("handover_s", c.handover_s);
+  j.member("handover_rate_per_s", c.handover_rate);
+  std::vector<double> guards(c.guard_steps.begin(), c.guard_steps.end());
+  j.member("guard_steps", guards);
+  j.member("memory_hold_s", c.memory_hold_s);
+  j.member("load", c.load);
+  j.member("memory_jobs", c.memory_jobs);
+  j.member("memory_fraction", c.memory_fraction);
+  j.member("train_size", c.train_size);
+  j.member("train_layers", c.train_layers);
+  j.member("infer_batch", c.infer_batch);
+  j.member("infer_hidden", c.infer_hidden);
+  j.member("infer_layers", c.infer_layers);
+  j.member("small_elements", c.small_elements);
+  j.member("sim_gemm_us", c.sim_gemm_us);
+  j.member("sim_act_us", c.sim_act_us);
+  j.member("sim_infer_us", c.sim_infer_us);
+  j.member("sim_small_us", c.sim_small_us);
+  j.member("sim_large_us", c.sim_large_us);
+  j.end_object();
+}
+
+std::string to_json(const config& cfg, const device_info& dev, const std::string& started,
+                    const std::string& command,
+                    const std::map<std::string, std::vector<figures>>& results) {
+  bench::json_writer j;
+  j.begin_object();
+  j.member("schema", "gpushare-bench-gpu/1");
+  j.member("started_utc", started);
+  j.member("command", command);
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  j.member("host", host);
+  j.member("gpushare_version", std::to_string(gpushare::version.major) + "." +
+                                   std::to_string(gpushare::version.minor) + "." +
+                                   std::to_string(gpushare::version.patch));
+  j.member("mode", dev.mode.gpu ? "gpu" : "simulated");
+  if (!dev.mode.gpu) j.member("why_simulated", dev.mode.why_simulated);
+  j.key("device");
+  if (dev.mode.gpu) {
+    j.begin_object();
+    j.member("name", dev.mode.device_name);
+    j.member("uuid", dev.mode.uuid);
+    j.member("memory_bytes", static_cast<double>(dev.mode.memory));
+    j.member("multiprocessors", dev.multiprocessors);
+    j.member("compute_capability",
+             std::to_string(dev.compute_major) + "." + std::to_string(dev.compute_minor));
+    j.member("driver", dev.driver);
+    j.member("cuda_driver_api", dev.cuda_driver);
+    j.member("cuda_runtime", dev.cuda_runtime);
+    j.end_object();
+  } else {
+    j.null();
+  }
+  j.key("environment"); // the GPUSHARE_* variables that were set (they change the library)
+  j.begin_object();
+  for (char** e = environ; e && *e; ++e) {
+    const std::string kv = *e;
+    if (kv.rfind("GPUSHARE_", 0) == 0 || kv.rfind("CUDA_VISIBLE_DEVICES=", 0) == 0) {
+      const auto eq = kv.find('=');
+      j.member(kv.substr(0, eq), eq == std::string::npos ? "" : kv.substr(eq + 1));
+    }
+  }
+  j.end_object();
+  write_config(j, cfg);
+
+  j.key("results");
+  j.begin_object();
+  for (const auto& [name, repeats] : results) {
+    j.key(name);
+    j.begin_array();
+    for (std::size_t r = 0; r < repeats.size(); ++r) {
+      const figures& f = repeats[r];
+      j.begin_object();
+      j.member("repeat", static_cast<int>(r + 1));
+      if (!f.error.empty()) j.member("error", f.error);
+      if (!f.notes.empty()) {
+        j.key("notes");
+        j.begin_array();
+        for (const auto& n : f.notes) j.value(n);
+        j.end_array();
+      }
+      j.key("figures");
+      j.begin_object();
+      for (const auto& [k, v] : f.values()) j.member(k, v);
+      j.end_object();
+      j.key("series");
+      j.begin_object();
+      for (const auto& [k, v] : f.series()) j.member(k, v);
+      j.end_object();
+      j.end_object();
+    }
+    j.end_array();
+  }
+  j.end_object();
+
+  j.key("summary");
+  j.begin_array();
+  for (const bench::row& row : bench::summary_rows(cfg)) {
+    const std::string scenario = row.scenario.substr(0, row.scenario.find(' '));
+    const auto it = results.find(scenario);
+    if (it == results.end()) continue;
+    j.begin_object();
+    j.member("scenario", row.scenario);
+    j.member("metric", row.metric);
+    for (const auto& [side, key] :
+         {std::pair{"unmanaged", row.unmanaged}, std::pair{"gpushare", row.gpushare}}) {
+      j.key(side);
+      if (key.empty()) {
+        j.null();
+        continue;
+      }
+      const bench::spread s = bench::gather(it->second, key);
+      j.begin_object();
+      j.member("figure", key);
+      j.member("median", s.median);
+      j.member("min", s.min);
+      j.member("max", s.max);
+      j.member("values", s.values);
+      j.end_object();
+    }
+    if (row.goal.empty()) {
+      j.key("goal");
+      j.null();
+    } else {
+      j.member("goal", row.goal);
+    }
+    const std::string verdict = bench::verdict(row, bench::gather(it->second, row.gpushare));
+    j.key("met");
+    if (verdict == "yes" || verdict == "NO")
+      j.value(verdict == "yes");
+    else
+      j.null();
+    j.end_object();
+  }
+  j.end_array();
+  j.end_object();
+  return j.str() + "\n";
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  config cfg = bench::parse_command_line(argc, argv);
+  const std::string started = utc_now();
+  const device_info dev = bench::find_device(cfg.simulate);
+  if (!dev.mode.gpu && cfg.require_gpu) {
+    std::fprintf(stderr, "%s: --require-gpu, but no GPU is usable: %s\n", argv[0],
+                 dev.mode.why_simulated.c_str());
+    return 1;
+  }
+  {
+    // Find out now, not after minutes of measuring, that the results cannot be written.
+    std::ofstream probe(cfg.json_path, std::ios::binary | std::ios::app);
+    if (!probe) {
+      std::fprintf(stderr,
+                   "%s: cannot write the JSON results to '%s' (--json): check that its "
+                   "directory exists and is writable\n",
+                   argv[0], cfg.json_path.c_str());
+      return 2;
+    }
+  }
+  cfg.resolve(dev.mode.gpu);
+  print_device(dev);
+  print_config(cfg, dev.mode.gpu);
+
+  std::map<std::string, std::vector<figures>> results;
+  bool failed = false;
+  // Repeat-major: every scenario once, then again, so a slow drift of the machine spreads over
+  // all scenarios instead of biasing one.
+  for (int r = 1; r <= cfg.repeats; ++r)
+    for (const std::string& name : cfg.scenarios) {
+      const std::uint64_t t0 = bench::now_ns();
+      figures f;
+      try {
+        f = run_scenario(name, dev, cfg, r);
+      } catch (const std::exception& e) {
+        f.error = e.what();
+      }
+      failed = failed || !f.error.empty();
+      print_figures(name, r, f, static_cast<double>(bench::now_ns() - t0) / 1e9);
+      results[name].push_back(std::move(f));
+    }
+
+  bench::print_summary(cfg, results, dev.mode.gpu, cfg.repeats);
+  const std::string json = to_json(cfg, dev, started, join_command(argc, argv), results);
+  std::ofstream out(cfg.json_path, std::ios::binary | std::ios::trunc);
+  out << json;
+  out.close();
+  if (!out) {
+    std::fprintf(stderr, "%s: could not write the JSON results to '%s'\n", argv[0],
+                 cfg.json_path.c_str());
+    return 1;
+  }
+  std::printf("raw figures: %s\n", cfg.json_path.c_str());
+  if (failed) {
+    std::fprintf(stderr, "%s: a scenario failed (see ERROR above); its figures are incomplete\n",
+                 argv[0]);
+    return 1;
+  }
+  return 0;
+}

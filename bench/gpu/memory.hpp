@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: Apache-2.0
+// Scenario 5, memory: `memory_jobs` processes, each needing `memory_fraction` of the device's
+// memory (together more than the device has), start 100 ms apart. A job allocates all it needs,
+// writes it, runs kernels on the GPU for `memory_hold_s`, frees it and ends.
+//   without gpushare: cudaMalloc; a job that finds the device full fails with out-of-memory.
+//   with gpushare:    the job's session reserves the bytes in the shared budget first, waiting
+//                     (up to 60 s) for running jobs to release theirs, then allocates.
+// Reported: jobs that failed with out-of-memory and jobs completed, in each mode.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <optional>
+#include <string>
+
+#include "engine.hpp"
+#include "figures.hpp"
+#include "phase.hpp"
+
+namespace bench::memory {
+
+inline constexpr int max_jobs = 16;
+inline constexpr std::uint64_t stagger_ns = 100'000'000;
+
+enum class outcome : int { running, finished, out_of_memory, timed_out, failed };
+
+struct job_record {
+  outcome result = outcome::running;
+  double waited_s = 0; ///< in the allocation
+  char message[240] = {};
+};
+
+struct board {
+  demo::start_gate gate;
+  std::array<job_record, max_jobs> job;
+};
+
+inline void job(phase& ph, const config& cfg, board& b, int index, std::uint64_t bytes,
+                bool managed) {
+  job_record& me = b.job[static_cast<std::size_t>(index)];
+  bool arrived = false;
+  try {
+    engine e(ph.run(), cfg,
+             managed ? std::optional(ph.options("job-" + std::to_string(index + 1))) : std::nullopt,
+             small);
+    b.gate.arrive_and_wait();
+    arrived = true;
+    sleep_until_ns(b.gate.go_ns.load() + static_cast<std::uint64_t>(index) * stagger_ns);
+    const std::uint64_t asked = now_ns();
+    buffer memory = e.allocate(bytes); // and writes it
+    me.waited_s = static_cast<double>(now_ns() - asked) / 1e9;
+    const std::uint64_t until = now_ns() + static_cast<std::uint64_t>(cfg.memory_hold_s * 1e9);
+    while (now_ns() < until) {
+      for (int k = 0; k < 20; ++k) {
+        engine::guard g(e);
+        e.small_kernel();
+      }
+      e.sync();
+      e.yield();
+    }
+    me.result = outcome::finished;
+  } catch (const out_of_memory& ex) {
+    me.result = outcome::out_of_memory;
+    std::snprintf(me.message, sizeof me.message, "%s", ex.what());
+  } catch (const gpushare::error& ex) {
+    // With gpushare: a timeout means the budget never had room; a CUDA allocation failure means
+    // memory outside the budget ran short, which counts as an out-of-memory failure here.
+    me.result = ex.code() == gpushare::errc::timeout      ? outcome::timed_out
+                : ex.code() == gpushare::errc::cuda_error ? outcome::out_of_memory
+                                                          : outcome::failed;
+    std::snprintf(me.message, sizeof me.message, "%s", ex.what());
+  } catch (const std::exception& ex) {
+    me.result = outcome::failed;
+    std::snprintf(me.message, sizeof me.message, "%s", ex.what());
+  }
+  if (!arrived) b.gate.arrive_and_wait(); // failed while getting ready: the others still start
+}
+
+struct phase_result {
+  int finished = 0, out_of_memory = 0, timed_out = 0, failed = 0;
+  double max_wait_s = 0;
+  double wall_s = 0;
+  std::string first_problem; ///< the first failure's message, for the report
+};
+
+inline phase_result run_phase(const device_info& dev, const config& cfg, const std::string& tag,
+                              bool managed) {
+  phase ph(dev, tag);
+  demo::shared<board> b;
+  const std::uint64_t device_bytes = ph.run().device_memory();
+  const auto bytes =
+      static_cast<std::uint64_t>(cfg.memory_fraction * static_cast<double>(device_bytes));
+  for (int i = 0; i < cfg.memory_jobs; ++i)
+    ph.workers().spawn("job-" + std::to_string(i + 1),
+                       [&, i] { job(ph, cfg, *b, i, bytes, managed); });
+  const std::uint64_t go = ph.workers().open_gate(b->gate, cfg.memory_jobs);
+  ph.workers().wait_all();
+  phase_result r;
+  r.wall_s = static_cast<double>(now_ns() - go) / 1e9;
+  for (int i = 0; i < cfg.memory_jobs; ++i) {
+    const job_record& j = b->job[static_cast<std::size_t>(i)];
+    switch (j.result) {
+    case outcome::finished: ++r.finished; break;
+    case outcome::out_of_memory: ++r.out_of_memory; break;
+    case outcome::timed_out: ++r.timed_out; break;
+    default: ++r.failed; break;
+    }
+    if (j.result == outcome::finished) r.max_wait_s = std::max(r.max_wait_s, j.waited_s);
+    if (j.result != outcome::finished && r.first_problem.empty())
+      r.first_problem = "job-" + std::to_string(i + 1) + ": " + j.message;
+  }
+  return r;
+}
+
+inline figures run(const device_info& dev, const config& cfg, int repeat) {
+  figures f;
+  const std::string tag = "m" + std::to_string(repeat);
+  const phase_result unmanaged = run_phase(dev, cfg, tag + "-u", false);
+  const phase_result managed = run_phase(dev, cfg, tag + "-g", true);
+  f.set("memory.jobs", cfg.memory_jobs);
+  f.set("memory.job_fraction", cfg.memory_fraction);
+  const auto record = [&](const std::string& k, const phase_result& x) {
+    f.set("memory.out_of_memory." + k, x.out_of_memory);
+    f.set("memory.completed." + k, x.finished);
+    f.set("memory.timed_out." + k, x.timed_out);
+    f.set("memory.failed." + k, x.failed);
+    f.set("memory.max_wait_s." + k, x.max_wait_s);
+    f.set("memory.wall_s." + k, x.wall_s);
+  };
+  record("unmanaged", unmanaged);
+  record("gpushare", managed);
+  if (!unmanaged.first_problem.empty())
+    f.notes.push_back("without gpushare, " + unmanaged.first_problem);
+  if (!managed.first_problem.empty()) f.notes.push_back("with gpushare, " + managed.first_problem);
+  return f;
+}
+
+} // namespace bench::memory

@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: Apache-2.0
+// Scenario 3, solo overhead: one process alone on the GPU, running the same kernels with and
+// without gpushare, every launch in its own guard when with. Two workloads:
+//   small: the activation over small_elements values (launch-bound: a few microseconds each);
+//   large: train_size^3 GEMMs (GPU-bound).
+// Each measurement is a fresh process that warms up, then launches for `overhead_s` and waits
+// for the GPU to finish; its throughput is launches / elapsed. Two rounds per workload, in
+// alternating order (without, with, with, without), so a drift of the machine over time does
+// not favour either. Reported: throughput with / without, the median of the rounds' ratios.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine.hpp"
+#include "figures.hpp"
+#include "phase.hpp"
+
+namespace bench::overhead {
+
+struct board {
+  demo::start_gate gate;
+  std::uint64_t launches = 0;
+  std::uint64_t elapsed_ns = 0;
+};
+
+inline void worker(phase& ph, const config& cfg, board& b, bool large_kernels, bool managed) {
+  engine e(ph.run(), cfg, managed ? std::optional(ph.options("solo")) : std::nullopt,
+           large_kernels ? large : small);
+  const int batch = large_kernels ? 4 : 200; // launches between looks at the clock
+  const auto launch_batch = [&] {
+    for (int i = 0; i < batch; ++i) {
+      if (managed) {
+        engine::guard g(e);
+        large_kernels ? e.large_kernel() : e.small_kernel();
+      } else {
+        large_kernels ? e.large_kernel() : e.small_kernel();
+      }
+    }
+  };
+  b.gate.arrive_and_wait();
+  const auto duration = static_cast<std::uint64_t>(cfg.overhead_s * 1e9);
+  const std::uint64_t warm_end = now_ns() + duration / 4; // clocks up, caches and pools warm
+  while (now_ns() < warm_end) launch_batch();
+  e.sync();
+  std::uint64_t launches = 0;
+  const std::uint64_t t0 = now_ns();
+  while (now_ns() - t0 < duration) {
+    launch_batch();
+    launches += static_cast<std::uint64_t>(batch);
+  }
+  e.sync();
+  b.elapsed_ns = now_ns() - t0;
+  b.launches = launches;
+}
+
+/// Launches per second of one measurement.
+inline double measure(const device_info& dev, const config& cfg, const std::string& tag,
+                      bool large_kernels, bool managed) {
+  phase ph(dev, tag);
+  demo::shared<board> b;
+  ph.workers().spawn("solo", [&] { worker(ph, cfg, *b, large_kernels, managed); });
+  ph.workers().open_gate(b->gate, 1);
+  ph.workers().wait_all();
+  return ratio(static_cast<double>(b->launches) * 1e9, static_cast<double>(b->elapsed_ns));
+}
+
+inline figures run(const device_info& dev, const config& cfg, int repeat) {
+  figures f;
+  for (const bool large_kernels : {false, true}) {
+    const std::string kind = large_kernels ? "large" : "small";
+    const std::string base = "overhead." + kind;
+    const std::string tag = "o" + std::to_string(repeat) + "-" + kind;
+    std::vector<double> without, with, ratios;
+    for (int round = 0; round < 2; ++round) {
+      const bool managed_first = round % 2 == 1;
+      double a = 0, b = 0; // without, with
+      if (managed_first) {
+        b = measure(dev, cfg, tag + "-g" + std::to_string(round), large_kernels, true);
+        a = measure(dev, cfg, tag + "-u" + std::to_string(round), large_kernels, false);
+      } else {
+        a = measure(dev, cfg, tag + "-u" + std::to_string(round), large_kernels, false);
+        b = measure(dev, cfg, tag + "-g" + std::to_string(round), large_kernels, true);
+      }
+      without.push_back(a);
+      with.push_back(b);
+      ratios.push_back(ratio(b, a));
+    }
+    f.set(base + ".per_s.unmanaged", median(without));
+    f.set(base + ".per_s.gpushare", median(with));
+    f.set(base + ".ratio.gpushare", median(ratios));
+    f.add_series(base + ".rounds_per_s.unmanaged", without);
+    f.add_series(base + ".rounds_per_s.gpushare", with);
+  }
+  return f;
+}
+
+} // namespace bench::overhead

@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: Apache-2.0
+// The GPU benchmark harness (bench/gpu/), run as a program on the simulated GPU with short
+// phases: every scenario runs, its figures land in the JSON, and they tell unmanaged sharing and
+// gpushare apart the way the simulated device must (the bounds are generous: the phases are
+// short and other work may load the machine). Bad input is refused with status 2.
+#include <doctest/doctest.h>
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+
+#ifdef GPUSHARE_BENCH_GPU_PATH
+
+namespace {
+
+struct bench_run {
+  int exit_code = -1;
+  std::string output; ///< stdout and stderr
+  std::string json;   ///< the file written by --json
+  std::string first_line;
+
+  /// The number recorded as "<key>": <number> in the JSON (the first repeat's figure).
+  double figure(const std::string& key) const {
+    const std::string needle = "\"" + key + "\": ";
+    const auto at = json.find(needle);
+    if (at == std::string::npos) {
+      FAIL_CHECK("the JSON has no figure " << key);
+      return NAN;
+    }
+    const char* start = json.c_str() + at + needle.size();
+    if (std::string_view(start, 4) == "null") return NAN;
+    return std::strtod(start, nullptr);
+  }
+  std::size_t count(const std::string& text) const {
+    std::size_t n = 0;
+    for (auto at = json.find(text); at != std::string::npos; at = json.find(text, at + 1)) ++n;
+    return n;
+  }
+};
+
+/// The harness's tables ("gpushare.gb<pid>-...") whose process has ended.
+std::set<std::string> leftover_tables() {
+  std::set<std::string> names;
+  DIR* dir = ::opendir("/dev/shm");
+  if (dir == nullptr) return names;
+  while (const dirent* e = ::readdir(dir)) {
+    const std::string name = e->d_name;
+    const std::string prefix = "gpushare.gb";
+    if (name.rfind(prefix, 0) != 0) continue;
+    const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
+    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) names.insert(name);
+  }
+  ::closedir(dir);
+  return names;
+}
+
+std::string json_path() {
+  return "/tmp/gpushare-bench-test-" + std::to_string(::getpid()) + ".json";
+}
+
+bench_run run_bench(const std::string& args, const std::string& env = "") {
+  const std::set<std::string> left_before = leftover_tables();
+  const std::string path = json_path();
+  std::remove(path.c_str());
+  const std::string command =
+      env + " " + GPUSHARE_BENCH_GPU_PATH + " --json " + path + " " + args + " 2>&1";
+  bench_run r;
+  std::FILE* pipe = ::popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char chunk[4096];
+  std::size_t n = 0;
+  while ((n = std::fread(chunk, 1, sizeof chunk, pipe)) > 0) r.output.append(chunk, n);
+  const int status = ::pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.first_line = r.output.substr(0, r.output.find('\n'));
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  r.json = text.str();
+  std::remove(path.c_str());
+  MESSAGE(command << " exited with " << r.exit_code << "; its output:\n" << r.output);
+  for (const std::string& table : leftover_tables())
+    CHECK_MESSAGE(left_before.count(table) == 1, "the harness left its table /dev/shm/" << table);
+  return r;
+}
+
+} // namespace
+
+TEST_CASE(
+    "bench-gpu: every scenario runs on the simulated GPU and its figures separate the modes") {
+  const bench_run r = run_bench("--simulate --quick");
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.first_line.rfind("mode: simulated (--simulate)", 0) == 0);
+  CHECK(r.output.find("summary (SIMULATED GPU") != std::string::npos);
+  CHECK(r.output.find("scenario     metric") != std::string::npos);
+  REQUIRE(!r.json.empty());
+  CHECK(r.json.find("\"schema\": \"gpushare-bench-gpu/1\"") != std::string::npos);
+  CHECK(r.json.find("\"mode\": \"simulated\"") != std::string::npos);
+  CHECK(r.json.find("\"device\": null") != std::string::npos);
+  CHECK(r.json.find("\"error\"") == std::string::npos);
+
+  // QoS: with gpushare the inference tail is far below the time-sliced one, and training runs.
+  CHECK(r.figure("qos.rate_per_s") > 0);
+  CHECK(r.figure("qos.p99_ms.solo") > 0);
+  CHECK(r.figure("qos.p99_ratio.gpushare") < r.figure("qos.p99_ratio.unmanaged"));
+  CHECK(r.figure("qos.p99_ratio.gpushare") < 3);
+  CHECK(r.figure("qos.training_kept.gpushare") > 0.2);
+
+  // Share accuracy: unmanaged ignores the shares (3:1 comes out near 50/50, 25 points off);
+  // with gpushare both measures are close to the configured split.
+  CHECK(r.figure("share.3to1.error_pp_work.unmanaged") > 10);
+  CHECK(r.figure("share.3to1.error_pp_events.gpushare") < 8);
+  CHECK(r.figure("share.3to1.error_pp_work.gpushare") < 8);
+  CHECK(r.figure("share.1to1to2.error_pp_work.unmanaged") > 8);
+  CHECK(r.figure("share.1to1to2.error_pp_events.gpushare") < 8);
+  CHECK(r.figure("share.1to1to2.busy_pct_min.gpushare") > 50);
+
+  // Overhead: both modes ran launches; guards on simulated kernels cost little.
+  CHECK(r.figure("overhead.small.per_s.unmanaged") > 0);
+  CHECK(r.figure("overhead.large.per_s.gpushare") > 0);
+  CHECK(std::fabs(r.figure("overhead.small.ratio.gpushare") - 1) < 0.5);
+  CHECK(std::fabs(r.figure("overhead.large.ratio.gpushare") - 1) < 0.5);
+
+  // Handover: a longer low-priority guard is measured as longer and delays the request more.
+  CHECK(r.figure("handover.g4.guard_ms") > 2 * r.figure("handover.g1.guard_ms"));
+  CHECK(r.figure("handover.g4.p99_us.gpushare") > r.figure("handover.g1.p99_us.gpushare"));
+  CHECK(r.figure("handover.g1.requests.gpushare") > 5);
+
+  // Memory: 4 jobs of 35% each; without gpushare some fail out-of-memory, with it none does.
+  CHECK(r.figure("memory.out_of_memory.unmanaged") >= 1);
+  CHECK(r.figure("memory.out_of_memory.unmanaged") + r.figure("memory.completed.unmanaged") == 4);
+  CHECK(r.figure("memory.out_of_memory.gpushare") == 0);
+  CHECK(r.figure("memory.completed.gpushare") == 4);
+
+  // The summary judges the goals it has figures for.
+  CHECK(r.count("\"met\": true") + r.count("\"met\": false") >= 8);
+}
+
+TEST_CASE("bench-gpu: repeats are recorded one by one and summarised with their range") {
+  const bench_run r = run_bench("--simulate --quick --scenarios memory --repeats 2");
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.count("\"repeat\": ") == 2);
+  CHECK(r.count("\"scenario\": \"memory\"") == 2); // two summary rows
+  CHECK(r.json.find("\"qos\"") == std::string::npos);
+  // Each summary side lists one value per repeat.
+  CHECK(r.json.find("\"values\": [\n") != std::string::npos);
+  CHECK(r.output.find("over 2 repeats") != std::string::npos);
+}
+
+TEST_CASE("bench-gpu: bad input is refused with status 2 and says what was wrong") {
+  const struct {
+    const char* args;
+    const char* says;
+  } cases[] = {
+      {"--repeats 0", "--repeats must be an integer from 1 to 100, not '0'"},
+      {"--scenarios qos,bogus", "unknown scenario 'bogus'"},
+      {"--scenarios ''", "--scenarios needs at least one scenario"},
+      {"--load 2", "--load must be a number from"},
+      {"--memory-jobs 2 --memory-fraction 0.4", "must exceed 1"},
+      {"--guard-steps 1,x", "--guard-steps: each entry must be an integer"},
+      {"--frobnicate", "unknown option '--frobnicate'"},
+      {"--quick=yes", "--quick takes no value"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.args);
+    const bench_run r = run_bench(c.args);
+    CHECK(r.exit_code == 2);
+    CHECK(r.output.find(c.says) != std::string::npos);
+    CHECK(r.output.find("usage:") != std::string::npos);
+  }
+  const std::string unwritable = std::string(GPUSHARE_BENCH_GPU_PATH) +
+                                 " --simulate --quick --json /nonexistent-dir/x.json 2>&1";
+  std::FILE* pipe = ::popen(unwritable.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::string out;
+  char chunk[1024];
+  for (std::size_t n; (n = std::fread(chunk, 1, sizeof chunk, pipe)) > 0;) out.append(chunk, n);
+  const int status = ::pclose(pipe);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 2);
+  CHECK(out.find("cannot write the JSON results to '/nonexistent-dir/x.json'") !=
+        std::string::npos);
+}
+
+TEST_CASE("bench-gpu: --require-gpu fails (status 1, with the reason) instead of simulating") {
+  // No device is visible with CUDA_VISIBLE_DEVICES empty, GPU machine or not.
+  const bench_run r = run_bench("--require-gpu --quick", "CUDA_VISIBLE_DEVICES=");
+  CHECK(r.exit_code == 1);
+  CHECK(r.output.find("--require-gpu, but no GPU is usable: ") != std::string::npos);
+  CHECK(r.json.empty()); // nothing was measured, nothing written
+}
+
+#endif // GPUSHARE_BENCH_GPU_PATH
