@@ -115,6 +115,11 @@ TEST_CASE(
   CHECK(r.figure("qos.p99_ratio.gpushare") < r.figure("qos.p99_ratio.unmanaged"));
   CHECK(r.figure("qos.p99_ratio.gpushare") < 3);
   CHECK(r.figure("qos.training_kept.gpushare") > 0.2);
+  // Inference at 50% load keeps the simulated device about half busy with exclusive guards, so
+  // training can keep at most about half of its solo throughput.
+  CHECK(r.figure("qos.training_ceiling.gpushare") > 0.3);
+  CHECK(r.figure("qos.training_ceiling.gpushare") < 0.7);
+  CHECK(r.figure("qos.training_kept.gpushare") < r.figure("qos.training_ceiling.gpushare") + 0.1);
 
   // Share accuracy: unmanaged ignores the shares (3:1 comes out near 50/50, 25 points off);
   // with gpushare both measures are close to the configured split.

@@ -79,6 +79,21 @@ struct config {
       guard_steps = quick ? std::vector<int>{1, 4} : std::vector<int>{1, 4, 16};
   }
 
+  /// Seconds of measuring per repeat that the settings ask for (process start-up, warm-up and
+  /// calibration come on top).
+  double planned_seconds() const {
+    double s = 0;
+    if (runs("qos")) s += 4 * phase_s;
+    if (runs("share")) s += 2 * 2 * (settle_s + windows * window_s);
+    if (runs("overhead")) s += 3 * 4 * overhead_s * 1.25;
+    if (runs("handover")) s += handover_s * (1 + 2 * static_cast<double>(guard_steps.size()));
+    if (runs("memory")) { // jobs run in waves of as many as fit at once
+      const double at_once = std::max(1.0, std::floor(1 / memory_fraction));
+      s += memory_hold_s * (1 + std::ceil(memory_jobs / at_once));
+    }
+    return s;
+  }
+
   bool runs(std::string_view scenario) const {
     return std::find(scenarios.begin(), scenarios.end(), scenario) != scenarios.end();
   }

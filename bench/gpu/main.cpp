@@ -85,8 +85,9 @@ void print_device(const device_info& dev) {
 void print_config(const config& c, bool gpu) {
   std::printf("scenarios:");
   for (const auto& s : c.scenarios) std::printf(" %s", s.c_str());
-  std::printf("; %d repeat%s%s\n", c.repeats, c.repeats == 1 ? "" : "s",
-              c.quick ? "; --quick" : "");
+  std::printf("; %d repeat%s%s; about %.0f s of measuring per repeat, plus process start-up\n",
+              c.repeats, c.repeats == 1 ? "" : "s", c.quick ? "; --quick" : "",
+              c.planned_seconds());
   if (gpu)
     std::printf("workloads: training %d^3 bf16 GEMM + activation per step, %d steps per "
                 "iteration; inference %d GEMMs of (%d x %d) x (%d x %d) per request; small "

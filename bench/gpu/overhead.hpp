@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // Scenario 3, solo overhead: one process alone on the GPU, running the same kernels with and
-// without gpushare, every launch in its own guard when with. Two workloads:
-//   small: the activation over small_elements values (launch-bound: a few microseconds each);
-//   large: train_size^3 GEMMs (GPU-bound).
+// without gpushare, every launch in its own guard when with. Three variants:
+//   small:         the activation over small_elements values (launch-bound: a few microseconds
+//                  each), one guard per launch;
+//   small_batched: the same kernels, one guard per 200 launches (how a launch-heavy loop should
+//                  use gpushare: a guard per step, not per kernel);
+//   large:         train_size^3 GEMMs (GPU-bound), one guard per launch.
 // Each measurement is a fresh process that warms up, then launches for `overhead_s` and waits
 // for the GPU to finish; its throughput is launches / elapsed. Two rounds per workload, in
 // alternating order (without, with, with, without), so a drift of the machine over time does
@@ -26,17 +29,28 @@ struct board {
   std::uint64_t elapsed_ns = 0;
 };
 
-inline void worker(phase& ph, const config& cfg, board& b, bool large_kernels, bool managed) {
+enum class variant { small, small_batched, large };
+
+inline const char* name(variant v) {
+  return v == variant::small ? "small" : v == variant::small_batched ? "small_batched" : "large";
+}
+
+inline void worker(phase& ph, const config& cfg, board& b, variant v, bool managed) {
+  const bool large_kernels = v == variant::large;
   engine e(ph.run(), cfg, managed ? std::optional(ph.options("solo")) : std::nullopt,
            large_kernels ? large : small);
   const int batch = large_kernels ? 4 : 200; // launches between looks at the clock
+  const auto launch = [&] { large_kernels ? e.large_kernel() : e.small_kernel(); };
   const auto launch_batch = [&] {
-    for (int i = 0; i < batch; ++i) {
-      if (managed) {
+    if (!managed) {
+      for (int i = 0; i < batch; ++i) launch();
+    } else if (v == variant::small_batched) {
+      engine::guard g(e);
+      for (int i = 0; i < batch; ++i) launch();
+    } else {
+      for (int i = 0; i < batch; ++i) {
         engine::guard g(e);
-        large_kernels ? e.large_kernel() : e.small_kernel();
-      } else {
-        large_kernels ? e.large_kernel() : e.small_kernel();
+        launch();
       }
     }
   };
@@ -57,11 +71,11 @@ inline void worker(phase& ph, const config& cfg, board& b, bool large_kernels, b
 }
 
 /// Launches per second of one measurement.
-inline double measure(const device_info& dev, const config& cfg, const std::string& tag,
-                      bool large_kernels, bool managed) {
+inline double measure(const device_info& dev, const config& cfg, const std::string& tag, variant v,
+                      bool managed) {
   phase ph(dev, tag);
   demo::shared<board> b;
-  ph.workers().spawn("solo", [&] { worker(ph, cfg, *b, large_kernels, managed); });
+  ph.workers().spawn("solo", [&] { worker(ph, cfg, *b, v, managed); });
   ph.workers().open_gate(b->gate, 1);
   ph.workers().wait_all();
   return ratio(static_cast<double>(b->launches) * 1e9, static_cast<double>(b->elapsed_ns));
@@ -69,20 +83,20 @@ inline double measure(const device_info& dev, const config& cfg, const std::stri
 
 inline figures run(const device_info& dev, const config& cfg, int repeat) {
   figures f;
-  for (const bool large_kernels : {false, true}) {
-    const std::string kind = large_kernels ? "large" : "small";
-    const std::string base = "overhead." + kind;
-    const std::string tag = "o" + std::to_string(repeat) + "-" + kind;
+  for (const variant v : {variant::small, variant::small_batched, variant::large}) {
+    const std::string base = std::string("overhead.") + name(v);
+    const std::string tag =
+        "o" + std::to_string(repeat) + "-" + std::to_string(static_cast<int>(v));
     std::vector<double> without, with, ratios;
     for (int round = 0; round < 2; ++round) {
       const bool managed_first = round % 2 == 1;
       double a = 0, b = 0; // without, with
       if (managed_first) {
-        b = measure(dev, cfg, tag + "-g" + std::to_string(round), large_kernels, true);
-        a = measure(dev, cfg, tag + "-u" + std::to_string(round), large_kernels, false);
+        b = measure(dev, cfg, tag + "-g" + std::to_string(round), v, true);
+        a = measure(dev, cfg, tag + "-u" + std::to_string(round), v, false);
       } else {
-        a = measure(dev, cfg, tag + "-u" + std::to_string(round), large_kernels, false);
-        b = measure(dev, cfg, tag + "-g" + std::to_string(round), large_kernels, true);
+        a = measure(dev, cfg, tag + "-u" + std::to_string(round), v, false);
+        b = measure(dev, cfg, tag + "-g" + std::to_string(round), v, true);
       }
       without.push_back(a);
       with.push_back(b);

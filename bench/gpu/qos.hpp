@@ -32,6 +32,9 @@ struct board {
   std::uint64_t training_iterations = 0;
   std::uint64_t training_window_ns = 0;
   std::uint32_t unserved = 0; ///< arrivals not served before the phase's deadline
+  /// With gpushare: the inference session's accounted device time over the measured window,
+  /// as a fraction of the window (what is left is the most training can get).
+  double inference_busy = NAN;
   std::uint32_t samples = 0;
   double latency_ms[max_samples];
 };
@@ -66,6 +69,7 @@ inline void inference_worker(phase& ph, const config& cfg, board& b, bool calibr
     start = now_ns() + warm_up_ns;
   }
   sleep_until_ns(start);
+  const std::uint64_t device_ns_before = managed ? e.session().info().device_ns : 0;
   const std::vector<std::uint64_t> arrivals = demo::poisson_arrivals(b.rate_per_s, phase_ns, seed);
   const std::uint64_t give_up = start + 3 * phase_ns; // an overloaded phase still ends
   for (std::uint64_t offset : arrivals) {
@@ -79,6 +83,9 @@ inline void inference_worker(phase& ph, const config& cfg, board& b, bool calibr
       b.latency_ms[b.samples++] = static_cast<double>(now_ns() - arrival) / 1e6;
   }
   b.gate.stop.store(1); // training stops too: both measured over the same window
+  if (managed)
+    b.inference_busy = ratio(static_cast<double>(e.session().info().device_ns - device_ns_before),
+                             static_cast<double>(now_ns() - start));
 }
 
 inline void training_worker(phase& ph, const config& cfg, board& b, bool managed) {
@@ -110,6 +117,7 @@ struct phase_result {
   std::vector<double> latency_ms;
   std::uint32_t unserved = 0;
   double training_per_s = NAN;
+  double inference_busy = NAN;
 };
 
 inline phase_result run_phase(const device_info& dev, const config& cfg, const std::string& tag,
@@ -137,6 +145,7 @@ inline phase_result run_phase(const device_info& dev, const config& cfg, const s
   phase_result r;
   r.latency_ms.assign(b->latency_ms, b->latency_ms + b->samples);
   r.unserved = b->unserved;
+  r.inference_busy = b->inference_busy;
   if (training)
     r.training_per_s = ratio(static_cast<double>(b->training_iterations) * 1e9,
                              static_cast<double>(b->training_window_ns));
@@ -177,6 +186,10 @@ inline figures run(const device_info& dev, const config& cfg, int repeat) {
   };
   record("unmanaged", unmanaged);
   record("gpushare", managed);
+  // Guards run one at a time: while inference holds the GPU, training cannot run, so training
+  // can keep at most the GPU time inference leaves.
+  f.set("qos.inference_busy.gpushare", managed.inference_busy);
+  f.set("qos.training_ceiling.gpushare", 1 - managed.inference_busy);
   f.add_series("qos.latency_ms.solo", solo.latency_ms);
   f.add_series("qos.latency_ms.unmanaged", unmanaged.latency_ms);
   f.add_series("qos.latency_ms.gpushare", managed.latency_ms);

@@ -36,9 +36,11 @@ inline std::vector<row> summary_rows(const config& cfg) {
     rows.push_back({"qos", "inference p50 / solo", "qos.p50_ratio.unmanaged",
                     "qos.p50_ratio.gpushare", "", nullptr, 2});
     rows.push_back({"qos", "inference p99 / solo", "qos.p99_ratio.unmanaged",
-                    "qos.p99_ratio.gpushare", "<= 1.10", at_most(1.10), 2});
+                    "qos.p99_ratio.gpushare", "<= 1.10", at_most(1.10), 3});
     rows.push_back({"qos", "training throughput kept", "qos.training_kept.unmanaged",
-                    "qos.training_kept.gpushare", ">= 0.60", at_least(0.60), 2});
+                    "qos.training_kept.gpushare", ">= 0.60", at_least(0.60), 3});
+    rows.push_back({"qos", "training ceiling (1 - inference busy)", "",
+                    "qos.training_ceiling.gpushare", "", nullptr, 2});
     rows.push_back({"qos", "inference p99, ms", "qos.p99_ms.unmanaged", "qos.p99_ms.gpushare", "",
                     nullptr, 2});
   }
@@ -52,9 +54,11 @@ inline std::vector<row> summary_rows(const config& cfg) {
                       at_most(2), 1});
     }
   if (cfg.runs("overhead"))
-    for (const char* kind : {"small", "large"}) {
+    for (const char* kind : {"small", "small_batched", "large"}) {
       const std::string base = std::string("overhead.") + kind;
-      const std::string name = std::string(kind) + " kernels";
+      const std::string name = std::string(kind) == "small"           ? "small kernels"
+                               : std::string(kind) == "small_batched" ? "small, guard/200"
+                                                                      : "large kernels";
       rows.push_back({"overhead", name + ", launches/s", base + ".per_s.unmanaged",
                       base + ".per_s.gpushare", "", nullptr, 0});
       rows.push_back({"overhead", name + ", with / without", "", base + ".ratio.gpushare",
