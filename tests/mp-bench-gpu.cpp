@@ -5,6 +5,8 @@
 // short and other work may load the machine). Bad input is refused with status 2.
 #include <doctest/doctest.h>
 
+#include "test_util.hpp"
+
 #include <dirent.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -48,28 +50,12 @@ struct bench_run {
   }
 };
 
-/// The harness's tables ("gpushare.gb<pid>-...") whose process has ended.
-std::set<std::string> leftover_tables() {
-  std::set<std::string> names;
-  DIR* dir = ::opendir("/dev/shm");
-  if (dir == nullptr) return names;
-  while (const dirent* e = ::readdir(dir)) {
-    const std::string name = e->d_name;
-    const std::string prefix = "gpushare.gb";
-    if (name.rfind(prefix, 0) != 0) continue;
-    const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
-    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) names.insert(name);
-  }
-  ::closedir(dir);
-  return names;
-}
-
 std::string json_path() {
   return "/tmp/gpushare-bench-test-" + std::to_string(::getpid()) + ".json";
 }
 
 bench_run run_bench(const std::string& args, const std::string& env = "") {
-  const std::set<std::string> left_before = leftover_tables();
+  const std::set<std::string> left_before = test::leftover_tables("gb");
   const std::string path = json_path();
   std::remove(path.c_str());
   const std::string command =
@@ -89,7 +75,7 @@ bench_run run_bench(const std::string& args, const std::string& env = "") {
   r.json = text.str();
   std::remove(path.c_str());
   MESSAGE(command << " exited with " << r.exit_code << "; its output:\n" << r.output);
-  for (const std::string& table : leftover_tables())
+  for (const std::string& table : test::leftover_tables("gb"))
     CHECK_MESSAGE(left_before.count(table) == 1, "the harness left its table /dev/shm/" << table);
   return r;
 }

@@ -4,6 +4,8 @@
 // demos measure timing on a machine that other work may load).
 #include <doctest/doctest.h>
 
+#include "test_util.hpp"
+
 #include <dirent.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -37,26 +39,9 @@ struct demo_run {
   }
 };
 
-/// The demos' tables in /dev/shm ("gpushare.demo<pid>-<scenario>...") whose demo process has
-/// ended: a demo that exited must have removed its tables.
-std::set<std::string> leftover_demo_tables() {
-  std::set<std::string> names;
-  DIR* dir = ::opendir("/dev/shm");
-  if (dir == nullptr) return names;
-  while (const dirent* e = ::readdir(dir)) {
-    const std::string name = e->d_name;
-    const std::string prefix = "gpushare.demo";
-    if (name.rfind(prefix, 0) != 0) continue;
-    const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
-    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) names.insert(name);
-  }
-  ::closedir(dir);
-  return names;
-}
-
 /// Runs examples/<name> with `args`; its stderr goes to the test's stderr.
 demo_run run_demo(const std::string& name, const std::string& args) {
-  const std::set<std::string> left_before = leftover_demo_tables();
+  const std::set<std::string> left_before = test::leftover_tables("demo");
   const std::string command = std::string(GPUSHARE_EXAMPLES_DIR) + "/" + name + " " + args;
   demo_run r;
   std::FILE* pipe = ::popen(command.c_str(), "r");
@@ -74,7 +59,7 @@ demo_run run_demo(const std::string& name, const std::string& args) {
     if (eq != std::string::npos) r.values[line.substr(7, eq - 7)] = line.substr(eq + 1);
   }
   MESSAGE(command << " exited with " << r.exit_code << "; its output:\n" << r.output);
-  for (const std::string& table : leftover_demo_tables())
+  for (const std::string& table : test::leftover_tables("demo"))
     CHECK_MESSAGE(left_before.count(table) == 1, "the demo left its table /dev/shm/" << table);
   return r;
 }

@@ -3,12 +3,14 @@
 // children with results, and a tiny shared-memory scratch area for multi-process checks.
 #pragma once
 
+#include <dirent.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -16,6 +18,7 @@
 #include <map>
 #include <new>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -136,6 +139,24 @@ inline std::optional<gpushare::error> thrown(const std::function<void()>& f) {
 }
 
 /// Sum of `reserved` over the sessions of a snapshot (must equal reserved_total).
+/// Tables in /dev/shm named "gpushare.<prefix><pid>..." whose process <pid> has ended: what a
+/// program that runs in its own domains (the demos: "demo", the GPU benchmark: "gb") must have
+/// removed before it exited.
+inline std::set<std::string> leftover_tables(const std::string& prefix) {
+  std::set<std::string> names;
+  DIR* dir = ::opendir("/dev/shm");
+  if (dir == nullptr) return names;
+  const std::string full = "gpushare." + prefix;
+  while (const dirent* e = ::readdir(dir)) {
+    const std::string name = e->d_name;
+    if (name.rfind(full, 0) != 0) continue;
+    const long pid = std::strtol(name.c_str() + full.size(), nullptr, 10);
+    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) names.insert(name);
+  }
+  ::closedir(dir);
+  return names;
+}
+
 inline std::uint64_t sum_reserved(const gpushare::table_snapshot& s) {
   std::uint64_t sum = 0;
   for (const auto& i : s.sessions) sum += i.reserved;

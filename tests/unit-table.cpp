@@ -194,7 +194,7 @@ TEST_CASE("a tiny foreign file under a table's name is refused, not taken over")
   REQUIRE(::write(fd, "garbage", 7) == 7);
   ::close(fd);
   check_refused(t, errc::table_corrupt, "not a gpushare table");
-  struct stat st{};
+  struct stat st {};
   REQUIRE(::stat(shm_path(t.object_name()).c_str(), &st) == 0);
   CHECK(st.st_size == 7); // still there, untouched
 }

@@ -3,6 +3,7 @@
 // strings escaped so the output is valid JSON whatever bytes a name holds.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <optional>
@@ -73,6 +74,14 @@ public:
     std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
     scalar(buf);
   }
+  /// A measured value, as precisely as it is known (9 significant digits); null when it is not
+  /// finite (JSON has no NaN or infinity).
+  void real(double v) {
+    if (!std::isfinite(v)) return null();
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.9g", v);
+    scalar(buf);
+  }
   void boolean(bool v) { scalar(v ? "true" : "false"); }
   void null() { scalar("null"); }
 
@@ -102,6 +111,16 @@ public:
   void field(std::string_view k, bool v) {
     key(k);
     boolean(v);
+  }
+  void real_field(std::string_view k, double v) {
+    key(k);
+    real(v);
+  }
+  void real_array(std::string_view k, const std::vector<double>& values) {
+    key(k);
+    begin_array();
+    for (double v : values) real(v);
+    end_array();
   }
   void null_field(std::string_view k) {
     key(k);

@@ -43,34 +43,19 @@
 #include "config.hpp"
 #include "demo/context.hpp"
 #include "demo/sim_device.hpp"
+#include "demo/worker.hpp"
 
 namespace bench {
 
 using demo::now_ns;
 using demo::sleep_until_ns;
 
-/// The device's memory is used up (cudaErrorMemoryAllocation, or the simulated equivalent).
-struct out_of_memory : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+using demo::buffer;        // device memory, freed (and its budget released) on destruction
+using demo::out_of_memory; // the device's memory is used up (cudaErrorMemoryAllocation, or
+                           // the simulated equivalent)
 
 /// Which workloads an engine prepares buffers for.
 enum uses : unsigned { training = 1, inference = 2, small = 4, large = 8 };
-
-/// Device memory held by a worker; freed (and its budget released) on destruction.
-class buffer {
-public:
-  buffer() = default;
-  explicit buffer(std::function<void()> free) : free_(std::move(free)) {}
-  buffer(buffer&& o) noexcept : free_(std::exchange(o.free_, nullptr)) {}
-  buffer& operator=(buffer&&) = delete;
-  ~buffer() {
-    if (free_) free_();
-  }
-
-private:
-  std::function<void()> free_;
-};
 
 #ifdef GPUSHARE_BENCH_CUDA
 namespace gpu {
@@ -322,22 +307,7 @@ public:
   /// (waiting for other sessions to release memory, up to 60 s), so a failure there is a
   /// gpushare::error (errc::timeout, or errc::cuda_error when memory outside the budget is short).
   buffer allocate(std::uint64_t bytes) {
-    const std::string what = gpushare::detail::format_bytes(bytes);
-    if (!run_.gpu()) {
-      std::shared_ptr<gpushare::reservation> budget;
-      if (host_)
-        budget = std::make_shared<gpushare::reservation>(
-            host_->reserve(bytes, std::chrono::seconds(60)));
-      demo::sim_device* sim = run_.sim();
-      if (!sim->try_allocate(bytes))
-        throw out_of_memory("out of memory allocating " + what + " (" +
-                            gpushare::detail::format_bytes(sim->memory_used.load()) + " of " +
-                            gpushare::detail::format_bytes(sim->memory_capacity) + " in use)");
-      return buffer([sim, bytes, budget] {
-        sim->free(bytes);
-        if (budget) budget->release();
-      });
-    }
+    if (!run_.gpu()) return demo::allocate_simulated(run_.sim(), bytes, host_ ? &*host_ : nullptr);
 #ifdef GPUSHARE_BENCH_CUDA
     void* p = nullptr;
     if (device_) {
@@ -346,7 +316,8 @@ public:
       const cudaError_t e = cudaMalloc(&p, bytes);
       if (e == cudaErrorMemoryAllocation) {
         (void)cudaGetLastError();
-        throw out_of_memory("cudaMalloc of " + what + " failed: cudaErrorMemoryAllocation");
+        throw out_of_memory("cudaMalloc of " + gpushare::detail::format_bytes(bytes) +
+                            " failed: cudaErrorMemoryAllocation");
       }
       gpu::check(e, "cudaMalloc");
     }

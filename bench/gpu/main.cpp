@@ -20,10 +20,10 @@
 
 #include <gpushare/gpushare.hpp>
 
+#include "cli_json.hpp" // the gpushare tool's JSON writer (tools/)
 #include "config.hpp"
 #include "figures.hpp"
 #include "handover.hpp"
-#include "json.hpp"
 #include "memory.hpp"
 #include "overhead.hpp"
 #include "probe.hpp"
@@ -112,70 +112,70 @@ void print_figures(const std::string& name, int repeat, const figures& f, double
   std::fflush(stdout);
 }
 
-void write_config(bench::json_writer& j, const config& c) {
+void write_config(gpushare::cli::json_writer& j, const config& c) {
   j.key("config");
   j.begin_object();
-  j.member("quick", c.quick);
-  j.member("repeats", c.repeats);
+  j.field("quick", c.quick);
+  j.field("repeats", c.repeats);
   j.key("scenarios");
   j.begin_array();
-  for (const auto& s : c.scenarios) j.value(s);
+  for (const auto& s : c.scenarios) j.string(s);
   j.end_array();
-  j.member("phase_s", c.phase_s);
-  j.member("window_s", c.window_s);
-  j.member("windows", c.windows);
-  j.member("settle_s", c.settle_s);
-  j.member("overhead_s", c.overhead_s);
-  j.member("handover_s", c.handover_s);
-  j.member("handover_rate_per_s", c.handover_rate);
+  j.real_field("phase_s", c.phase_s);
+  j.real_field("window_s", c.window_s);
+  j.field("windows", c.windows);
+  j.real_field("settle_s", c.settle_s);
+  j.real_field("overhead_s", c.overhead_s);
+  j.real_field("handover_s", c.handover_s);
+  j.real_field("handover_rate_per_s", c.handover_rate);
   std::vector<double> guards(c.guard_steps.begin(), c.guard_steps.end());
-  j.member("guard_steps", guards);
-  j.member("memory_hold_s", c.memory_hold_s);
-  j.member("load", c.load);
-  j.member("memory_jobs", c.memory_jobs);
-  j.member("memory_fraction", c.memory_fraction);
-  j.member("train_size", c.train_size);
-  j.member("train_layers", c.train_layers);
-  j.member("infer_batch", c.infer_batch);
-  j.member("infer_hidden", c.infer_hidden);
-  j.member("infer_layers", c.infer_layers);
-  j.member("small_elements", c.small_elements);
-  j.member("sim_gemm_us", c.sim_gemm_us);
-  j.member("sim_act_us", c.sim_act_us);
-  j.member("sim_infer_us", c.sim_infer_us);
-  j.member("sim_small_us", c.sim_small_us);
-  j.member("sim_large_us", c.sim_large_us);
+  j.real_array("guard_steps", guards);
+  j.real_field("memory_hold_s", c.memory_hold_s);
+  j.real_field("load", c.load);
+  j.field("memory_jobs", c.memory_jobs);
+  j.real_field("memory_fraction", c.memory_fraction);
+  j.field("train_size", c.train_size);
+  j.field("train_layers", c.train_layers);
+  j.field("infer_batch", c.infer_batch);
+  j.field("infer_hidden", c.infer_hidden);
+  j.field("infer_layers", c.infer_layers);
+  j.field("small_elements", c.small_elements);
+  j.real_field("sim_gemm_us", c.sim_gemm_us);
+  j.real_field("sim_act_us", c.sim_act_us);
+  j.real_field("sim_infer_us", c.sim_infer_us);
+  j.real_field("sim_small_us", c.sim_small_us);
+  j.real_field("sim_large_us", c.sim_large_us);
   j.end_object();
 }
 
 std::string to_json(const config& cfg, const device_info& dev, const std::string& started,
                     const std::string& command,
                     const std::map<std::string, std::vector<figures>>& results) {
-  bench::json_writer j;
+  gpushare::cli::json_writer j;
   j.begin_object();
-  j.member("schema", "gpushare-bench-gpu/1");
-  j.member("started_utc", started);
-  j.member("command", command);
+  j.field("schema", "gpushare-bench-gpu/1");
+  j.field("started_utc", started);
+  j.field("command", command);
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
-  j.member("host", host);
-  j.member("gpushare_version", std::to_string(gpushare::version.major) + "." +
-                                   std::to_string(gpushare::version.minor) + "." +
-                                   std::to_string(gpushare::version.patch));
-  j.member("mode", dev.mode.gpu ? "gpu" : "simulated");
-  if (!dev.mode.gpu) j.member("why_simulated", dev.mode.why_simulated);
+  j.field("host", host);
+  j.field("gpushare_version", std::to_string(gpushare::version.major) + "." +
+                                  std::to_string(gpushare::version.minor) + "." +
+                                  std::to_string(gpushare::version.patch));
+  j.field("mode", dev.mode.gpu ? "gpu" : "simulated");
+  if (!dev.mode.gpu) j.field("why_simulated", dev.mode.why_simulated);
   j.key("device");
   if (dev.mode.gpu) {
     j.begin_object();
-    j.member("name", dev.mode.device_name);
-    j.member("uuid", dev.mode.uuid);
-    j.member("memory_bytes", static_cast<double>(dev.mode.memory));
-    j.member("multiprocessors", dev.multiprocessors);
-    j.member("compute_capability",
-             std::to_string(dev.compute_major) + "." + std::to_string(dev.compute_minor));
-    j.member("driver", dev.driver);
-    j.member("cuda_driver_api", dev.cuda_driver);
-    j.member("cuda_runtime", dev.cuda_runtime);
+    j.field("name", dev.mode.device_name);
+    j.field("uuid", dev.mode.uuid);
+    j.field("memory_bytes", dev.mode.memory);
+    j.field("multiprocessors", dev.multiprocessors);
+    j.field("compute_capability",
+            std::to_string(dev.compute_major) + "." + std::to_string(dev.compute_minor));
+    j.field("driver", dev.driver);
+    j.field("cuda_driver_api", dev.cuda_driver);
+    j.field("cuda_runtime", dev.cuda_runtime);
     j.end_object();
   } else {
     j.null();
@@ -186,7 +186,7 @@ std::string to_json(const config& cfg, const device_info& dev, const std::string
     const std::string kv = *e;
     if (kv.rfind("GPUSHARE_", 0) == 0 || kv.rfind("CUDA_VISIBLE_DEVICES=", 0) == 0) {
       const auto eq = kv.find('=');
-      j.member(kv.substr(0, eq), eq == std::string::npos ? "" : kv.substr(eq + 1));
+      j.field(kv.substr(0, eq), eq == std::string::npos ? "" : kv.substr(eq + 1));
     }
   }
   j.end_object();
@@ -200,21 +200,21 @@ std::string to_json(const config& cfg, const device_info& dev, const std::string
     for (std::size_t r = 0; r < repeats.size(); ++r) {
       const figures& f = repeats[r];
       j.begin_object();
-      j.member("repeat", static_cast<int>(r + 1));
-      if (!f.error.empty()) j.member("error", f.error);
+      j.field("repeat", static_cast<int>(r + 1));
+      if (!f.error.empty()) j.field("error", f.error);
       if (!f.notes.empty()) {
         j.key("notes");
         j.begin_array();
-        for (const auto& n : f.notes) j.value(n);
+        for (const auto& n : f.notes) j.string(n);
         j.end_array();
       }
       j.key("figures");
       j.begin_object();
-      for (const auto& [k, v] : f.values()) j.member(k, v);
+      for (const auto& [k, v] : f.values()) j.real_field(k, v);
       j.end_object();
       j.key("series");
       j.begin_object();
-      for (const auto& [k, v] : f.series()) j.member(k, v);
+      for (const auto& [k, v] : f.series()) j.real_array(k, v);
       j.end_object();
       j.end_object();
     }
@@ -229,8 +229,8 @@ std::string to_json(const config& cfg, const device_info& dev, const std::string
     const auto it = results.find(scenario);
     if (it == results.end()) continue;
     j.begin_object();
-    j.member("scenario", row.scenario);
-    j.member("metric", row.metric);
+    j.field("scenario", row.scenario);
+    j.field("metric", row.metric);
     for (const auto& [side, key] :
          {std::pair{"unmanaged", row.unmanaged}, std::pair{"gpushare", row.gpushare}}) {
       j.key(side);
@@ -240,30 +240,30 @@ std::string to_json(const config& cfg, const device_info& dev, const std::string
       }
       const bench::spread s = bench::gather(it->second, key);
       j.begin_object();
-      j.member("figure", key);
-      j.member("median", s.median);
-      j.member("min", s.min);
-      j.member("max", s.max);
-      j.member("values", s.values);
+      j.field("figure", key);
+      j.real_field("median", s.median);
+      j.real_field("min", s.min);
+      j.real_field("max", s.max);
+      j.real_array("values", s.values);
       j.end_object();
     }
     if (row.goal.empty()) {
       j.key("goal");
       j.null();
     } else {
-      j.member("goal", row.goal);
+      j.field("goal", row.goal);
     }
     const std::string verdict = bench::verdict(row, bench::gather(it->second, row.gpushare));
     j.key("met");
     if (verdict == "yes" || verdict == "NO")
-      j.value(verdict == "yes");
+      j.boolean(verdict == "yes");
     else
       j.null();
     j.end_object();
   }
   j.end_array();
   j.end_object();
-  return j.str() + "\n";
+  return j.str();
 }
 
 } // namespace

@@ -49,6 +49,25 @@ private:
   std::function<void()> free_;
 };
 
+/// Takes `bytes` of the simulated device's memory. With a session (`budget_from`), the bytes are
+/// first reserved in its shared budget, waiting up to 60 s for other sessions to release memory;
+/// without, a full device fails at once with out_of_memory.
+inline buffer allocate_simulated(sim_device* sim, std::uint64_t bytes,
+                                 gpushare::session* budget_from) {
+  std::shared_ptr<gpushare::reservation> budget;
+  if (budget_from)
+    budget = std::make_shared<gpushare::reservation>(
+        budget_from->reserve(bytes, std::chrono::seconds(60)));
+  if (!sim->try_allocate(bytes))
+    throw out_of_memory("out of memory allocating " + gpushare::detail::format_bytes(bytes) + " (" +
+                        gpushare::detail::format_bytes(sim->memory_used.load()) + " of " +
+                        gpushare::detail::format_bytes(sim->memory_capacity) + " in use)");
+  return buffer([sim, bytes, budget] {
+    sim->free(bytes);
+    if (budget) budget->release();
+  });
+}
+
 class worker_device {
 public:
   /// `with_gpushare`: the options of this worker's session; nullopt uses the device directly.
@@ -117,23 +136,9 @@ public:
   /// when the device is full; with gpushare it first reserves the bytes in the shared budget,
   /// waiting up to 60 s for other sessions to release memory.
   buffer allocate(std::uint64_t bytes) {
-    const std::string what = gpushare::detail::format_bytes(bytes);
-    if (!run_.gpu()) {
-      std::shared_ptr<gpushare::reservation> budget;
-      if (host_)
-        budget = std::make_shared<gpushare::reservation>(
-            host_->reserve(bytes, std::chrono::seconds(60)));
-      sim_device* sim = run_.sim();
-      if (!sim->try_allocate(bytes))
-        throw out_of_memory("out of memory allocating " + what + " (" +
-                            gpushare::detail::format_bytes(sim->memory_used.load()) + " of " +
-                            gpushare::detail::format_bytes(sim->memory_capacity) + " in use)");
-      return buffer([sim, bytes, budget] {
-        sim->free(bytes);
-        if (budget) budget->release();
-      });
-    }
+    if (!run_.gpu()) return allocate_simulated(run_.sim(), bytes, host_ ? &*host_ : nullptr);
 #ifdef GPUSHARE_DEMO_CUDA
+    const std::string what = gpushare::detail::format_bytes(bytes);
     if (device_) {
       void* p = device_->malloc(bytes); // reserves, then cudaMalloc
       return buffer([d = &*device_, p] { d->free(p); });
