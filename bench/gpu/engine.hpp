@@ -9,6 +9,9 @@
 // Workloads (GPU; the simulated ones are kernels of the configured durations):
 //   train_step()   one training step: a train_size^3 bf16 GEMM (cuBLAS, fp32 accumulation) and
 //                  the activation over its output. An iteration is 3 x train_layers steps.
+//                  Every GEMM reads the random input x (never its own output: a chain of
+//                  layers with random weights decays to zeros within ~100 steps, or blows up,
+//                  and a GPU runs a GEMM on zeros faster than on real data) and writes y.
 //   infer_layer()  one inference layer: (hidden x hidden) x (hidden x batch) GEMM + activation.
 //   small_kernel() the activation over small_elements values: a launch-bound kernel.
 //   large_kernel() a train_size^3 GEMM alone.
@@ -183,7 +186,6 @@ public:
     gemm(s, s, s, train_.w[parity_], train_.x, train_.y);
     gpu::check(gpu::launch_activation(stream_, train_.y, static_cast<std::size_t>(s) * s),
                "launching the activation");
-    std::swap(train_.x, train_.y);
     parity_ ^= 1;
 #endif
   }
@@ -195,7 +197,6 @@ public:
     gemm(h, b, h, infer_.w[parity_], infer_.x, infer_.y);
     gpu::check(gpu::launch_activation(stream_, infer_.y, static_cast<std::size_t>(h) * b),
                "launching the activation");
-    std::swap(infer_.x, infer_.y);
     parity_ ^= 1;
 #endif
   }
@@ -239,7 +240,7 @@ public:
 #ifdef GPUSHARE_BENCH_CUDA
     if (!run_.gpu() || !gpu_stamps_) return;
     std::uint64_t best_rtt = std::numeric_limits<std::uint64_t>::max();
-    double best_offset = 0;
+    std::int64_t best_offset = 0;
     std::uint64_t best_at = 0;
     const volatile std::uint64_t* read = gpu_stamps_ + stamps_.size();
     for (int i = 0; i < 25; ++i) {
@@ -251,7 +252,8 @@ public:
       if (t1 - t0 < best_rtt) {
         best_rtt = t1 - t0;
         best_at = t0 + (t1 - t0) / 2;
-        best_offset = static_cast<double>(*read) - static_cast<double>(best_at);
+        // In integers: the timer reads ~1.7e18 ns, where a double's step is 256 ns.
+        best_offset = static_cast<std::int64_t>(*read) - static_cast<std::int64_t>(best_at);
       }
     }
     clock_points_.push_back({best_at, best_offset});
@@ -268,23 +270,33 @@ public:
     if (!run_.gpu()) return {stamps_.begin(), stamps_.begin() + static_cast<std::ptrdiff_t>(n)};
     std::vector<std::uint64_t> out(n, 0);
 #ifdef GPUSHARE_BENCH_CUDA
+    if (n == 0) return out;
     if (clock_points_.empty()) throw std::logic_error("calibrate_clock() was never called");
     const clock_point& a = clock_points_.front();
     const clock_point& b = clock_points_.back();
     for (std::size_t i = 0; i < n; ++i) {
-      const double g = static_cast<double>(gpu_stamps_[i]);
+      const auto g = static_cast<std::int64_t>(gpu_stamps_[i]);
       if (g == 0) continue; // never ran
-      double offset = a.offset;
+      std::int64_t offset = a.offset;
       if (b.at > a.at) { // the offset at the stamp's time, between the two calibrations
-        const double host_guess = g - a.offset;
-        const double f =
-            (host_guess - static_cast<double>(a.at)) / static_cast<double>(b.at - a.at);
-        offset = a.offset + f * (b.offset - a.offset);
+        const std::int64_t host_guess = g - a.offset;
+        const double f = static_cast<double>(host_guess - static_cast<std::int64_t>(a.at)) /
+                         static_cast<double>(b.at - a.at);
+        offset += std::llround(f * static_cast<double>(b.offset - a.offset));
       }
-      out[i] = static_cast<std::uint64_t>(std::llround(g - offset));
+      out[i] = static_cast<std::uint64_t>(g - offset);
     }
 #endif
     return out;
+  }
+
+  /// Waits for this worker's guarded work still in flight and accounts it, so the session's
+  /// device time (session().info().device_ns) is complete. Without gpushare, sync().
+  void settle() {
+#ifdef GPUSHARE_BENCH_CUDA
+    if (device_) return device_->synchronize();
+#endif
+    sync();
   }
 
   /// Waits until the work put on the device so far has finished.
@@ -382,8 +394,8 @@ private:
     void* w[2] = {nullptr, nullptr};
   };
   struct clock_point {
-    std::uint64_t at = 0; ///< host monotonic ns
-    double offset = 0;    ///< GPU global timer minus host monotonic, ns
+    std::uint64_t at = 0;    ///< host monotonic ns
+    std::int64_t offset = 0; ///< GPU global timer minus host monotonic, ns
   };
 
   cudaStream_t stream_ = nullptr;

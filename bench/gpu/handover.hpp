@@ -37,12 +37,22 @@ struct board {
   std::uint64_t clock_uncertainty_ns = 0;
   std::uint64_t guards = 0;             ///< training guards completed
   std::uint64_t training_device_ns = 0; ///< the training session's accounted device time
+  // The clock calibrations need an idle GPU (their round trips would otherwise include time
+  // slices of training's work): training starts after the first and finishes before the second.
+  std::atomic<int> calibrated{0};
+  std::atomic<int> training_done{0};
 };
+
+/// Waits (up to 60 s: a peer that died is reported by the parent) until `flag` is set.
+inline void wait_for(const std::atomic<int>& flag) {
+  const std::uint64_t deadline = now_ns() + 60'000'000'000u;
+  while (flag.load() == 0 && now_ns() < deadline) sleep_until_ns(now_ns() + 200'000);
+}
 
 inline constexpr std::uint64_t warm_up_ns = 200'000'000;
 
 inline void inference_worker(phase& ph, const config& cfg, board& b, bool managed,
-                             std::uint32_t seed) {
+                             bool with_training, std::uint32_t seed) {
   const auto duration = static_cast<std::uint64_t>(cfg.handover_s * 1e9);
   const std::vector<std::uint64_t> arrivals =
       demo::poisson_arrivals(cfg.handover_rate, duration, seed);
@@ -60,8 +70,9 @@ inline void inference_worker(phase& ph, const config& cfg, board& b, bool manage
     e.sync();
   };
   if (n > 0) request(0); // warm-up; slot 0 is written again below
-  e.calibrate_clock();
   b.gate.arrive_and_wait();
+  e.calibrate_clock(); // training waits for this
+  b.calibrated.store(1);
   const std::uint64_t start = b.gate.go_ns.load() + warm_up_ns;
   std::vector<std::uint64_t> issued(n, 0);
   for (std::size_t i = 0; i < n; ++i) {
@@ -70,6 +81,7 @@ inline void inference_worker(phase& ph, const config& cfg, board& b, bool manage
     request(i);
   }
   b.gate.stop.store(1);
+  if (with_training) wait_for(b.training_done);
   e.calibrate_clock();
   const std::vector<std::uint64_t> started = e.stamps(n);
   for (std::size_t i = 0; i < n; ++i) {
@@ -101,9 +113,15 @@ inline void training_worker(phase& ph, const config& cfg, board& b, int guard_st
   };
   iteration();
   b.gate.arrive_and_wait();
+  wait_for(b.calibrated);
+  guards = 0;
+  e.settle(); // the warm-up's device time in, before the first reading
+  const std::uint64_t device_ns_before = managed ? e.session().info().device_ns : 0;
   while (!b.gate.stopping()) iteration();
+  e.settle(); // all of its guards' device time accounted
   b.guards = guards;
-  if (managed) b.training_device_ns = e.session().info().device_ns;
+  if (managed) b.training_device_ns = e.session().info().device_ns - device_ns_before;
+  b.training_done.store(1);
 }
 
 struct phase_result {
@@ -117,7 +135,8 @@ inline phase_result run_phase(const device_info& dev, const config& cfg, const s
                               std::uint32_t seed) {
   phase ph(dev, tag);
   demo::shared<board> b;
-  ph.workers().spawn("inference", [&] { inference_worker(ph, cfg, *b, managed, seed); });
+  ph.workers().spawn("inference",
+                     [&] { inference_worker(ph, cfg, *b, managed, with_training, seed); });
   if (with_training)
     ph.workers().spawn("training", [&] { training_worker(ph, cfg, *b, guard_steps, managed); });
   ph.workers().open_gate(b->gate, with_training ? 2 : 1);

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -34,6 +35,7 @@ struct job_record {
 
 struct board {
   demo::start_gate gate;
+  std::atomic<int> constructed{0}; ///< jobs whose engine (CUDA context, session) is ready
   std::array<job_record, max_jobs> job;
 };
 
@@ -41,10 +43,14 @@ inline void job(phase& ph, const config& cfg, board& b, int index, std::uint64_t
                 bool managed) {
   job_record& me = b.job[static_cast<std::size_t>(index)];
   bool arrived = false;
+  // One job at a time creates its CUDA context, so that each session measures its own context
+  // overhead (device free memory before and after), not its neighbours' too.
+  while (b.constructed.load() < index) sleep_until_ns(now_ns() + 1'000'000);
   try {
     engine e(ph.run(), cfg,
              managed ? std::optional(ph.options("job-" + std::to_string(index + 1))) : std::nullopt,
              small);
+    b.constructed.fetch_add(1);
     b.gate.arrive_and_wait();
     arrived = true;
     sleep_until_ns(b.gate.go_ns.load() + static_cast<std::uint64_t>(index) * stagger_ns);
@@ -67,15 +73,21 @@ inline void job(phase& ph, const config& cfg, board& b, int index, std::uint64_t
   } catch (const gpushare::error& ex) {
     // With gpushare: a timeout means the budget never had room; a CUDA allocation failure means
     // memory outside the budget ran short, which counts as an out-of-memory failure here.
-    me.result = ex.code() == gpushare::errc::timeout      ? outcome::timed_out
-                : ex.code() == gpushare::errc::cuda_error ? outcome::out_of_memory
-                                                          : outcome::failed;
+    // (cuda::device_session's message for the latter says its budget allowed the allocation.)
+    const bool oom = ex.code() == gpushare::errc::cuda_error &&
+                     std::string(ex.what()).find("budget allowed") != std::string::npos;
+    me.result = ex.code() == gpushare::errc::timeout ? outcome::timed_out
+                : oom                                ? outcome::out_of_memory
+                                                     : outcome::failed;
     std::snprintf(me.message, sizeof me.message, "%s", ex.what());
   } catch (const std::exception& ex) {
     me.result = outcome::failed;
     std::snprintf(me.message, sizeof me.message, "%s", ex.what());
   }
-  if (!arrived) b.gate.arrive_and_wait(); // failed while getting ready: the others still start
+  if (!arrived) { // failed while getting ready: the others still start
+    b.constructed.fetch_add(1);
+    b.gate.arrive_and_wait();
+  }
 }
 
 struct phase_result {

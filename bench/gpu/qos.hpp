@@ -69,6 +69,7 @@ inline void inference_worker(phase& ph, const config& cfg, board& b, bool calibr
     start = now_ns() + warm_up_ns;
   }
   sleep_until_ns(start);
+  if (managed) e.settle(); // the warm-up's device time in, before the first reading
   const std::uint64_t device_ns_before = managed ? e.session().info().device_ns : 0;
   const std::vector<std::uint64_t> arrivals = demo::poisson_arrivals(b.rate_per_s, phase_ns, seed);
   const std::uint64_t give_up = start + 3 * phase_ns; // an overloaded phase still ends
@@ -83,6 +84,7 @@ inline void inference_worker(phase& ph, const config& cfg, board& b, bool calibr
       b.latency_ms[b.samples++] = static_cast<double>(now_ns() - arrival) / 1e6;
   }
   b.gate.stop.store(1); // training stops too: both measured over the same window
+  if (managed) e.settle();
   if (managed)
     b.inference_busy = ratio(static_cast<double>(e.session().info().device_ns - device_ns_before),
                              static_cast<double>(now_ns() - start));
@@ -102,8 +104,9 @@ inline void training_worker(phase& ph, const config& cfg, board& b, bool managed
   };
   iteration();
   b.gate.arrive_and_wait();
-  const std::uint64_t start = b.gate.go_ns.load() + warm_up_ns;
-  while (now_ns() < start) iteration();
+  const std::uint64_t warm_until = b.gate.go_ns.load() + warm_up_ns;
+  while (now_ns() < warm_until) iteration();
+  const std::uint64_t start = now_ns(); // at an iteration boundary: whole iterations counted
   std::uint64_t done = 0;
   while (!b.gate.stopping()) {
     iteration();
