@@ -24,6 +24,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -134,6 +135,19 @@ public:
           "cudaHostGetDevicePointer");
     }
     sync();
+    // Correct before timed: one step of each workload, checked against a CPU reference.
+    if (workloads & training) {
+      const void* w = train_.w[parity_];
+      train_step();
+      check_layer("training", cfg.train_size, cfg.train_size, cfg.train_size, w, train_.x,
+                  train_.y);
+    }
+    if (workloads & inference) {
+      const void* w = infer_.w[parity_];
+      infer_layer();
+      check_layer("inference", cfg.infer_hidden, cfg.infer_batch, cfg.infer_hidden, w, infer_.x,
+                  infer_.y);
+    }
 #else
     (void)workloads;
     throw std::logic_error("GPU mode in a benchmark built without CUDA");
@@ -375,6 +389,57 @@ private:
                             CUDA_R_16BF, k, &beta, c, CUDA_R_16BF, m, CUBLAS_COMPUTE_32F,
                             CUBLAS_GEMM_DEFAULT),
                "cublasGemmEx");
+  }
+
+  /// Checks 64 entries of y = activation(alpha W x) (column-major: W m x k, x k x n, y m x n,
+  /// bf16) against a double-precision reference computed here from the same inputs. Throws if
+  /// an entry is off by more than 0.02 + 2% (bf16 keeps 8 bits; the values are about 0.3), is
+  /// not finite, or if all are zero: then the timed work would not be the work described.
+  void check_layer(const char* what, int m, int n, int k, const void* w, const void* x,
+                   const void* y) {
+    sync();
+    const auto bf16 = [](std::uint16_t bits) {
+      const std::uint32_t f = static_cast<std::uint32_t>(bits) << 16;
+      float v;
+      std::memcpy(&v, &f, sizeof v);
+      return static_cast<double>(v);
+    };
+    const auto fetch = [](const void* base, std::size_t index) {
+      std::uint16_t bits = 0;
+      gpu::check(cudaMemcpy(&bits, static_cast<const std::uint16_t*>(base) + index, sizeof bits,
+                            cudaMemcpyDeviceToHost),
+                 "cudaMemcpy (workload check)");
+      return bits;
+    };
+    const auto sk = static_cast<std::size_t>(k), sm = static_cast<std::size_t>(m);
+    std::vector<std::uint16_t> row(sk), column(sk);
+    const double alpha = 1.0 / std::sqrt(static_cast<double>(k));
+    bool any_nonzero = false;
+    for (int t = 0; t < 64; ++t) {
+      const std::size_t i = (static_cast<std::size_t>(t) * 7919u) % sm;
+      const std::size_t j = (static_cast<std::size_t>(t) * 104729u) % static_cast<std::size_t>(n);
+      // Row i of W (stride m) and column j of x (contiguous).
+      gpu::check(cudaMemcpy2D(row.data(), sizeof(std::uint16_t),
+                              static_cast<const std::uint16_t*>(w) + i, sm * sizeof(std::uint16_t),
+                              sizeof(std::uint16_t), sk, cudaMemcpyDeviceToHost),
+                 "cudaMemcpy2D (workload check)");
+      gpu::check(cudaMemcpy(column.data(), static_cast<const std::uint16_t*>(x) + j * sk,
+                            sk * sizeof(std::uint16_t), cudaMemcpyDeviceToHost),
+                 "cudaMemcpy (workload check)");
+      double dot = 0;
+      for (std::size_t l = 0; l < sk; ++l) dot += bf16(row[l]) * bf16(column[l]);
+      dot *= alpha;
+      const double want = dot > 0 ? dot : 0.01 * dot;
+      const double got = bf16(fetch(y, i + j * sm));
+      if (!std::isfinite(got) || std::fabs(got - want) > 0.02 + 0.02 * std::fabs(want))
+        throw std::runtime_error(std::string("the ") + what + " workload computed a wrong " +
+                                 "result: y(" + std::to_string(i) + "," + std::to_string(j) +
+                                 ") = " + std::to_string(got) + ", expected " +
+                                 std::to_string(want));
+      any_nonzero = any_nonzero || got != 0;
+    }
+    if (!any_nonzero)
+      throw std::runtime_error(std::string("the ") + what + " workload produced only zeros");
   }
 
   /// Workload buffers: through the session's budget with gpushare, else cudaMalloc.
