@@ -61,13 +61,9 @@ bench_run run_bench(const std::string& args, const std::string& env = "") {
   const std::string command =
       env + " " + GPUSHARE_BENCH_GPU_PATH + " --json " + path + " " + args + " 2>&1";
   bench_run r;
-  std::FILE* pipe = ::popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char chunk[4096];
-  std::size_t n = 0;
-  while ((n = std::fread(chunk, 1, sizeof chunk, pipe)) > 0) r.output.append(chunk, n);
-  const int status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  const test::command_result ran = test::run_command(command);
+  r.exit_code = ran.exit_code;
+  r.output = ran.output;
   r.first_line = r.output.substr(0, r.output.find('\n'));
   std::ifstream in(path);
   std::stringstream text;
@@ -171,15 +167,9 @@ TEST_CASE("bench-gpu: bad input is refused with status 2 and says what was wrong
   }
   const std::string unwritable = std::string(GPUSHARE_BENCH_GPU_PATH) +
                                  " --simulate --quick --json /nonexistent-dir/x.json 2>&1";
-  std::FILE* pipe = ::popen(unwritable.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::string out;
-  char chunk[1024];
-  for (std::size_t n; (n = std::fread(chunk, 1, sizeof chunk, pipe)) > 0;) out.append(chunk, n);
-  const int status = ::pclose(pipe);
-  CHECK(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 2);
-  CHECK(out.find("cannot write the JSON results to '/nonexistent-dir/x.json'") !=
+  const test::command_result ran = test::run_command(unwritable);
+  CHECK(ran.exit_code == 2);
+  CHECK(ran.output.find("cannot write the JSON results to '/nonexistent-dir/x.json'") !=
         std::string::npos);
 }
 

@@ -44,13 +44,9 @@ demo_run run_demo(const std::string& name, const std::string& args) {
   const std::set<std::string> left_before = test::leftover_tables("demo");
   const std::string command = std::string(GPUSHARE_EXAMPLES_DIR) + "/" + name + " " + args;
   demo_run r;
-  std::FILE* pipe = ::popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char chunk[4096];
-  std::size_t n = 0;
-  while ((n = std::fread(chunk, 1, sizeof chunk, pipe)) > 0) r.output.append(chunk, n);
-  const int status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  const test::command_result ran = test::run_command(command);
+  r.exit_code = ran.exit_code;
+  r.output = ran.output;
   std::istringstream lines(r.output);
   std::getline(lines, r.first_line);
   for (std::string line; std::getline(lines, line);) {

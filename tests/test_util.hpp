@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <map>
@@ -155,6 +156,25 @@ inline std::set<std::string> leftover_tables(const std::string& prefix) {
   }
   ::closedir(dir);
   return names;
+}
+
+/// What a program run through the shell printed and how it ended.
+struct command_result {
+  int exit_code = -1; ///< its exit status, or 128 + the signal that killed it
+  std::string output; ///< what it wrote to stdout (add 2>&1 to the command for stderr too)
+};
+
+/// Runs `command` with /bin/sh and reads all its output.
+inline command_result run_command(const std::string& command) {
+  command_result r;
+  std::FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return r;
+  char chunk[4096];
+  for (std::size_t n; (n = std::fread(chunk, 1, sizeof chunk, pipe)) > 0;)
+    r.output.append(chunk, n);
+  const int status = ::pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
 }
 
 inline std::uint64_t sum_reserved(const gpushare::table_snapshot& s) {

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "demo/qos_scenario.hpp"
 #include "demo/stats.hpp"
 #include "engine.hpp"
 #include "figures.hpp"
@@ -73,16 +74,7 @@ inline void inference_worker(phase& ph, const config& cfg, board& b, bool calibr
   const std::uint64_t device_ns_before = managed ? e.session().info().device_ns : 0;
   const std::vector<std::uint64_t> arrivals = demo::poisson_arrivals(b.rate_per_s, phase_ns, seed);
   const std::uint64_t give_up = start + 3 * phase_ns; // an overloaded phase still ends
-  for (std::uint64_t offset : arrivals) {
-    const std::uint64_t arrival = start + offset;
-    if (now_ns() < arrival) sleep_until_ns(arrival);
-    if (now_ns() < give_up)
-      request();
-    else
-      ++b.unserved;
-    if (b.samples < board::max_samples)
-      b.latency_ms[b.samples++] = static_cast<double>(now_ns() - arrival) / 1e6;
-  }
+  demo::qos::serve_arrivals(b, arrivals, start, give_up, request);
   b.gate.stop.store(1); // training stops too: both measured over the same window
   if (managed) e.settle();
   if (managed)

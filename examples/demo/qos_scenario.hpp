@@ -67,6 +67,25 @@ struct board {
 
 inline constexpr std::uint64_t warm_up_ns = 100'000'000; // before the measured part starts
 
+/// Serves `arrivals` (ns after `start`) one after another: waits for each, runs `request` unless
+/// `give_up` has passed (then counts it in `b.unserved`), and records in `b.latency_ms` the time
+/// from its arrival to its completion, so time queued behind earlier requests counts. `Board`
+/// has unserved, samples, latency_ms[] and max_samples.
+template <class Board, class Request>
+void serve_arrivals(Board& b, const std::vector<std::uint64_t>& arrivals, std::uint64_t start,
+                    std::uint64_t give_up, Request&& request) {
+  for (std::uint64_t offset : arrivals) {
+    const std::uint64_t arrival = start + offset;
+    if (now_ns() < arrival) sleep_until_ns(arrival);
+    if (now_ns() < give_up)
+      request();
+    else
+      ++b.unserved;
+    if (b.samples < Board::max_samples)
+      b.latency_ms[b.samples++] = static_cast<double>(now_ns() - arrival) / 1e6;
+  }
+}
+
 inline void inference_worker(const run_context& run, const params& p, board& b, bool calibrate,
                              bool with_gpushare) {
   worker_device dev(run, with_gpushare
@@ -95,16 +114,7 @@ inline void inference_worker(const run_context& run, const params& p, board& b, 
   sleep_until_ns(start);
   const std::vector<std::uint64_t> arrivals = poisson_arrivals(b.rate_per_s, p.phase_ns);
   const std::uint64_t give_up = start + 3 * p.phase_ns; // an overloaded phase still ends
-  for (std::uint64_t offset : arrivals) {
-    const std::uint64_t arrival = start + offset;
-    if (now_ns() < arrival) sleep_until_ns(arrival);
-    if (now_ns() < give_up)
-      request();
-    else
-      ++b.unserved;
-    if (b.samples < board::max_samples)
-      b.latency_ms[b.samples++] = static_cast<double>(now_ns() - arrival) / 1e6;
-  }
+  serve_arrivals(b, arrivals, start, give_up, request);
   b.inference_window_ns = now_ns() - start;
   b.gate.stop.store(1); // the training process stops too
 }
