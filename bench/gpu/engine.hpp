@@ -196,22 +196,14 @@ public:
       return;
     }
 #ifdef GPUSHARE_BENCH_CUDA
-    const int s = cfg_.train_size;
-    gemm(s, s, s, train_.w[parity_], train_.x, train_.y);
-    gpu::check(gpu::launch_activation(stream_, train_.y, static_cast<std::size_t>(s) * s),
-               "launching the activation");
-    parity_ ^= 1;
+    layer(cfg_.train_size, cfg_.train_size, cfg_.train_size, train_);
 #endif
   }
 
   void infer_layer() {
     if (!run_.gpu()) return sim_kernel(cfg_.sim_infer_us);
 #ifdef GPUSHARE_BENCH_CUDA
-    const int h = cfg_.infer_hidden, b = cfg_.infer_batch;
-    gemm(h, b, h, infer_.w[parity_], infer_.x, infer_.y);
-    gpu::check(gpu::launch_activation(stream_, infer_.y, static_cast<std::size_t>(h) * b),
-               "launching the activation");
-    parity_ ^= 1;
+    layer(cfg_.infer_hidden, cfg_.infer_batch, cfg_.infer_hidden, infer_);
 #endif
   }
 
@@ -389,6 +381,17 @@ private:
                             CUDA_R_16BF, k, &beta, c, CUDA_R_16BF, m, CUBLAS_COMPUTE_32F,
                             CUBLAS_GEMM_DEFAULT),
                "cublasGemmEx");
+  }
+
+  struct matrices;
+
+  /// One layer: y = activation(alpha W x), with the two weight matrices taken in turn.
+  void layer(int m, int n, int k, const matrices& mx) {
+    gemm(m, n, k, mx.w[parity_], mx.x, mx.y);
+    gpu::check(gpu::launch_activation(stream_, mx.y,
+                                      static_cast<std::size_t>(m) * static_cast<std::size_t>(n)),
+               "launching the activation");
+    parity_ ^= 1;
   }
 
   /// Checks 64 entries of y = activation(alpha W x) (column-major: W m x k, x k x n, y m x n,

@@ -89,14 +89,16 @@ inline figures run(const device_info& dev, const config& cfg, int repeat) {
         "o" + std::to_string(repeat) + "-" + std::to_string(static_cast<int>(v));
     std::vector<double> without, with, ratios;
     for (int round = 0; round < 2; ++round) {
-      const bool managed_first = round % 2 == 1;
-      double a = 0, b = 0; // without, with
-      if (managed_first) {
-        b = measure(dev, cfg, tag + "-g" + std::to_string(round), v, true);
-        a = measure(dev, cfg, tag + "-u" + std::to_string(round), v, false);
+      const auto one = [&](bool managed) {
+        return measure(dev, cfg, tag + (managed ? "-g" : "-u") + std::to_string(round), v, managed);
+      };
+      double a = 0, b = 0; // without, with; the second round runs them in the other order
+      if (round % 2 == 1) {
+        b = one(true);
+        a = one(false);
       } else {
-        a = measure(dev, cfg, tag + "-u" + std::to_string(round), v, false);
-        b = measure(dev, cfg, tag + "-g" + std::to_string(round), v, true);
+        a = one(false);
+        b = one(true);
       }
       without.push_back(a);
       with.push_back(b);
