@@ -37,16 +37,16 @@ struct fake_table {
   }
   /// Slot `i` has `threads` threads waiting for the device since `since`.
   void wait(std::uint32_t i, std::uint64_t since = 0, std::uint32_t threads = 1) {
-    slots[i].wants_device += threads;
+    for (std::uint32_t k = 0; k < threads; ++k) d::add_waiter(view(), i, since);
     slots[i].wait_since_ns = since;
-    header->device_waiters.fetch_add(threads);
   }
-  /// Records slot `i` as the holder, granted at `since`, without going through grant().
-  void hold(std::uint32_t i, std::uint64_t since = 0) {
+  /// Records slot `i` as the holder, granted at `since` and idle since `idle_since` (default: the
+  /// grant), without going through grant().
+  void hold(std::uint32_t i, std::uint64_t since = 0, std::uint64_t idle_since = UINT64_MAX) {
     header->holder = i + 1;
     header->holder_generation = slots[i].generation;
     header->holder_since_ns = since;
-    header->holder_idle_since_ns = since;
+    header->holder_idle_since_ns = idle_since == UINT64_MAX ? since : idle_since;
     header->holder_started = 1; // it has been running
   }
   std::uint32_t grants(std::uint32_t i) const { return slots[i].grant_word.load(); }
@@ -72,10 +72,8 @@ std::uint64_t run_two_sessions(fake_table& t, int guards, std::uint64_t now,
     std::int64_t h = d::current_holder(v);
     const std::uint32_t i = h == d::nobody ? 0 : static_cast<std::uint32_t>(h);
     const std::uint32_t other = 1 - i;
-    t.slots[i].wants_device = 0;
-    if (t.slots[other].wants_device == 0) t.slots[other].wait_since_ns = now;
-    t.slots[other].wants_device = 1;
-    t.header->device_waiters.store(1); // kept equal to the sum of wants_device, as the library does
+    d::remove_waiters(v, i, UINT32_MAX);
+    if (t.slots[other].wants_device == 0) d::add_waiter(v, other, now);
     const d::take_result r = d::try_take(v, i, now, liveness);
     if (!r.granted) {
       if (r.wake != other) FAIL("handed over to ", r.wake, " instead of ", other);
@@ -289,15 +287,17 @@ TEST_CASE("idle_grace: 200 us for at_guard holders, 50 ms for at_yield holders")
 }
 
 // ---------------------------------------------------------------------------------------------
-// grant, grant_next, start_contending
+// grant, grant_next, place, change_class
 // ---------------------------------------------------------------------------------------------
 
-TEST_CASE("grant makes the slot the holder with a fresh quantum and raises min_vtime") {
+TEST_CASE("grant makes the slot the holder with a fresh quantum and idle budget") {
   fake_table t;
   auto& s = t.join(2);
   s.generation = 7;
   s.vtime = 500;
   t.header->quantum_used_ns = 3 * ms;
+  t.header->holder_idle_ns = 90 * us;
+  t.header->watch_until_ns = 5 * ms;
   t.header->min_vtime[prio::normal] = 100;
   t.header->holder_since_ns = 1;
   t.header->holder_idle_since_ns = 2;
@@ -307,14 +307,20 @@ TEST_CASE("grant makes the slot the holder with a fresh quantum and raises min_v
   CHECK(t.header->holder_since_ns == 4'000);
   CHECK(t.header->holder_idle_since_ns == 4'000);
   CHECK(t.header->quantum_used_ns == 0);
-  CHECK(t.header->min_vtime[prio::normal] == 500);
+  CHECK(t.header->holder_idle_ns == 0);
+  CHECK(t.header->watch_until_ns == 0);
+  CHECK(t.header->holder_started == 0);
+  CHECK(s.last_active_ns == 4'000);
+  // The class clock does not follow the holder: a holder ahead of its class must not push the
+  // sessions that are merely between two guards (the 3:1 -> 1:1 collapse under CPU load).
+  CHECK(t.header->min_vtime[prio::normal] == 100);
   CHECK(t.grants(2) == 1);
   CHECK(d::current_holder(t.view()) == 2);
   CHECK(t.header->handovers == 0); // nobody held it before
   CHECK(s.handovers == 0);
 }
 
-TEST_CASE("grant never lowers min_vtime") {
+TEST_CASE("grant changes neither the class clock nor the session's vtime") {
   fake_table t;
   auto& s = t.join(0);
   s.vtime = 50;
@@ -374,38 +380,148 @@ TEST_CASE("grant_next leaves the device free when nobody waits") {
   CHECK(t.grants(0) == 0);
 }
 
-TEST_CASE("start_contending raises the virtual time to min_vtime and never lowers it") {
+TEST_CASE("place: a new or long-idle session starts level with its class clock") {
   fake_table t;
   auto& s = t.join(0);
   t.header->min_vtime[prio::normal] = 1'000;
-  s.vtime = 10; // idle for long: no banked credit
-  d::start_contending(*t.header, s);
+  s.vtime = 10;
+  s.last_active_ns = 0; // never active
+  d::place(t.view(), 0, 500 * ms);
+  CHECK(s.vtime == 1'000);
+  s.vtime = 10;
+  s.last_active_ns = 500 * ms - d::credit_idle_ns - 1; // idle just longer than the bound
+  d::place(t.view(), 0, 500 * ms);
   CHECK(s.vtime == 1'000);
   s.vtime = 5'000; // ahead already: kept
-  d::start_contending(*t.header, s);
+  d::place(t.view(), 0, 500 * ms);
   CHECK(s.vtime == 5'000);
   CHECK(t.header->min_vtime[prio::normal] == 1'000);
+}
+
+TEST_CASE("place: the clock is the smallest vtime of the class's contenders, never lowered") {
+  fake_table t;
+  auto& s = t.join(0);
+  auto& h = t.join(1);
+  auto& w = t.join(2);
+  auto& other = t.join(3, prio::high);
+  t.hold(1);
+  h.vtime = 9'000;
+  w.vtime = 7'000;
+  other.vtime = 1; // another class: ignored
+  t.wait(2);
+  t.wait(3);
+  d::place(t.view(), 0, 1 * ms);
+  CHECK(t.header->min_vtime[prio::normal] == 7'000);
+  CHECK(s.vtime == 7'000);
+  CHECK(t.header->min_vtime[prio::high] == 0);
+  w.vtime = 6'000; // (a credit-keeping contender below the clock does not lower it)
+  d::place(t.view(), 0, 1 * ms);
+  CHECK(t.header->min_vtime[prio::normal] == 7'000);
+}
+
+TEST_CASE("place: a session active within the credit bound keeps its credit, within a limit") {
+  // A busy session merely descheduled between two guards must not lose the virtual time it is
+  // owed; but an intermittent session must not bank unbounded credit either.
+  fake_table t;
+  auto& s = t.join(0, prio::normal, 3); // share 3
+  auto& h = t.join(1, prio::normal, 1); // share 1: 100 ms moves it 1e11, a quantum 5e9
+  t.hold(1);
+  h.vtime = 500'000'000'000;
+  s.last_active_ns = 400 * ms;
+  // 100 ms of the holder's progress behind the clock, plus two of its quanta: kept entirely.
+  const std::uint64_t limit = 100'000'000'000 + 2 * 5'000'000'000;
+  s.vtime = 500'000'000'000 - limit;
+  d::place(t.view(), 0, 400 * ms + d::credit_idle_ns);
+  CHECK(s.vtime == 500'000'000'000 - limit);
+  s.vtime = 1'000; // far behind: kept only up to the limit
+  d::place(t.view(), 0, 400 * ms + 50 * ms);
+  CHECK(s.vtime == 500'000'000'000 - limit);
+}
+
+TEST_CASE("change_class: a session moved to another class takes that class's clock") {
+  fake_table t;
+  auto& s = t.join(0, prio::low);
+  auto& h = t.join(1, prio::normal);
+  t.hold(1);
+  s.vtime = 10; // far behind the normal class: would take 100% there for long
+  h.vtime = 8'000'000'000;
+  d::change_class(t.view(), 0, prio::normal);
+  CHECK(s.priority == prio::normal);
+  CHECK(s.vtime == 8'000'000'000);
+  // Back to a class with no contenders: its floor.
+  t.header->min_vtime[prio::low] = 3'000;
+  d::change_class(t.view(), 0, prio::low);
+  CHECK(s.vtime == 3'000);
+  d::change_class(t.view(), 0, prio::low); // no change, no effect
+  CHECK(s.vtime == 3'000);
 }
 
 // ---------------------------------------------------------------------------------------------
 // try_take
 // ---------------------------------------------------------------------------------------------
 
-TEST_CASE("try_take: a holder with a guard in flight is granted at once, nothing changes") {
+TEST_CASE("try_take: a holder with a guard in flight starts another one at once") {
   fake_table t;
   auto& s = t.join(0);
-  t.join(1, prio::critical); // would take over at a boundary, but this is not one
+  auto& w = t.join(1); // an equal waiter, not due: the holder's quantum has time left
   t.wait(1);
   t.hold(0, 100);
   s.active_guards = 2;
-  t.header->quantum_used_ns = 9 * ms;
+  s.vtime = 500;
+  w.vtime = 400;
+  t.header->quantum_used_ns = 1 * ms;
   const d::take_result r = d::try_take(t.view(), 0, 1 * ms, liveness);
   CHECK(r.granted);
   CHECK(r.wake == d::nobody);
   CHECK(r.recheck_ns == 0);
   CHECK(t.header->holder == 1);
-  CHECK(t.header->quantum_used_ns == 9 * ms);
+  CHECK(t.header->quantum_used_ns == 1 * ms); // no gap counted: it was not idle
   CHECK(t.grants(1) == 0);
+}
+
+TEST_CASE("try_take: a holder's new guard waits for its running guards to drain when it is due") {
+  // Overlapping guards from several threads must not keep the device forever: once a waiter
+  // should get it, new guards of the holder wait and the last running guard hands over.
+  fake_table t;
+  auto& s = t.join(0, prio::normal);
+  t.join(1, prio::high);
+  t.wait(1);
+  t.hold(0, 100);
+  s.active_guards = 1;
+  d::take_result r = d::try_take(t.view(), 0, 1 * ms, liveness);
+  CHECK_FALSE(r.granted);
+  CHECK(r.wake == d::nobody); // nothing to hand over yet: a guard still runs
+  CHECK(r.recheck_ns == liveness);
+  CHECK(t.header->holder == 1);
+  t.wait(0, 1 * ms); // the refused thread waits on its own slot
+  s.active_guards = 0;
+  CHECK(d::release_at_guard_exit(t.view(), 0, 2 * ms) == 1); // the last guard hands over
+  CHECK(t.header->holder == 2);
+  CHECK(s.wants_device == 1); // its thread still waits, for the device to come back
+  CHECK(d::best_waiter(t.view()) == 1);
+
+  SUBCASE("an equal waiter that is due also makes new guards wait") {
+    fake_table u;
+    auto& a = u.join(0);
+    auto& b = u.join(1);
+    u.wait(1);
+    u.hold(0, 0);
+    a.active_guards = 1;
+    a.vtime = 600;
+    b.vtime = 100;
+    u.header->quantum_used_ns = 5 * ms;
+    r = d::try_take(u.view(), 0, 6 * ms, liveness);
+    CHECK_FALSE(r.granted);
+    CHECK(u.header->holder == 1);
+  }
+  SUBCASE("if the waiter leaves meanwhile, the holder's own waiting threads are woken") {
+    d::grant(t.view(), 0, 3 * ms);
+    d::remove_waiters(t.view(), 1, UINT32_MAX);
+    s.active_guards = 0;
+    const std::uint32_t before = t.grants(0);
+    CHECK(d::release_at_guard_exit(t.view(), 0, 4 * ms) == 0);
+    CHECK(t.grants(0) == before + 1);
+  }
 }
 
 TEST_CASE("try_take: a holder between guards hands over to a higher class waiter") {
@@ -441,7 +557,7 @@ TEST_CASE("try_take: a holder between guards hands over to an equal waiter once 
   CHECK(r.wake == 1);
   CHECK(r.recheck_ns == liveness);
   CHECK(t.header->holder == 2);
-  CHECK(t.header->min_vtime[prio::normal] == 600);
+  CHECK(t.header->min_vtime[prio::normal] == 0); // a grant never moves the class clock
 }
 
 TEST_CASE("try_take: a holder whose quantum is used and that nobody should replace renews it") {
@@ -449,41 +565,41 @@ TEST_CASE("try_take: a holder whose quantum is used and that nobody should repla
   auto& s = t.join(0);
   auto& w = t.join(1);
   t.wait(1);
-  t.hold(0, 100);
+  t.hold(0, 100, 7 * ms); // its last guard just ended: no idle gap
   s.vtime = 300;
   w.vtime = 400; // ahead of the holder: no handover
   t.header->min_vtime[prio::normal] = 100;
   t.header->quantum_used_ns = 6 * ms;
+  t.header->holder_idle_ns = 150 * us;
   d::take_result r = d::try_take(t.view(), 0, 7 * ms, liveness);
   CHECK(r.granted);
   CHECK(r.wake == d::nobody);
   CHECK(t.header->holder == 1);
   CHECK(t.header->quantum_used_ns == 0);
-  CHECK(t.header->min_vtime[prio::normal] == 300); // min of the two contenders' vtimes
+  CHECK(t.header->holder_idle_ns == 0);            // the idle budget is per quantum
+  CHECK(t.header->min_vtime[prio::normal] == 100); // the class clock moves only at placements
   CHECK(t.header->holder_since_ns == 100);
   CHECK(t.grants(0) == 0);
   CHECK(t.grants(1) == 0);
 
-  SUBCASE("a lower class waiter's smaller vtime does not lower the holder class's floor") {
-    w.priority = prio::low; // behind in vtime, but never takes over from a higher class
+  SUBCASE("a lower class waiter behind in vtime never takes over from a higher class") {
+    w.priority = prio::low;
     s.vtime = 900;
     w.vtime = 800;
     t.header->quantum_used_ns = 5 * ms;
+    t.header->holder_idle_since_ns = 8 * ms;
     r = d::try_take(t.view(), 0, 8 * ms, liveness);
     CHECK(r.granted);
     CHECK(t.header->holder == 1);
     CHECK(t.header->quantum_used_ns == 0);
-    CHECK(t.header->min_vtime[prio::normal] == 900); // floors are per priority class
-    CHECK(t.header->min_vtime[prio::low] == 0);
   }
-  SUBCASE("with nobody waiting its own vtime is the floor") {
-    w.wants_device = 0;
+  SUBCASE("with nobody waiting") {
+    d::remove_waiters(t.view(), 1, UINT32_MAX);
     s.vtime = 1'000;
     t.header->quantum_used_ns = 5 * ms;
     r = d::try_take(t.view(), 0, 8 * ms, liveness);
     CHECK(r.granted);
     CHECK(t.header->quantum_used_ns == 0);
-    CHECK(t.header->min_vtime[prio::normal] == 1'000);
   }
 }
 
@@ -492,15 +608,17 @@ TEST_CASE("try_take: a holder with quantum left keeps the device and its quantum
   auto& s = t.join(0);
   auto& w = t.join(1);
   t.wait(1);
-  t.hold(0);
+  t.hold(0, 0, 7 * ms - 50 * us); // idle for 50 us since its last guard
   s.vtime = 300;
   w.vtime = 0;
-  t.header->min_vtime[prio::normal] = 0;
   t.header->quantum_used_ns = 2 * ms;
   const d::take_result r = d::try_take(t.view(), 0, 7 * ms, liveness);
   CHECK(r.granted);
   CHECK(t.header->holder == 1);
-  CHECK(t.header->quantum_used_ns == 2 * ms);
+  // The gap kept the device from a waiter: it counts as quantum and against the idle budget.
+  CHECK(t.header->quantum_used_ns == 2 * ms + 50 * us);
+  CHECK(t.header->holder_idle_ns == 50 * us);
+  CHECK(t.header->holder_idle_since_ns == 7 * ms);
   CHECK(t.header->min_vtime[prio::normal] == 0);
 }
 
@@ -514,7 +632,8 @@ TEST_CASE("try_take: a free device is taken") {
   CHECK(t.header->holder == 2);
   CHECK(t.header->holder_generation == s.generation);
   CHECK(t.header->holder_since_ns == 3 * ms);
-  CHECK(t.header->min_vtime[prio::normal] == 40);
+  CHECK(t.header->min_vtime[prio::normal] == 0);
+  CHECK(s.last_active_ns == 3 * ms);
   CHECK(t.grants(1) == 1);
   CHECK(t.header->handovers == 0);
 }
@@ -575,17 +694,32 @@ TEST_CASE("try_take: a holder idle within its grace keeps the device until the g
   d::take_result r = d::try_take(t.view(), 1, 10 * ms + 50 * us, liveness);
   CHECK_FALSE(r.granted);
   CHECK(r.wake == d::nobody);
-  CHECK(r.recheck_ns == 150 * us);
+  CHECK(r.recheck_ns == 150 * us); // it watches: wakes when the holder's budget runs out
+  CHECK(t.header->watch_until_ns == 10 * ms + 200 * us);
   CHECK(t.header->holder == 1);
+  // A second waiter while that watch is armed sleeps until the liveness recheck.
+  r = d::try_take(t.view(), 1, 10 * ms + 60 * us, liveness);
+  CHECK(r.recheck_ns == liveness);
 
   h.handover_mode = d::handover_at_yield;
+  t.header->watch_until_ns = 0;
   r = d::try_take(t.view(), 1, 10 * ms + 50 * us, liveness);
   CHECK_FALSE(r.granted);
   CHECK(r.recheck_ns == 50 * ms - 50 * us);
+  t.header->watch_until_ns = 0;
   r = d::try_take(t.view(), 1, 10 * ms + 50 * ms - 1, liveness);
   CHECK_FALSE(r.granted);
   CHECK(r.recheck_ns == 1);
   CHECK(t.header->holder == 1);
+  // Earlier gaps count too: the budget is for all its gaps while others wait.
+  h.handover_mode = d::handover_at_guard;
+  t.header->watch_until_ns = 0;
+  t.header->holder_idle_ns = 120 * us;
+  r = d::try_take(t.view(), 1, 10 * ms + 50 * us, liveness);
+  CHECK_FALSE(r.granted);
+  CHECK(r.recheck_ns == 30 * us);
+  r = d::try_take(t.view(), 1, 10 * ms + 80 * us, liveness);
+  CHECK(r.granted);
 }
 
 TEST_CASE("try_take: a holder idle beyond its grace loses the device") {
@@ -740,6 +874,7 @@ TEST_CASE("release_at_guard_exit: a paced holder hands over even with quantum le
   t.join(1, prio::low); // even to a lower class
   t.wait(1);
   t.hold(0, 0);
+  s.compute_limit_ppm = 500'000;
   s.cap_vclock_ns = 20 * ms + 1;
   t.header->quantum_used_ns = 1 * ms;
   CHECK(d::release_at_guard_exit(t.view(), 0, 20 * ms) == 1);
@@ -753,6 +888,7 @@ TEST_CASE("release_at_guard_exit: a paced holder with nobody waiting frees the d
   fake_table t;
   auto& s = t.join(0, prio::normal, 1, 5 * ms, d::handover_at_yield);
   t.hold(0, 0);
+  s.compute_limit_ppm = 500'000;
   s.cap_vclock_ns = 30 * ms;
   CHECK(d::release_at_guard_exit(t.view(), 0, 20 * ms) == d::nobody);
   CHECK(t.header->holder == 0);
@@ -763,6 +899,7 @@ TEST_CASE("release_at_guard_exit: a clock that has caught up does not pace") {
   fake_table t;
   auto& s = t.join(0, prio::normal, 1, 5 * ms, d::handover_at_yield);
   t.hold(0, 0);
+  s.compute_limit_ppm = 500'000;
   s.cap_vclock_ns = 20 * ms; // == now: may start its next guard now
   CHECK(d::release_at_guard_exit(t.view(), 0, 20 * ms) == d::nobody);
   CHECK(t.header->holder == 1);
@@ -836,6 +973,17 @@ TEST_CASE("release_at_guard_exit: with quantum left it keeps the device and wake
   CHECK(t.grants(2) == 1); // woken to watch the holder's grace
   CHECK(t.grants(1) == 0);
   CHECK(t.header->handovers == 0);
+
+  // The woken waiter arms a watch; while it is armed, the holder's next exits wake nobody.
+  const d::take_result r = d::try_take(t.view(), 2, 3 * ms + 20 * us, liveness);
+  CHECK_FALSE(r.granted);
+  CHECK(r.recheck_ns == 180 * us);
+  t.header->holder_idle_since_ns = 3 * ms + 30 * us; // its next guard ran 3.02 .. 3.03 ms
+  CHECK(d::release_at_guard_exit(t.view(), 0, 3 * ms + 30 * us) == d::nobody);
+  CHECK(t.grants(2) == 1);
+  // Once the watch has expired, an exit wakes the best waiter again.
+  CHECK(d::release_at_guard_exit(t.view(), 0, 3 * ms + 300 * us) == 2);
+  CHECK(t.grants(2) == 2);
 }
 
 TEST_CASE("release_at_guard_exit: an at_yield holder keeps the device from a due equal waiter") {
@@ -846,10 +994,16 @@ TEST_CASE("release_at_guard_exit: an at_yield holder keeps the device from a due
   t.hold(0, 0);
   s.vtime = 5'000;
   w.vtime = 0;
-  t.header->quantum_used_ns = 50 * ms;
+  t.header->quantum_used_ns = 99 * ms;
   CHECK(d::release_at_guard_exit(t.view(), 0, 60 * ms) == 1);
   CHECK(t.header->holder == 1);
-  CHECK(t.grants(1) == 1);
+  CHECK(t.grants(1) == 1); // woken to watch
+
+  SUBCASE("until its backstop: after 16 quanta (at least 100 ms) without a yield") {
+    t.header->quantum_used_ns = 100 * ms;
+    CHECK(d::release_at_guard_exit(t.view(), 0, 61 * ms) == 1);
+    CHECK(t.header->holder == 2);
+  }
 }
 
 TEST_CASE("hand_over_at_yield: nobody waiting, nothing to do") {
@@ -1099,7 +1253,7 @@ TEST_CASE("regression: an at_yield holder keeps a used quantum until it yields, 
   auto& a = t.join(0, prio::normal, 1, 5 * ms, d::handover_at_yield);
   auto& b = t.join(1);
   t.wait(1);
-  t.hold(0);
+  t.hold(0, 0, 6 * ms); // between two guards of one iteration
   a.vtime = 5'000'000;
   b.vtime = 0;
   t.header->quantum_used_ns = 5 * ms;
@@ -1117,9 +1271,9 @@ TEST_CASE("regression: a higher class running does not raise a lower class's vti
   h.vtime = 900'000;
   d::grant(t.view(), 0, 1);
   n.vtime = 100;
-  d::start_contending(*t.header, n);
-  CHECK(n.vtime == 100); // the normal class's floor is untouched by the high class
-  CHECK(t.header->min_vtime[prio::high] == 900'000);
+  d::place(t.view(), 1, 2);
+  CHECK(n.vtime == 100); // the normal class's clock is untouched by the high class
+  CHECK(t.header->min_vtime[prio::normal] == 0);
 }
 
 TEST_CASE("regression: pacing and vtime arithmetic saturate instead of wrapping") {

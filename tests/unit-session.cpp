@@ -282,12 +282,15 @@ TEST_CASE("a forked child that outlives its parent does not keep the parent's se
   // The child inherits the parent's mapping of the table. The mapping is made through an open
   // file description that holds no liveness lock, so it must not keep the parent's slot alive.
   test::unique_table t("orphan", 100 * MiB);
-  test::shared_block<std::atomic<int>> state(2); // [0] parent ready, [1] grandchild pid
+  // [0] parent ready, [1] grandchild pid, [2] grandchild past fork() (its atfork handler, which
+  // closes the inherited lock descriptor, has run by then)
+  test::shared_block<std::atomic<int>> state(3);
   const pid_t parent = test::spawn([&] {
     session s = t.join("parent");
     auto r = s.reserve(60 * MiB, 0ms);
     const pid_t child = ::fork();
     if (child == 0) {
+      state[2] = 1;
       ::pause(); // outlives its parent, holding the inherited mapping
       std::_Exit(0);
     }
@@ -296,7 +299,7 @@ TEST_CASE("a forked child that outlives its parent does not keep the parent's se
     ::pause();
     return 0;
   });
-  REQUIRE(test::eventually([&] { return state[0].load() == 1; }));
+  REQUIRE(test::eventually([&] { return state[0].load() == 1 && state[2].load() == 1; }));
   session me = t.join("survivor");
   ::kill(parent, SIGKILL);
   CHECK(test::wait_exit(parent) == 128 + SIGKILL);

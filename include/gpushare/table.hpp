@@ -148,9 +148,12 @@ inline session_info read_session(const slot_record& s, std::uint32_t index) {
   return i;
 }
 
-/// Validates a change and applies it to slot `s`. Call under the table lock.
-inline void apply_settings(table_header& h, slot_record& s, const settings_change& c,
-                           const std::string& who) {
+/// Validates a change and applies it to slot `i`. Call under the table lock. Returns the slot to
+/// wake after unlocking (its waiting threads re-check under the new settings), or nobody.
+inline std::int64_t apply_settings(const table_view& t, std::uint32_t i, const settings_change& c,
+                                   const std::string& who) {
+  table_header& h = *t.header;
+  slot_record& s = t.slots[i];
   if (c.priority && (*c.priority < min_priority || *c.priority > max_priority))
     throw error(errc::invalid_argument, "priority " + std::to_string(*c.priority) +
                                             " is out of range " + std::to_string(min_priority) +
@@ -176,7 +179,7 @@ inline void apply_settings(table_header& h, slot_record& s, const settings_chang
                     " cannot be promised: the table's capacity is " + format_bytes(h.capacity) +
                     " and " + format_bytes(sat_sub(h.committed_total, commitment(s))) +
                     " is already committed to other sessions");
-  if (c.priority) s.priority = *c.priority;
+  if (c.priority) change_class(t, i, *c.priority); // re-based on the new class's clock
   if (c.share) s.share = *c.share;
   if (c.compute_limit_ppm) s.compute_limit_ppm = *c.compute_limit_ppm;
   if (c.quantum) s.quantum_ns = static_cast<std::uint64_t>(c.quantum->count());
@@ -186,6 +189,9 @@ inline void apply_settings(table_header& h, slot_record& s, const settings_chang
   s.memory_limit = limit; // a lower limit does not take back what is reserved; growth stops
   set_usage(h, s, s.reserved, s.external, guarantee);
   ++s.settings_seq;
+  if (s.wants_device == 0) return nobody;
+  s.grant_word.fetch_add(1, std::memory_order_release);
+  return i;
 }
 
 /// Every live session of `core`, consistent at one instant; dead sessions are reclaimed first.
@@ -295,9 +301,11 @@ public:
       throw error(errc::invalid_argument, "no live session " + std::to_string(id.slot) + "." +
                                               std::to_string(id.generation) + " in table '" +
                                               core_.name() + "'");
-    detail::apply_settings(core_.header(), s, change,
-                           "session '" + detail::read_bounded(s.name, detail::name_capacity) + "'");
+    const std::int64_t wake = detail::apply_settings(
+        core_.view(), id.slot, change,
+        "session '" + detail::read_bounded(s.name, detail::name_capacity) + "'");
     core_.unlock_after_release(g, change.memory_guarantee.has_value());
+    core_.wake_slot(wake);
   }
 
   /// Frees the slots of dead sessions now (any operation also does this when it needs to).

@@ -1,25 +1,32 @@
 // SPDX-License-Identifier: Apache-2.0
 // Compute arbitration decisions: pure functions of the table state, called under the table lock.
-// They decide who holds the device; the mechanics (lock, futex waits and wakes) live in
-// session_core. Unit-testable without processes (tests/unit-scheduler.cpp).
+// They decide who holds the device, who waits and who watches; the mechanics (the lock, futex
+// waits and wakes, clocks) live in session_core, which calls the three *_step() functions below
+// in a fixed order. The unit tests drive the same functions directly, and a discrete-event
+// simulation (tests/unit-scheduler-sim.cpp) drives them in session_core's order.
 //
 // The policy (docs/design.md, "Compute arbitration"):
 //   * at most one session holds the device (`holder`); a session's guards run only while it does;
 //   * among waiters, the highest priority class wins; within a class the smallest virtual time
 //     (device time / share), then the longest wait;
-//   * a waiter of a higher class gets the device at the holder's next guard boundary;
-//   * a waiter of the same class gets it when the holder's quantum of device time is used (at a
-//     guard boundary, or only at yield() for handover_at_yield sessions) and the waiter's virtual
-//     time is not ahead of the holder's;
-//   * a holder between guards keeps the device only for a short grace when others wait, so an
-//     idle holder never blocks anyone for long (work conservation);
-//   * a session that starts contending gets vtime = max(its vtime, min_vtime of its class): no
-//     banked credit (the floor is per class: a busy higher class must not push a lower one's);
+//   * a waiter of a higher class gets the device at the holder's next guard boundary; a new guard
+//     of the holder waits while its running guards drain;
+//   * a waiter of the same class gets it when the holder's quantum is used (device time plus the
+//     idle time it kept from waiters) and the waiter is not ahead in virtual time, or at once
+//     when the holder is more than one of its quanta ahead; handover_at_yield holders hand over
+//     only in yield(), until they have held for yield_backstop_quanta quanta;
+//   * a holder may leave the device idle between guards for at most its idle grace per quantum
+//     while others wait (in total, over all its gaps); then anyone waiting takes it, of any class;
+//   * credit: a session that contends again after using the device within credit_idle_ns keeps
+//     its virtual time (at most what its class's clock can advance in credit_idle_ns, plus
+//     credit_quanta quanta, behind the clock); a session idle for longer, or new, starts level
+//     with the clock (no banked credit);
 //   * a capped session is paced: after a guard of u ns it may start its next guard only once its
 //     pacing clock (advanced by u / limit) has caught up with real time.
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 
 #include <gpushare/detail/budget.hpp>
@@ -31,7 +38,7 @@ inline namespace v0 {
 namespace detail {
 
 // default_quantum_ns (5 ms), min_quantum_ns (1 us), max_quantum_ns (10 s): detail/parse.hpp.
-/// How long a holder between guards keeps the device while others wait.
+/// How much idle time (between its guards, while others wait) a holder may keep per quantum.
 inline constexpr std::uint64_t idle_grace_at_guard_ns = 200'000;    // 200 us
 inline constexpr std::uint64_t idle_grace_at_yield_ns = 50'000'000; // 50 ms
 /// How long a session just granted the device has to wake up and start before a peer may take
@@ -40,6 +47,23 @@ inline constexpr std::uint64_t idle_grace_at_yield_ns = 50'000'000; // 50 ms
 inline constexpr std::uint64_t start_grace_ns = 10'000'000; // 10 ms
 /// How much idle time a capped session may bank as burst (limits overshoot to ~1% of a second).
 inline constexpr std::uint64_t cap_burst_ns = 10'000'000; // 10 ms
+/// A waiter watching a holder that runs guards re-checks it this often, so a gap that begins
+/// while nobody is woken goes unnoticed at most this long (instead of a wake-up per guard).
+inline constexpr std::uint64_t watch_period_ns = 1'000'000; // 1 ms
+/// Credit: a session that used the device less than this long ago keeps its virtual time when it
+/// contends again (it was descheduled, not idle); one idle for longer starts at its class clock.
+/// Longer than what a CPU scheduler makes a runnable process wait on a loaded machine.
+inline constexpr std::uint64_t credit_idle_ns = 100'000'000; // 100 ms
+/// The credit kept is bounded: what the class clock can advance in credit_idle_ns (the device
+/// used all that time by the class's smallest share), plus this many of the widest quanta. So a
+/// session back from a short absence keeps all it is owed, and an intermittent session cannot
+/// bank more than about credit_idle_ns of device time for a later burst.
+inline constexpr std::uint64_t credit_quanta = 2;
+/// A handover_at_yield holder that does not yield hands over at guard boundaries (to an
+/// equal-class waiter that is due) once it has held the device for this many quanta, device plus
+/// idle time, and at least yield_backstop_min_ns.
+inline constexpr std::uint64_t yield_backstop_quanta = 16;
+inline constexpr std::uint64_t yield_backstop_min_ns = 100'000'000; // 100 ms
 inline constexpr std::int64_t nobody = -1;
 
 /// The virtual-time floor of a priority class (bounds-checked: priorities come from shm).
@@ -58,6 +82,63 @@ inline bool is_active(const slot_record& s) noexcept {
   return s.state.load(std::memory_order_relaxed) == slot_active;
 }
 
+/// Virtual time that `used_ns` of device time costs session `s`.
+inline std::uint64_t virtual_ns(const slot_record& s, std::uint64_t used_ns) noexcept {
+  return mul_div(used_ns, 1000, std::max<std::uint32_t>(s.share, 1));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Waiters: wants_device per slot, the header's count of waiting threads and the waiting mask are
+// changed together, only here.
+// ---------------------------------------------------------------------------------------------
+
+inline std::uint32_t mask_words(const table_view& t) noexcept {
+  return std::min<std::uint32_t>((t.slot_count + 63) / 64, max_slot_count / 64);
+}
+
+inline void set_waiting_bit(table_header& h, std::uint32_t i, bool on) noexcept {
+  if (i >= max_slot_count) return;
+  const std::uint64_t bit = std::uint64_t{1} << (i % 64);
+  if (on)
+    h.waiting_mask[i / 64] |= bit;
+  else
+    h.waiting_mask[i / 64] &= ~bit;
+}
+
+/// Calls f(index) for every slot whose waiting bit is set (indices checked against slot_count:
+/// the mask is shared memory).
+template <class F> void for_each_waiting(const table_view& t, F&& f) {
+  const std::uint32_t words = mask_words(t);
+  for (std::uint32_t w = 0; w < words; ++w) {
+    for (std::uint64_t bits = t.header->waiting_mask[w]; bits != 0; bits &= bits - 1) {
+      const std::uint32_t i = w * 64 + static_cast<std::uint32_t>(std::countr_zero(bits));
+      if (i >= t.slot_count) return;
+      f(i);
+    }
+  }
+}
+
+/// One more thread of slot `i` waits for the device, from `now`.
+inline void add_waiter(const table_view& t, std::uint32_t i, std::uint64_t now) noexcept {
+  slot_record& s = t.slots[i];
+  if (s.wants_device++ == 0) {
+    s.wait_since_ns = now;
+    set_waiting_bit(*t.header, i, true);
+  }
+  t.header->device_waiters.fetch_add(1, std::memory_order_relaxed);
+}
+
+/// `threads` threads of slot `i` stop waiting (all of them: UINT32_MAX).
+inline void remove_waiters(const table_view& t, std::uint32_t i,
+                           std::uint32_t threads = 1) noexcept {
+  slot_record& s = t.slots[i];
+  const std::uint32_t n = std::min(threads, s.wants_device);
+  s.wants_device -= n;
+  if (s.wants_device == 0) set_waiting_bit(*t.header, i, false);
+  std::atomic<std::uint32_t>& all = t.header->device_waiters;
+  all.fetch_sub(std::min(n, all.load(std::memory_order_relaxed)), std::memory_order_relaxed);
+}
+
 /// Does `a` have a better claim to the device than `b`?
 inline bool better_claim(const slot_record& a, std::uint32_t ia, const slot_record& b,
                          std::uint32_t ib) noexcept {
@@ -67,18 +148,17 @@ inline bool better_claim(const slot_record& a, std::uint32_t ia, const slot_reco
   return ia < ib;
 }
 
-/// The waiting session with the best claim (excluding `except`), or nobody.
+/// The waiting session with the best claim (excluding `except`), or nobody. Visits only the
+/// waiting slots, and nothing at all when nobody waits.
 inline std::int64_t best_waiter(const table_view& t, std::int64_t except = nobody) noexcept {
-  // The common case, nobody waiting, must not scan 256 slots on every guard entry and exit.
-  // (If a rogue writer zeroed the count, waiters are only found late: at their 100 ms re-check.)
   if (t.header->device_waiters.load(std::memory_order_relaxed) == 0) return nobody;
   std::int64_t best = nobody;
-  for (std::uint32_t i = 0; i < t.slot_count; ++i) {
+  for_each_waiting(t, [&](std::uint32_t i) {
     const slot_record& s = t.slots[i];
-    if (i == except || s.wants_device == 0 || !is_active(s)) continue;
+    if (i == except || s.wants_device == 0 || !is_active(s)) return;
     if (best == nobody || better_claim(s, i, t.slots[best], static_cast<std::uint32_t>(best)))
       best = i;
-  }
+  });
   return best;
 }
 
@@ -91,25 +171,117 @@ inline std::int64_t current_holder(const table_view& t) noexcept {
   return h.holder - 1;
 }
 
-enum class boundary { guard_enter, guard_exit, yield };
+// ---------------------------------------------------------------------------------------------
+// Virtual time: the class clock and the credit rule
+// ---------------------------------------------------------------------------------------------
 
-/// At a boundary of holder `hs`, should waiter `ws` get the device?
-inline bool should_hand_over(const table_header& h, const slot_record& hs, const slot_record& ws,
-                             boundary at) noexcept {
-  if (ws.priority != hs.priority) return ws.priority > hs.priority;
-  if (hs.handover_mode == handover_at_yield && at != boundary::yield) return false;
-  if (h.quantum_used_ns < hs.quantum_ns) return false;
-  return ws.vtime <= hs.vtime;
+/// Virtual time of one quantum of session `s`: how far one turn moves it.
+inline std::uint64_t quantum_vt(const slot_record& s) noexcept {
+  return virtual_ns(s, s.quantum_ns);
 }
+
+struct class_view {
+  std::uint64_t lowest = UINT64_MAX; ///< smallest vtime of the class's contenders (none: max)
+  std::uint64_t widest_quantum = 0;  ///< largest quantum_vt among them
+  std::uint32_t smallest_share = 0;  ///< smallest share among them (none: 0)
+};
+
+/// The sessions of class `priority` that contend now (the holder and the waiters), except `i`.
+inline class_view contenders(const table_view& t, int priority, std::int64_t except) noexcept {
+  class_view c;
+  auto consider = [&](std::uint32_t j) {
+    const slot_record& o = t.slots[j];
+    if (j == except || o.priority != priority || !is_active(o)) return;
+    c.lowest = std::min(c.lowest, o.vtime);
+    c.widest_quantum = std::max(c.widest_quantum, quantum_vt(o));
+    const std::uint32_t share = std::max<std::uint32_t>(o.share, 1);
+    c.smallest_share = c.smallest_share == 0 ? share : std::min(c.smallest_share, share);
+  };
+  const std::int64_t holder = current_holder(t);
+  if (holder != nobody) consider(static_cast<std::uint32_t>(holder));
+  for_each_waiting(t, [&](std::uint32_t j) {
+    if (j != holder && t.slots[j].wants_device > 0) consider(j);
+  });
+  return c;
+}
+
+/// The clock of class `priority`: the floor raised to the smallest vtime of the sessions that
+/// contend now (except `i`). Monotone: a session's vtime never decreases.
+inline std::uint64_t class_clock(const table_view& t, int priority, std::int64_t except,
+                                 class_view* out = nullptr) noexcept {
+  const class_view c = contenders(t, priority, except);
+  std::uint64_t& floor = class_floor(*t.header, priority);
+  if (c.lowest != UINT64_MAX) floor = std::max(floor, c.lowest);
+  if (out) *out = c;
+  return floor;
+}
+
+/// The most credit (virtual time behind its class clock) a recently active session keeps.
+inline std::uint64_t credit_limit(const slot_record& s, const class_view& c) noexcept {
+  const std::uint32_t own = std::max<std::uint32_t>(s.share, 1);
+  const std::uint32_t smallest = c.smallest_share == 0 ? own : std::min(c.smallest_share, own);
+  const std::uint64_t widest = std::max(c.widest_quantum, quantum_vt(s));
+  return sat_add(mul_div(credit_idle_ns, 1000, smallest), mul_div(widest, credit_quanta, 1));
+}
+
+/// Slot `i` starts contending (its first thread registers to wait, or it takes a free device):
+/// the credit rule. Recently active (within credit_idle_ns): it keeps its vtime, up to
+/// credit_limit() behind the clock. Idle for longer, or never active: level with the clock.
+inline void place(const table_view& t, std::uint32_t i, std::uint64_t now) noexcept {
+  slot_record& s = t.slots[i];
+  class_view c;
+  const std::uint64_t clock = class_clock(t, s.priority, i, &c);
+  const bool recent = s.last_active_ns != 0 && sat_sub(now, s.last_active_ns) <= credit_idle_ns;
+  s.vtime = std::max(s.vtime, sat_sub(clock, recent ? credit_limit(s, c) : 0));
+}
+
+/// Session `i` moves to class `priority`: it takes the new class's clock as its vtime (its old
+/// vtime measured progress in another class and means nothing here).
+inline void change_class(const table_view& t, std::uint32_t i, int priority) noexcept {
+  slot_record& s = t.slots[i];
+  if (s.priority == priority) return;
+  const class_view c = contenders(t, priority, i);
+  s.priority = priority;
+  s.vtime = c.lowest != UINT64_MAX ? c.lowest : class_floor(*t.header, priority);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Who holds the device
+// ---------------------------------------------------------------------------------------------
+
+enum class boundary { guard_enter, guard_exit, yield };
 
 inline std::uint64_t idle_grace(const slot_record& holder) noexcept {
   return holder.handover_mode == handover_at_yield ? idle_grace_at_yield_ns
                                                    : idle_grace_at_guard_ns;
 }
 
-/// How long a holder between guards keeps the device from an equal or lower class waiter.
-inline std::uint64_t takeover_grace(const table_header& h, const slot_record& holder) noexcept {
-  return h.holder_started ? idle_grace(holder) : std::max(idle_grace(holder), start_grace_ns);
+/// How long a handover_at_yield holder keeps the device without yielding while others are due.
+inline std::uint64_t yield_backstop(const slot_record& hs) noexcept {
+  return std::max(mul_div(hs.quantum_ns, yield_backstop_quanta, 1), yield_backstop_min_ns);
+}
+
+/// At a boundary of holder `hs`, should waiter `ws` get the device?
+inline bool should_hand_over(const table_header& h, const slot_record& hs, const slot_record& ws,
+                             boundary at) noexcept {
+  if (ws.priority > hs.priority) return true;
+  const bool idle_spent = h.holder_idle_ns >= idle_grace(hs);
+  if (ws.priority < hs.priority || idle_spent) return idle_spent;
+  if (hs.handover_mode == handover_at_yield && at != boundary::yield &&
+      h.quantum_used_ns < yield_backstop(hs))
+    return false;
+  if (h.quantum_used_ns >= hs.quantum_ns && ws.vtime <= hs.vtime) return true;
+  return sat_add(ws.vtime, quantum_vt(hs)) < hs.vtime; // it is more than a turn ahead
+}
+
+/// How much longer holder `hs`, between guards now, may leave the device idle while others wait:
+/// the start grace until it has started, then what is left of its idle budget.
+inline std::uint64_t idle_left(const table_header& h, const slot_record& hs,
+                               std::uint64_t now) noexcept {
+  if (!h.holder_started)
+    return sat_sub(sat_add(h.holder_since_ns, std::max(idle_grace(hs), start_grace_ns)), now);
+  const std::uint64_t idle = sat_add(h.holder_idle_ns, sat_sub(now, h.holder_idle_since_ns));
+  return sat_sub(idle_grace(hs), idle);
 }
 
 /// Makes slot `i` the holder. Returns `i` (the slot whose waiters to wake after unlocking).
@@ -126,8 +298,10 @@ inline std::int64_t grant(const table_view& t, std::uint32_t i, std::uint64_t no
   h.holder_since_ns = now;
   h.holder_idle_since_ns = now;
   h.quantum_used_ns = 0;
+  h.holder_idle_ns = 0;
   h.holder_started = 0;
-  class_floor(h, s.priority) = std::max(class_floor(h, s.priority), s.vtime);
+  h.watch_until_ns = 0; // a new holder: nobody watches it yet
+  s.last_active_ns = now;
   s.grant_word.fetch_add(1, std::memory_order_release);
   return i;
 }
@@ -139,17 +313,28 @@ inline std::int64_t grant_next(const table_view& t, std::uint64_t now) noexcept 
   return w == nobody ? nobody : grant(t, static_cast<std::uint32_t>(w), now);
 }
 
-/// Slot `i` starts contending (registers a waiting thread, or takes a free device): it gets no
-/// credit for the time it was idle.
-inline void start_contending(table_header& h, slot_record& s) noexcept {
-  s.vtime = std::max(s.vtime, class_floor(h, s.priority));
-}
-
 struct take_result {
   bool granted = false;
   std::int64_t wake = nobody;   ///< a slot granted the device that must be woken
   std::uint64_t recheck_ns = 0; ///< when not granted: sleep at most this long, then retry
 };
+
+/// A waiting thread is about to sleep while holder `hs` runs or idles: how long it sleeps, and
+/// whether it becomes the watcher (the one waiter that re-checks the holder on its own; the
+/// holder's guard exits wake a waiter only while nobody watches).
+inline std::uint64_t watch(table_header& h, const slot_record& hs, std::uint64_t now,
+                           std::uint64_t liveness_recheck_ns) noexcept {
+  if (h.watch_until_ns > now) return liveness_recheck_ns; // another thread watches
+  std::uint64_t until = 0;
+  if (hs.active_guards == 0)
+    until = sat_add(now, std::max<std::uint64_t>(idle_left(h, hs, now), 1));
+  else if (h.watch_exits != h.holder_exits) // its guards end and start: poll
+    until = sat_add(now, watch_period_ns);
+  // else: one long guard since the last watch; its exit will wake a waiter
+  h.watch_until_ns = until;
+  h.watch_exits = h.holder_exits;
+  return until ? std::min(until - now, liveness_recheck_ns) : liveness_recheck_ns;
+}
 
 /// Thread of session `i` wants to enter a guard (or to get the device back after a yield).
 inline take_result try_take(const table_view& t, std::uint32_t i, std::uint64_t now,
@@ -159,18 +344,24 @@ inline take_result try_take(const table_view& t, std::uint32_t i, std::uint64_t 
   const std::int64_t holder = current_holder(t);
   const std::int64_t w = best_waiter(t, i);
   if (holder == i) {
+    if (h.holder_started && s.active_guards == 0 && w != nobody) {
+      // The gap since its last guard kept the device from waiters: it costs quantum and budget.
+      const std::uint64_t gap = sat_sub(now, h.holder_idle_since_ns);
+      h.quantum_used_ns = sat_add(h.quantum_used_ns, gap);
+      h.holder_idle_ns = sat_add(h.holder_idle_ns, gap);
+      h.holder_idle_since_ns = now;
+    }
     h.holder_started = 1;
-    if (s.active_guards > 0) return {true}; // another thread of this session is inside a guard
-    if (w != nobody && should_hand_over(h, s, t.slots[w], boundary::guard_enter))
+    if (w != nobody && should_hand_over(h, s, t.slots[w], boundary::guard_enter)) {
+      if (s.active_guards > 0) return {false, nobody, liveness_recheck_ns}; // drain first
       return {false, grant(t, static_cast<std::uint32_t>(w), now), liveness_recheck_ns};
+    }
     // Quantum used and nobody should take over, even at a yield: a new quantum. (An at_yield
-    // holder keeps a used quantum until its next yield() hands over.)
+    // holder keeps a used quantum until its next yield() hands over, or its backstop.)
     if (h.quantum_used_ns >= s.quantum_ns &&
         (w == nobody || !should_hand_over(h, s, t.slots[w], boundary::yield))) {
       h.quantum_used_ns = 0;
-      const bool same_class = w != nobody && t.slots[w].priority == s.priority;
-      std::uint64_t& floor = class_floor(h, s.priority);
-      floor = std::max(floor, std::min(s.vtime, same_class ? t.slots[w].vtime : s.vtime));
+      h.holder_idle_ns = 0;
     }
     return {true};
   }
@@ -182,14 +373,12 @@ inline take_result try_take(const table_view& t, std::uint32_t i, std::uint64_t 
     return {true};
   }
   const slot_record& hs = t.slots[holder];
-  if (hs.active_guards > 0) return {false, nobody, liveness_recheck_ns};
-  // The holder is between guards: a higher class takes over at once; anyone else after the
-  // holder's idle grace (or once its quantum is used, when it would have handed over anyway).
-  const std::uint64_t idle_for = sat_sub(now, h.holder_idle_since_ns);
-  const std::uint64_t grace = takeover_grace(h, hs);
-  const bool takeover = s.priority > hs.priority || idle_for >= grace ||
+  if (hs.active_guards > 0) return {false, nobody, watch(h, hs, now, liveness_recheck_ns)};
+  // The holder is between guards: a higher class takes over at once; anyone once the holder's
+  // idle budget is spent (or when the holder would hand over to it at its next boundary anyway).
+  const bool takeover = s.priority > hs.priority || idle_left(h, hs, now) == 0 ||
                         should_hand_over(h, hs, s, boundary::guard_exit);
-  if (!takeover) return {false, nobody, grace - idle_for};
+  if (!takeover) return {false, nobody, watch(h, hs, now, liveness_recheck_ns)};
   if (w != nobody && better_claim(t.slots[w], static_cast<std::uint32_t>(w), s, i))
     return {false, grant(t, static_cast<std::uint32_t>(w), now), liveness_recheck_ns};
   grant(t, i, now);
@@ -202,8 +391,7 @@ inline take_result try_take(const table_view& t, std::uint32_t i, std::uint64_t 
 inline void account_device_time(table_header& h, slot_record& s, std::uint64_t used_ns, bool holder,
                                 std::uint64_t start_ns) noexcept {
   s.device_ns = sat_add(s.device_ns, used_ns);
-  const std::uint32_t share = std::max<std::uint32_t>(s.share, 1);
-  s.vtime = sat_add(s.vtime, mul_div(used_ns, 1000, share));
+  s.vtime = sat_add(s.vtime, virtual_ns(s, used_ns));
   if (holder) h.quantum_used_ns = sat_add(h.quantum_used_ns, used_ns);
   const std::uint32_t limit = s.compute_limit_ppm == 0 ? 1'000'000 : s.compute_limit_ppm;
   if (limit < 1'000'000) {
@@ -219,23 +407,37 @@ inline void account_guard(table_header& h, slot_record& s, std::uint64_t used_ns
   account_device_time(h, s, used_ns, holder, start_ns);
 }
 
-/// The last active guard of holder `i` ended. Returns the slot to wake (a new holder, or a waiter
-/// that should watch for the holder's idle grace to run out), or nobody.
+/// Whether session `s` must pause before its next guard (its compute limit).
+inline bool paced(const slot_record& s, std::uint64_t now) noexcept {
+  return s.compute_limit_ppm != 0 && s.compute_limit_ppm < 1'000'000 && s.cap_vclock_ns > now;
+}
+
+/// The last active guard of holder `i` ended. Returns the slot to wake (a new holder, this
+/// session's own threads waiting to start a guard, or a waiter to watch the holder), or nobody.
 inline std::int64_t release_at_guard_exit(const table_view& t, std::uint32_t i,
                                           std::uint64_t now) noexcept {
   table_header& h = *t.header;
   slot_record& s = t.slots[i];
   h.holder_idle_since_ns = now;
-  const bool paced = s.cap_vclock_ns > now; // its compute limit makes it pause: let go
+  ++h.holder_exits;
+  const bool must_pause = paced(s, now); // its compute limit makes it pause: let go
   const std::int64_t w = best_waiter(t, i);
-  if (w != nobody && (paced || should_hand_over(h, s, t.slots[w], boundary::guard_exit)))
+  if (w != nobody && (must_pause || should_hand_over(h, s, t.slots[w], boundary::guard_exit)))
     return grant(t, static_cast<std::uint32_t>(w), now);
-  if (w == nobody && (paced || s.handover_mode == handover_at_guard)) {
-    h.holder = 0; // nobody waits: the device is simply free
-    return nobody;
+  if (w == nobody && (must_pause || s.handover_mode == handover_at_guard)) {
+    h.holder = 0; // nobody else waits: the device is simply free
+    if (s.wants_device == 0) return nobody;
+  }
+  if (s.wants_device > 0) { // its own threads wait for the running guards to drain
+    s.grant_word.fetch_add(1, std::memory_order_release);
+    return i;
   }
   if (w == nobody) return nobody; // handover_at_yield: keep it until yield() or the grace ends
-  t.slots[w].grant_word.fetch_add(1, std::memory_order_release); // wake it to watch the grace
+  // Others wait and it keeps the device: someone must notice if this gap lasts. A watcher that
+  // re-checks soon enough covers it; otherwise wake the best waiter to watch.
+  const std::uint64_t soon = sat_add(now, std::max(idle_grace(s), watch_period_ns));
+  if (h.watch_until_ns > now && h.watch_until_ns <= soon) return nobody;
+  t.slots[w].grant_word.fetch_add(1, std::memory_order_release); // it arms a watch when it runs
   return w;
 }
 
@@ -248,24 +450,95 @@ inline std::int64_t hand_over_at_yield(const table_view& t, std::uint32_t i,
   return grant(t, static_cast<std::uint32_t>(w), now);
 }
 
+// ---------------------------------------------------------------------------------------------
+// The steps session_core takes under the table lock (and the simulation takes in its order)
+// ---------------------------------------------------------------------------------------------
+
+/// A thread's progress through one acquisition (kept by the thread, across its retries).
+struct acquire_state {
+  bool registered = false;      ///< counted in wants_device / device_waiters now
+  bool waited = false;          ///< it had to wait for the device at least once
+  std::uint64_t wait_start = 0; ///< when it first had to wait
+};
+
+struct acquire_result {
+  enum outcome { granted, wait, pause } what = wait;
+  std::int64_t wake = nobody; ///< slot to wake after unlocking
+  std::uint64_t sleep_ns = 0; ///< wait: the futex timeout; pause: how long to sleep (its cap)
+};
+
+/// A thread of session `i` asks for the device, for a guard (`as_guard`) or to get it back after
+/// yield(). Granted: a guard is counted active. Wait: it is registered as a waiter and sleeps on
+/// its slot's grant_word. Pause: its compute limit holds it back (re-checked here, under the
+/// lock, so a guard never starts early); it is not registered while it pauses.
+inline acquire_result acquire_step(const table_view& t, std::uint32_t i, std::uint64_t now,
+                                   bool as_guard, acquire_state& st,
+                                   std::uint64_t liveness_recheck_ns) noexcept {
+  slot_record& s = t.slots[i];
+  if (as_guard && paced(s, now)) {
+    if (st.registered) remove_waiters(t, i);
+    st.registered = false;
+    return {acquire_result::pause, nobody, s.cap_vclock_ns - now};
+  }
+  if (!st.registered && s.wants_device == 0 && current_holder(t) != i) place(t, i, now);
+  const take_result r = try_take(t, i, now, liveness_recheck_ns);
+  if (r.granted) {
+    if (as_guard) ++s.active_guards;
+    if (st.registered) remove_waiters(t, i);
+    st.registered = false;
+    s.last_active_ns = now;
+    return {acquire_result::granted, r.wake, 0};
+  }
+  if (!st.registered) add_waiter(t, i, now);
+  st.registered = true;
+  if (!st.waited) st.wait_start = now;
+  st.waited = true;
+  return {acquire_result::wait, r.wake, r.recheck_ns};
+}
+
+/// A guard of session `i` that started at `start_ns` ends at `now`, having used `used_ns` of
+/// device time. Returns the slot to wake after unlocking, or nobody.
+inline std::int64_t exit_step(const table_view& t, std::uint32_t i, std::uint64_t start_ns,
+                              std::uint64_t used_ns, std::uint64_t now) noexcept {
+  slot_record& s = t.slots[i];
+  const bool holder = current_holder(t) == i;
+  account_guard(*t.header, s, used_ns, holder, start_ns);
+  s.active_guards = sat_sub32(s.active_guards, 1);
+  s.last_active_ns = now;
+  if (holder && s.active_guards == 0) return release_at_guard_exit(t, i, now);
+  return nobody;
+}
+
+/// yield() by session `i`: if it holds the device between guards and a waiter should run now,
+/// hand over. Returns the slot to wake; when not nobody, the caller must acquire the device again
+/// (acquire_step with as_guard = false) before it returns.
+inline std::int64_t yield_step(const table_view& t, std::uint32_t i, std::uint64_t now) noexcept {
+  if (current_holder(t) != i || t.slots[i].active_guards > 0) return nobody;
+  return hand_over_at_yield(t, i, now);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sessions that leave or die
+// ---------------------------------------------------------------------------------------------
+
 /// Slot `i` is being cleared (its session left or died): drop its scheduling state; if it held
 /// the device, give the device to the next waiter. Returns the slot to wake, or nobody.
 inline std::int64_t forget_slot(const table_view& t, std::uint32_t i, std::uint64_t now) noexcept {
-  table_header& h = *t.header;
   slot_record& s = t.slots[i];
   const bool was_holder = current_holder(t) == i;
-  h.device_waiters.fetch_sub(std::min(s.wants_device, h.device_waiters.load()),
-                             std::memory_order_relaxed);
-  s.wants_device = 0;
+  remove_waiters(t, i, UINT32_MAX);
+  set_waiting_bit(*t.header, i, false);
   s.active_guards = 0;
   if (!was_holder) return nobody;
   return grant_next(t, now); // it no longer wants the device, so it cannot be picked
 }
 
-/// After a lock owner died: recount the waiters and make sure a live session holds the device if
-/// anyone waits. Returns the slot to wake, or nobody.
+/// After a lock owner died: recount the waiters and the waiting mask from the slots, and make
+/// sure a live session holds the device if anyone waits. Returns the slot to wake, or nobody.
 inline std::int64_t repair_scheduler(const table_view& t, std::uint64_t now) noexcept {
+  table_header& h = *t.header;
   std::uint32_t waiters = 0;
+  std::fill(std::begin(h.waiting_mask), std::end(h.waiting_mask), std::uint64_t{0});
   for (std::uint32_t i = 0; i < t.slot_count; ++i) {
     slot_record& s = t.slots[i];
     if (!is_active(s)) {
@@ -273,9 +546,11 @@ inline std::int64_t repair_scheduler(const table_view& t, std::uint64_t now) noe
       s.active_guards = 0;
       continue;
     }
-    waiters += std::min(s.wants_device, 1024u);
+    waiters += std::min(s.wants_device, 1024u); // a scribbled count must not overflow the sum
+    set_waiting_bit(h, i, s.wants_device > 0);
   }
-  t.header->device_waiters.store(waiters, std::memory_order_relaxed);
+  h.device_waiters.store(waiters, std::memory_order_relaxed);
+  h.watch_until_ns = 0;
   if (current_holder(t) != nobody) return nobody;
   return grant_next(t, now);
 }

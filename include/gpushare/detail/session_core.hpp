@@ -167,7 +167,6 @@ public:
   /// starts (after any wait).
   std::uint64_t enter_guard(std::uint64_t requested_ns) {
     check_usable();
-    if (pace_for_compute_limit()) requested_ns = monotonic_ns();
     return acquire_device(true, requested_ns);
   }
 
@@ -177,13 +176,8 @@ public:
     if (!joined_ || inherited_) return;
     try {
       table_core::guard g(table_);
-      slot_record& s = own();
-      if (!holds(s)) return;
-      const bool holder = current_holder(table_.view()) == slot_;
-      account_guard(table_.header(), s, used_ns, holder, start_ns);
-      s.active_guards = sat_sub32(s.active_guards, 1);
-      std::int64_t wake = nobody;
-      if (holder && s.active_guards == 0) wake = release_at_guard_exit(table_.view(), slot_, now);
+      if (!holds(own())) return;
+      const std::int64_t wake = exit_step(table_.view(), slot_, start_ns, used_ns, now);
       crash_point("guard.exit");
       g.unlock();
       table_.wake_slot(wake);
@@ -224,9 +218,8 @@ public:
     if (table_.header().device_waiters.load(std::memory_order_relaxed) == 0) return;
     {
       table_core::guard g(table_);
-      slot_record& s = own_checked();
-      if (current_holder(table_.view()) != slot_ || s.active_guards > 0) return;
-      const std::int64_t wake = hand_over_at_yield(table_.view(), slot_, monotonic_ns());
+      own_checked();
+      const std::int64_t wake = yield_step(table_.view(), slot_, monotonic_ns());
       if (wake == nobody) return;
       crash_point("yield.handed_over");
       g.unlock();
@@ -254,9 +247,10 @@ public:
   void configure(const settings_change& c) {
     check_usable();
     table_core::guard g(table_);
-    slot_record& s = own_checked();
-    apply_settings(table_.header(), s, c, "session '" + name_ + "'");
+    own_checked();
+    const std::int64_t wake = apply_settings(table_.view(), slot_, c, "session '" + name_ + "'");
     table_.unlock_after_release(g, c.memory_guarantee.has_value());
+    table_.wake_slot(wake);
   }
 
   table_snapshot snapshot() {
@@ -307,63 +301,50 @@ private:
     s.reserve_wait_max_ns = std::max(s.reserve_wait_max_ns, waited);
   }
 
-  /// Waits until this session holds the device (and, for a guard, counts it as active).
+  /// Waits until this session holds the device (and, for a guard, counts it as active). `start`:
+  /// when it was asked for. Returns the time it got the device.
   std::uint64_t acquire_device(bool as_guard, std::uint64_t start) {
-    bool waiting = false;
-    for (;;) {
+    acquire_state st;
+    std::uint64_t now = start;
+    for (bool first = true;; first = false) {
       table_core::guard g(table_);
       slot_record& s = own_checked();
-      table_header& h = table_.header();
-      const std::uint64_t now = waiting ? monotonic_ns() : start;
-      if (!waiting && s.wants_device == 0 && current_holder(table_.view()) != slot_)
-        start_contending(h, s);
-      const take_result r = try_take(table_.view(), slot_, now, liveness_recheck_ns);
-      if (r.granted) {
-        if (as_guard) ++s.active_guards;
-        if (waiting) stop_waiting_for_device(s, start, now);
+      if (!first) now = monotonic_ns();
+      const bool was_registered = st.registered;
+      const acquire_result r =
+          acquire_step(table_.view(), slot_, now, as_guard, st, liveness_recheck_ns);
+      if (st.registered != was_registered)
+        own_waiters_.fetch_add(st.registered ? 1u : ~0u, std::memory_order_relaxed);
+      if (r.what == acquire_result::granted) {
+        if (st.waited) record_wait(s, now - st.wait_start);
         s.cap_throttle_ns =
             sat_add(s.cap_throttle_ns, throttled_ns_.exchange(0, std::memory_order_relaxed));
+        g.unlock();
+        table_.wake_slot(r.wake);
         return now;
       }
-      if (!waiting) {
-        waiting = true;
-        if (s.wants_device++ == 0) s.wait_since_ns = now;
-        h.device_waiters.fetch_add(1, std::memory_order_relaxed);
-        own_waiters_.fetch_add(1, std::memory_order_relaxed);
+      if (r.what == acquire_result::pause) { // its compute limit: sleep, holding nothing
+        g.unlock();
+        table_.wake_slot(r.wake);
+        const std::uint64_t pause = std::min(r.sleep_ns, liveness_recheck_ns);
+        std::this_thread::sleep_for(std::chrono::nanoseconds(pause));
+        throttled_ns_.fetch_add(monotonic_ns() - now, std::memory_order_relaxed);
+        continue;
       }
       const std::uint32_t seq = s.grant_word.load(std::memory_order_acquire);
       crash_point("guard.waiting");
       g.unlock();
       table_.wake_slot(r.wake);
-      const wait_result w = futex_wait(&s.grant_word, seq, r.recheck_ns);
+      const wait_result w = futex_wait(&s.grant_word, seq, r.sleep_ns);
       // A holder that died never hands over: after a full liveness interval, look for the dead.
-      if (w == wait_result::timed_out && r.recheck_ns >= liveness_recheck_ns) table_.reclaim_dead();
+      if (w == wait_result::timed_out && r.sleep_ns >= liveness_recheck_ns) table_.reclaim_dead();
     }
   }
 
-  void stop_waiting_for_device(slot_record& s, std::uint64_t start, std::uint64_t now) noexcept {
-    s.wants_device = sat_sub32(s.wants_device, 1);
-    table_.header().device_waiters.fetch_sub(1, std::memory_order_relaxed);
-    own_waiters_.fetch_sub(1, std::memory_order_relaxed);
-    const std::uint64_t waited = now - start;
+  void record_wait(slot_record& s, std::uint64_t waited) noexcept {
     ++s.device_waits;
     s.device_wait_ns = sat_add(s.device_wait_ns, waited);
     s.device_wait_max_ns = std::max(s.device_wait_max_ns, waited);
-  }
-
-  /// A session with a compute limit may start a guard only once its pacing clock has caught up
-  /// with real time; it sleeps here, outside the lock and without holding the device. Returns
-  /// whether it slept.
-  bool pace_for_compute_limit() {
-    for (bool slept = false;; slept = true) {
-      const slot_record& s = own();
-      if (s.compute_limit_ppm >= 1'000'000) return slept;
-      const std::uint64_t clock = s.cap_vclock_ns, now = monotonic_ns();
-      if (clock <= now) return slept;
-      const std::uint64_t pause = std::min(clock - now, liveness_recheck_ns);
-      std::this_thread::sleep_for(std::chrono::nanoseconds(pause));
-      throttled_ns_.fetch_add(monotonic_ns() - now, std::memory_order_relaxed);
-    }
   }
 
   void claim_slot();
@@ -461,8 +442,8 @@ inline bool session_core::activate(const resolved_options& r) {
     s.handover_mode =
         r.handover == handover_point::at_yield ? handover_at_yield : handover_at_guard;
     s.active_guards = s.wants_device = 0;
-    s.vtime = class_floor(h, r.priority); // a newcomer starts level with its class
-    s.wait_since_ns = s.cap_vclock_ns = 0;
+    s.vtime = class_floor(h, r.priority); // a newcomer starts level with its class (see place())
+    s.wait_since_ns = s.cap_vclock_ns = s.last_active_ns = 0;
     s.device_ns = s.guards = s.device_waits = s.device_wait_ns = s.device_wait_max_ns = 0;
     s.handovers = s.cap_throttle_ns = 0;
     set_usage(h, s, 0, 0, guarantee);
