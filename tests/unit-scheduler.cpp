@@ -94,43 +94,66 @@ std::uint64_t run_two_sessions(fake_table& t, int guards, std::uint64_t now,
 // better_claim, best_waiter, current_holder
 // ---------------------------------------------------------------------------------------------
 
-TEST_CASE("better_claim: a higher priority class wins whatever the virtual times and waits") {
+TEST_CASE("best_claim: a higher priority class wins whatever the virtual times and waits") {
   fake_table t;
   auto& hi = t.join(0, prio::high);
   auto& lo = t.join(1, prio::normal);
-  hi.vtime = 1'000'000;
-  hi.wait_since_ns = 900;
+  hi.vtime = 1'000'000'000'000;
   lo.vtime = 0;
-  lo.wait_since_ns = 100;
-  CHECK(d::better_claim(hi, 0, lo, 1));
-  CHECK_FALSE(d::better_claim(lo, 1, hi, 0));
+  t.wait(0, 900);
+  t.wait(1, 100);
+  CHECK(d::best_claim(t.view(), d::nobody, d::nobody, 0) == 0);
 }
 
-TEST_CASE("better_claim: within a class the smaller virtual time wins before the longer wait") {
+TEST_CASE("best_claim: within a class, the longest wait among those within a quantum of the "
+          "smallest vtime") {
+  // A quantum of 5 ms at share 1 is 5e9 of virtual time.
   fake_table t;
   auto& a = t.join(0);
   auto& b = t.join(1);
-  a.vtime = 10;
-  a.wait_since_ns = 900;
-  b.vtime = 11;
-  b.wait_since_ns = 100;
-  CHECK(d::better_claim(a, 0, b, 1));
-  CHECK_FALSE(d::better_claim(b, 1, a, 0));
+  auto& c = t.join(2);
+  a.vtime = 0;
+  b.vtime = 4'000'000'000; // ahead, but by less than a quantum: eligible
+  c.vtime = 6'000'000'000; // more than a quantum ahead: it has had more than its share
+  t.wait(0, 900);
+  t.wait(1, 100);
+  t.wait(2, 50);
+  CHECK(d::best_claim(t.view(), d::nobody, d::nobody, 0) == 1);
+  CHECK(d::best_claim(t.view(), 1, d::nobody, 0) == 0);
+  c.vtime = 5'000'000'000; // exactly a quantum ahead: eligible, and it waited longest
+  CHECK(d::best_claim(t.view(), d::nobody, d::nobody, 0) == 2);
+  // A bigger share has a shorter quantum in virtual time: 4e9 ahead is too far at share 4.
+  b.share = 4;
+  c.vtime = 6'000'000'000;
+  CHECK(d::best_claim(t.view(), d::nobody, d::nobody, 0) == 0);
 }
 
-TEST_CASE("better_claim: equal virtual times go to the longer wait, then the lower index") {
+TEST_CASE("best_claim: equal waits go to the smaller vtime, then the lower index") {
   fake_table t;
   auto& a = t.join(0);
   auto& b = t.join(1);
-  a.vtime = b.vtime = 50;
-  a.wait_since_ns = 200;
-  b.wait_since_ns = 100;
-  CHECK(d::better_claim(b, 1, a, 0));
-  CHECK_FALSE(d::better_claim(a, 0, b, 1));
-  b.wait_since_ns = 200;
-  CHECK(d::better_claim(a, 0, b, 1));
-  CHECK_FALSE(d::better_claim(b, 1, a, 0));
-  CHECK_FALSE(d::better_claim(a, 0, a, 0)); // strict: nothing beats itself
+  a.vtime = 60;
+  b.vtime = 50;
+  t.wait(0, 100);
+  t.wait(1, 100);
+  CHECK(d::best_claim(t.view(), d::nobody, d::nobody, 0) == 1);
+  b.vtime = 60;
+  CHECK(d::best_claim(t.view(), d::nobody, d::nobody, 0) == 0);
+}
+
+TEST_CASE("best_claim: a caller that does not wait yet competes as if waiting from now") {
+  fake_table t;
+  auto& a = t.join(0);
+  auto& b = t.join(1);
+  a.vtime = 100;
+  b.vtime = 100;
+  t.wait(1, 3 * ms);
+  CHECK(d::best_claim(t.view(), d::nobody, 0, 5 * ms) == 1); // b has waited since 3 ms
+  CHECK(d::best_claim(t.view(), d::nobody, 0, 2 * ms) == 0); // (now 2 ms: a would be first)
+  b.vtime = 100 + 6'000'000'000;                             // b too far ahead
+  CHECK(d::best_claim(t.view(), d::nobody, 0, 5 * ms) == 0);
+  CHECK(d::best_claim(t.view(), 0, d::nobody, 5 * ms) == 1); // excluded: the others only
+  CHECK(d::best_claim(t.view(), 1, d::nobody, 5 * ms) == d::nobody);
 }
 
 TEST_CASE("best_waiter picks the best claim among the waiting sessions") {
@@ -143,7 +166,9 @@ TEST_CASE("best_waiter picks the best claim among the waiting sessions") {
   t.wait(1, 5);
   t.wait(2, 7);
   t.wait(3, 6);
-  CHECK(d::best_waiter(t.view()) == 3); // vtime 20 ties with slot 2: waited longer
+  CHECK(d::best_waiter(t.view()) == 1); // all within a quantum of each other: the longest wait
+  t.slots[1].vtime = 30'000'000'000;    // far ahead: not eligible
+  CHECK(d::best_waiter(t.view()) == 3); // the longest wait of the others
   t.slots[1].priority = prio::high;
   CHECK(d::best_waiter(t.view()) == 1); // a higher class beats any vtime
   t.wait(4, 9);
@@ -273,7 +298,9 @@ TEST_CASE("should_hand_over: an equal waiter ahead in virtual time does not get 
   h.vtime = 100;
   w.vtime = 100; // equal: hands over
   CHECK(d::should_hand_over(*t.header, h, w, d::boundary::guard_exit));
-  w.vtime = 101;
+  w.vtime = 100 + 5'000'000'000; // ahead by one of its quanta (5 ms at share 1): still its turn
+  CHECK(d::should_hand_over(*t.header, h, w, d::boundary::guard_exit));
+  w.vtime = 100 + 5'000'000'001; // further: the holder, behind, keeps going
   CHECK_FALSE(d::should_hand_over(*t.header, h, w, d::boundary::guard_exit));
   CHECK_FALSE(d::should_hand_over(*t.header, h, w, d::boundary::yield));
 }
@@ -567,7 +594,7 @@ TEST_CASE("try_take: a holder whose quantum is used and that nobody should repla
   t.wait(1);
   t.hold(0, 100, 7 * ms); // its last guard just ended: no idle gap
   s.vtime = 300;
-  w.vtime = 400; // ahead of the holder: no handover
+  w.vtime = 300 + 5'000'001'000; // more than a quantum ahead of the holder: no handover
   t.header->min_vtime[prio::normal] = 100;
   t.header->quantum_used_ns = 6 * ms;
   t.header->holder_idle_ns = 150 * us;
@@ -575,8 +602,8 @@ TEST_CASE("try_take: a holder whose quantum is used and that nobody should repla
   CHECK(r.granted);
   CHECK(r.wake == d::nobody);
   CHECK(t.header->holder == 1);
-  CHECK(t.header->quantum_used_ns == 0);
-  CHECK(t.header->holder_idle_ns == 0);            // the idle budget is per quantum
+  CHECK(t.header->quantum_used_ns == 1 * ms);      // the overrun is carried into the new quantum
+  CHECK(t.header->holder_idle_ns == 150 * us);     // someone waits: the idle budget is not renewed
   CHECK(t.header->min_vtime[prio::normal] == 100); // the class clock moves only at placements
   CHECK(t.header->holder_since_ns == 100);
   CHECK(t.grants(0) == 0);
@@ -593,13 +620,14 @@ TEST_CASE("try_take: a holder whose quantum is used and that nobody should repla
     CHECK(t.header->holder == 1);
     CHECK(t.header->quantum_used_ns == 0);
   }
-  SUBCASE("with nobody waiting") {
+  SUBCASE("with nobody waiting, the idle budget is renewed too") {
     d::remove_waiters(t.view(), 1, UINT32_MAX);
     s.vtime = 1'000;
     t.header->quantum_used_ns = 5 * ms;
     r = d::try_take(t.view(), 0, 8 * ms, liveness);
     CHECK(r.granted);
     CHECK(t.header->quantum_used_ns == 0);
+    CHECK(t.header->holder_idle_ns == 0);
   }
 }
 
@@ -759,7 +787,7 @@ TEST_CASE("try_take: an equal waiter takes an idle holder's device once it is du
   t.header->holder_idle_since_ns = 10 * ms;
   t.header->quantum_used_ns = 5 * ms;
   h.vtime = 100;
-  s.vtime = 101; // ahead: waits for the grace
+  s.vtime = 100 + 5'000'000'001; // more than a quantum ahead: waits for the grace
   d::take_result r = d::try_take(t.view(), 1, 10 * ms, liveness);
   CHECK_FALSE(r.granted);
   CHECK(r.recheck_ns == 200 * us);
@@ -1045,7 +1073,7 @@ TEST_CASE("hand_over_at_yield: with quantum left, or the waiter ahead, the holde
   t.header->quantum_used_ns = 4 * ms;
   CHECK(d::hand_over_at_yield(t.view(), 0, 60 * ms) == d::nobody);
   t.header->quantum_used_ns = 5 * ms;
-  w.vtime = 5'001;
+  w.vtime = 5'000 + 5'000'000'001; // more than one of its quanta ahead
   CHECK(d::hand_over_at_yield(t.view(), 0, 60 * ms) == d::nobody);
   CHECK(t.header->holder == 1);
   CHECK(t.grants(1) == 0); // not even woken
@@ -1187,6 +1215,204 @@ TEST_CASE("repair_scheduler frees the device of a vanished holder when nobody wa
   CHECK(d::repair_scheduler(t.view(), 2 * ms) == d::nobody);
   CHECK(t.header->holder == 0);
   CHECK(t.header->device_waiters.load() == 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Turns, idle budget across classes, the watch
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("a turn that overran its quantum makes the session's next turn shorter") {
+  fake_table t;
+  auto& a = t.join(0);
+  auto& b = t.join(1);
+  t.wait(1);
+  t.hold(0, 0);
+  t.header->quantum_used_ns = 5 * ms + 700 * us; // its last guard ended 0.7 ms past the quantum
+  CHECK(d::release_at_guard_exit(t.view(), 0, 6 * ms) == 1);
+  CHECK(a.quantum_debt_ns == 700 * us);
+  // When it gets the device back, its turn starts with the overrun already used.
+  d::grant(t.view(), 0, 20 * ms);
+  CHECK(t.header->quantum_used_ns == 700 * us);
+  CHECK(a.quantum_debt_ns == 0);
+  // At most a whole quantum is carried, however long the guard was.
+  t.header->quantum_used_ns = 60 * ms;
+  d::grant(t.view(), 1, 80 * ms);
+  CHECK(a.quantum_debt_ns == 5 * ms);
+  CHECK(b.quantum_debt_ns == 0);
+}
+
+TEST_CASE("a lower class gets the gaps of a holder that spent its idle budget, at exits only") {
+  fake_table t;
+  auto& h = t.join(0, prio::high);
+  t.join(1, prio::low);
+  t.wait(1);
+  t.hold(0, 0);
+  t.header->holder_idle_ns = 150 * us;
+  CHECK_FALSE(d::should_hand_over(*t.header, h, t.slots[1], d::boundary::guard_exit));
+  t.header->holder_idle_ns = 200 * us; // spent
+  CHECK_FALSE(d::should_hand_over(*t.header, h, t.slots[1], d::boundary::guard_enter));
+  CHECK(d::should_hand_over(*t.header, h, t.slots[1], d::boundary::guard_exit));
+  CHECK(d::should_hand_over(*t.header, h, t.slots[1], d::boundary::yield));
+  // At its guard entry the holder keeps the device (it wants it now), and the gap it just ended
+  // is counted...
+  t.header->holder_idle_ns = 100 * us;
+  t.header->holder_idle_since_ns = 1 * ms;
+  d::take_result r = d::try_take(t.view(), 0, 1 * ms + 150 * us, liveness);
+  CHECK(r.granted);
+  CHECK(t.header->holder_idle_ns == 250 * us);
+  // ...so at the exit of that guard the next gap goes to the lower class.
+  CHECK(d::release_at_guard_exit(t.view(), 0, 2 * ms) == 1);
+  CHECK(t.header->holder == 2);
+  CHECK(h.handovers == 1);
+}
+
+TEST_CASE("watch: one waiter re-checks a holder, the others sleep until the liveness recheck") {
+  fake_table t;
+  t.join(0);
+  t.join(1);
+  t.join(2);
+  t.wait(1);
+  t.wait(2);
+  t.hold(0, 0, 1 * ms);
+  auto& h = t.slots[0];
+  h.vtime = 0;
+  h.active_guards = 1;
+  SUBCASE("a holder in one long guard: nobody polls, its exit will wake a waiter") {
+    t.header->holder_exits = t.header->watch_exits = 3;
+    CHECK(d::try_take(t.view(), 1, 2 * ms, liveness).recheck_ns == liveness);
+    CHECK(t.header->watch_until_ns == 0);
+  }
+  SUBCASE("a holder running short guards: one waiter polls each watch period") {
+    t.header->holder_exits = 4; // it has ended guards since the last watch
+    CHECK(d::try_take(t.view(), 1, 2 * ms, liveness).recheck_ns == d::watch_period_ns);
+    CHECK(t.header->watch_until_ns == 2 * ms + d::watch_period_ns);
+    CHECK(d::try_take(t.view(), 2, 2 * ms + 10 * us, liveness).recheck_ns == liveness);
+    // Its exits inside that period wake nobody: the poll will see the gap.
+    h.active_guards = 0;
+    CHECK(d::release_at_guard_exit(t.view(), 0, 2 * ms + 500 * us) == d::nobody);
+    CHECK(t.grants(1) == 0);
+    CHECK(t.grants(2) == 0);
+    // A holder idle now: a watcher wanting to check sooner than the armed poll takes the watch.
+    const d::take_result r = d::try_take(t.view(), 2, 2 * ms + 520 * us, liveness);
+    CHECK(r.recheck_ns == 180 * us);
+    CHECK(t.header->watch_until_ns == 2 * ms + 700 * us);
+  }
+  SUBCASE("a watch armed for a start grace does not cover the gaps after the start") {
+    d::grant(t.view(), 0, 10 * ms);
+    h.active_guards = 0;
+    CHECK(d::try_take(t.view(), 1, 10 * ms, liveness).recheck_ns == d::start_grace_ns);
+    CHECK(d::try_take(t.view(), 0, 11 * ms, liveness).granted); // it starts
+    CHECK(d::release_at_guard_exit(t.view(), 0, 12 * ms) == 1); // a gap: the waiter is woken
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The steps: acquire_step, exit_step, yield_step
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE(
+    "acquire_step registers a waiter once, keeps the mask in step, and unregisters on grant") {
+  fake_table t(70); // more than one word of the waiting mask
+  auto& h = t.join(3);
+  auto& s = t.join(66);
+  t.hold(3, 0);
+  h.active_guards = 1;
+  d::acquire_state st;
+  d::acquire_result r = d::acquire_step(t.view(), 66, 1 * ms, true, st, liveness);
+  CHECK(r.what == d::acquire_result::wait);
+  CHECK(st.registered);
+  CHECK(st.waited);
+  CHECK(st.wait_start == 1 * ms);
+  CHECK(s.wants_device == 1);
+  CHECK(t.header->device_waiters.load() == 1);
+  CHECK(t.header->waiting_mask[1] == (std::uint64_t{1} << 2));
+  CHECK(s.wait_since_ns == 1 * ms);
+  r = d::acquire_step(t.view(), 66, 2 * ms, true, st, liveness); // a retry: not counted twice
+  CHECK(s.wants_device == 1);
+  CHECK(t.header->device_waiters.load() == 1);
+  // The holder's guard ends and the device passes on.
+  // Quantum left: it keeps the device, and wakes the waiter to watch the gap.
+  CHECK(d::exit_step(t.view(), 3, 0, 1 * ms, 3 * ms) == 66);
+  CHECK(t.header->holder == 4);
+  CHECK(h.device_ns == 1 * ms);
+  t.header->quantum_used_ns = 5 * ms;
+  h.active_guards = 1;
+  CHECK(d::exit_step(t.view(), 3, 3 * ms, 1 * ms, 4 * ms) == 66);
+  r = d::acquire_step(t.view(), 66, 4 * ms, true, st, liveness);
+  CHECK(r.what == d::acquire_result::granted);
+  CHECK_FALSE(st.registered);
+  CHECK(s.wants_device == 0);
+  CHECK(s.active_guards == 1);
+  CHECK(s.last_active_ns == 4 * ms);
+  CHECK(t.header->device_waiters.load() == 0);
+  CHECK(t.header->waiting_mask[1] == 0);
+}
+
+TEST_CASE("acquire_step: a capped session pauses, unregistered, until its pacing clock") {
+  fake_table t;
+  auto& s = t.join(0);
+  s.compute_limit_ppm = 250'000;
+  s.cap_vclock_ns = 10 * ms;
+  d::acquire_state st;
+  st.registered = true; // it was waiting when another of its threads advanced the clock
+  d::add_waiter(t.view(), 0, 1 * ms);
+  const d::acquire_result r = d::acquire_step(t.view(), 0, 4 * ms, true, st, liveness);
+  CHECK(r.what == d::acquire_result::pause);
+  CHECK(r.sleep_ns == 6 * ms);
+  CHECK_FALSE(st.registered);
+  CHECK(s.wants_device == 0);
+  CHECK(t.header->device_waiters.load() == 0);
+  CHECK(t.header->holder == 0); // it took nothing
+  // Getting the device back after a yield is not a guard: no pacing.
+  CHECK(d::acquire_step(t.view(), 0, 4 * ms, false, st, liveness).what ==
+        d::acquire_result::granted);
+  CHECK(s.active_guards == 0);
+}
+
+TEST_CASE("acquire_step: a thread that takes the device for its session wakes its waiting peers") {
+  fake_table t;
+  auto& s = t.join(0);
+  t.join(1);
+  t.hold(1, 0, 0); // idle since 0: past its budget at 1 ms
+  d::acquire_state other;
+  CHECK(d::acquire_step(t.view(), 0, 10 * us, true, other, liveness).what ==
+        d::acquire_result::wait);
+  d::acquire_state st;
+  const std::uint32_t before = t.grants(0);
+  const d::acquire_result r = d::acquire_step(t.view(), 0, 1 * ms, true, st, liveness);
+  CHECK(r.what == d::acquire_result::granted);
+  CHECK(r.wake == 0); // its own slot: the other thread may start its guard too
+  CHECK(t.grants(0) > before);
+  CHECK(s.wants_device == 1);
+}
+
+TEST_CASE("acquire_step places a session that starts contending by the credit rule") {
+  fake_table t;
+  auto& s = t.join(0);
+  auto& h = t.join(1);
+  t.hold(1, 0);
+  h.active_guards = 1;
+  h.vtime = 50'000'000'000;
+  s.vtime = 0;
+  s.last_active_ns = 0; // new
+  d::acquire_state st;
+  d::acquire_step(t.view(), 0, 1 * ms, true, st, liveness);
+  CHECK(s.vtime == 50'000'000'000); // level with the class clock: no banked credit
+}
+
+TEST_CASE("yield_step hands over only from a holder between guards, to a due waiter") {
+  fake_table t;
+  auto& s = t.join(0, prio::normal, 1, 5 * ms, d::handover_at_yield);
+  t.join(1);
+  t.wait(1);
+  t.hold(0, 0);
+  t.header->quantum_used_ns = 5 * ms;
+  s.active_guards = 1;
+  CHECK(d::yield_step(t.view(), 0, 6 * ms) == d::nobody); // inside a guard: no yield point
+  s.active_guards = 0;
+  CHECK(d::yield_step(t.view(), 1, 6 * ms) == d::nobody); // not the holder
+  CHECK(d::yield_step(t.view(), 0, 6 * ms) == 1);
+  CHECK(t.header->holder == 2);
 }
 
 // ---------------------------------------------------------------------------------------------

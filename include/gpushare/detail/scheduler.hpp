@@ -7,16 +7,16 @@
 //
 // The policy (docs/design.md, "Compute arbitration"):
 //   * at most one session holds the device (`holder`); a session's guards run only while it does;
-//   * among waiters, the highest priority class wins; within a class the smallest virtual time
-//     (device time / share), then the longest wait;
+//   * among waiters, the highest priority class wins; within a class, among the sessions not more
+//     than one quantum ahead in virtual time (device time / share), the longest wait;
 //   * a waiter of a higher class gets the device at the holder's next guard boundary; a new guard
 //     of the holder waits while its running guards drain;
 //   * a waiter of the same class gets it when the holder's quantum is used (device time plus the
-//     idle time it kept from waiters) and the waiter is not ahead in virtual time, or at once
-//     when the holder is more than one of its quanta ahead; handover_at_yield holders hand over
+//     idle time it kept from waiters) unless the waiter is more than one of its quanta ahead in
+//     virtual time; handover_at_yield holders hand over
 //     only in yield(), until they have held for yield_backstop_quanta quanta;
-//   * a holder may leave the device idle between guards for at most its idle grace per quantum
-//     while others wait (in total, over all its gaps); then anyone waiting takes it, of any class;
+//   * a holder may leave the device idle between guards for at most its idle grace in total,
+//     over all its gaps while others wait; then anyone waiting takes it, of any class;
 //   * credit: a session that contends again after using the device within credit_idle_ns keeps
 //     its virtual time (at most what its class's clock can advance in credit_idle_ns, plus
 //     credit_quanta quanta, behind the clock); a session idle for longer, or new, starts level
@@ -27,6 +27,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <climits>
 #include <cstdint>
 
 #include <gpushare/detail/budget.hpp>
@@ -38,7 +39,7 @@ inline namespace v0 {
 namespace detail {
 
 // default_quantum_ns (5 ms), min_quantum_ns (1 us), max_quantum_ns (10 s): detail/parse.hpp.
-/// How much idle time (between its guards, while others wait) a holder may keep per quantum.
+/// How much idle time (between its guards, while others wait) a holder may keep in all.
 inline constexpr std::uint64_t idle_grace_at_guard_ns = 200'000;    // 200 us
 inline constexpr std::uint64_t idle_grace_at_yield_ns = 50'000'000; // 50 ms
 /// How long a session just granted the device has to wake up and start before a peer may take
@@ -139,27 +140,63 @@ inline void remove_waiters(const table_view& t, std::uint32_t i,
   all.fetch_sub(std::min(n, all.load(std::memory_order_relaxed)), std::memory_order_relaxed);
 }
 
-/// Does `a` have a better claim to the device than `b`?
-inline bool better_claim(const slot_record& a, std::uint32_t ia, const slot_record& b,
-                         std::uint32_t ib) noexcept {
-  if (a.priority != b.priority) return a.priority > b.priority;
-  if (a.vtime != b.vtime) return a.vtime < b.vtime;
-  if (a.wait_since_ns != b.wait_since_ns) return a.wait_since_ns < b.wait_since_ns;
-  return ia < ib;
+/// Virtual time of one quantum of session `s`: how far one turn moves it.
+inline std::uint64_t quantum_vt(const slot_record& s) noexcept {
+  return virtual_ns(s, s.quantum_ns);
 }
 
-/// The waiting session with the best claim (excluding `except`), or nobody. Visits only the
-/// waiting slots, and nothing at all when nobody waits.
-inline std::int64_t best_waiter(const table_view& t, std::int64_t except = nobody) noexcept {
-  if (t.header->device_waiters.load(std::memory_order_relaxed) == 0) return nobody;
-  std::int64_t best = nobody;
-  for_each_waiting(t, [&](std::uint32_t i) {
+/// The session with the best claim to the device among the waiting slots (except `except`) and,
+/// if given, slot `also` (a caller about to contend, waiting from `now` if it does not wait yet):
+///   1. the highest priority class;
+///   2. within it, only the *eligible*: those whose vtime is at most one of their own quanta
+///      ahead of the class's smallest (a session further ahead has had more than its share);
+///   3. among those, the longest wait (so n equal sessions take turns: each waits at most one
+///      turn of each other); then the smaller vtime; then the lower slot index.
+/// Visits only the waiting slots, and nothing at all when nobody waits and `also` is nobody.
+inline std::int64_t best_claim(const table_view& t, std::int64_t except, std::int64_t also,
+                               std::uint64_t now) noexcept {
+  if (also == nobody && t.header->device_waiters.load(std::memory_order_relaxed) == 0)
+    return nobody;
+  auto for_each_candidate = [&](auto&& f) {
+    for_each_waiting(t, [&](std::uint32_t i) {
+      const slot_record& s = t.slots[i];
+      if (i != except && i != also && s.wants_device > 0 && is_active(s)) f(i);
+    });
+    if (also != nobody && also != except) f(static_cast<std::uint32_t>(also));
+  };
+  int top = INT32_MIN;
+  std::uint64_t lowest = UINT64_MAX;
+  for_each_candidate([&](std::uint32_t i) {
     const slot_record& s = t.slots[i];
-    if (i == except || s.wants_device == 0 || !is_active(s)) return;
-    if (best == nobody || better_claim(s, i, t.slots[best], static_cast<std::uint32_t>(best)))
-      best = i;
+    if (s.priority > top) {
+      top = s.priority;
+      lowest = s.vtime;
+    } else if (s.priority == top) {
+      lowest = std::min(lowest, s.vtime);
+    }
+  });
+  std::int64_t best = nobody;
+  std::uint64_t best_since = 0;
+  for_each_candidate([&](std::uint32_t i) {
+    const slot_record& s = t.slots[i];
+    if (s.priority != top || s.vtime > sat_add(lowest, quantum_vt(s))) return;
+    const std::uint64_t since = s.wants_device > 0 ? s.wait_since_ns : now;
+    if (best != nobody) {
+      const slot_record& b = t.slots[best];
+      if (since != best_since  ? since > best_since
+          : s.vtime != b.vtime ? s.vtime > b.vtime
+                               : i > best)
+        return;
+    }
+    best = i;
+    best_since = since;
   });
   return best;
+}
+
+/// The waiting session with the best claim (excluding `except`), or nobody.
+inline std::int64_t best_waiter(const table_view& t, std::int64_t except = nobody) noexcept {
+  return best_claim(t, except, nobody, 0);
 }
 
 /// The holder's slot index, if the recorded holder is a live session of the right generation.
@@ -174,11 +211,6 @@ inline std::int64_t current_holder(const table_view& t) noexcept {
 // ---------------------------------------------------------------------------------------------
 // Virtual time: the class clock and the credit rule
 // ---------------------------------------------------------------------------------------------
-
-/// Virtual time of one quantum of session `s`: how far one turn moves it.
-inline std::uint64_t quantum_vt(const slot_record& s) noexcept {
-  return virtual_ns(s, s.quantum_ns);
-}
 
 struct class_view {
   std::uint64_t lowest = UINT64_MAX; ///< smallest vtime of the class's contenders (none: max)
@@ -265,13 +297,18 @@ inline std::uint64_t yield_backstop(const slot_record& hs) noexcept {
 inline bool should_hand_over(const table_header& h, const slot_record& hs, const slot_record& ws,
                              boundary at) noexcept {
   if (ws.priority > hs.priority) return true;
-  const bool idle_spent = h.holder_idle_ns >= idle_grace(hs);
-  if (ws.priority < hs.priority || idle_spent) return idle_spent;
+  const bool idle_spent = h.holder_idle_ns >= idle_grace(hs); // it has left the device idle long
+  // A lower class gets the gaps of a holder that has spent its idle budget: the next gap is the
+  // lower class's (handed over as the gap begins), but never when the holder starts a guard.
+  if (ws.priority < hs.priority) return idle_spent && at != boundary::guard_enter;
+  if (idle_spent) return true; // an equal waiter: the holder wasted its turn on idle gaps
   if (hs.handover_mode == handover_at_yield && at != boundary::yield &&
       h.quantum_used_ns < yield_backstop(hs))
     return false;
-  if (h.quantum_used_ns >= hs.quantum_ns && ws.vtime <= hs.vtime) return true;
-  return sat_add(ws.vtime, quantum_vt(hs)) < hs.vtime; // it is more than a turn ahead
+  // Quantum used: the waiter goes next unless it is more than one of its own turns ahead (then the
+  // holder, behind, keeps going). Equal sessions therefore alternate turn by turn, and a waiter
+  // waits at most one turn of each other session.
+  return h.quantum_used_ns >= hs.quantum_ns && ws.vtime <= sat_add(hs.vtime, quantum_vt(ws));
 }
 
 /// How much longer holder `hs`, between guards now, may leave the device idle while others wait:
@@ -290,14 +327,20 @@ inline std::int64_t grant(const table_view& t, std::uint32_t i, std::uint64_t no
   slot_record& s = t.slots[i];
   const std::int64_t prev = current_holder(t);
   if (prev != nobody && prev != i) {
-    ++t.slots[prev].handovers;
+    slot_record& p = t.slots[prev];
+    ++p.handovers;
     ++h.handovers;
+    // Turns end at guard boundaries, so one may overrun its quantum by up to a guard: the
+    // overrun is taken off the next turn, and turns average one quantum (as in deficit round
+    // robin), whatever the guard lengths.
+    p.quantum_debt_ns = std::min(sat_sub(h.quantum_used_ns, p.quantum_ns), p.quantum_ns);
   }
   h.holder = i + 1;
   h.holder_generation = s.generation;
   h.holder_since_ns = now;
   h.holder_idle_since_ns = now;
-  h.quantum_used_ns = 0;
+  h.quantum_used_ns = prev == i ? 0 : s.quantum_debt_ns; // its turn starts short by its debt
+  s.quantum_debt_ns = 0;
   h.holder_idle_ns = 0;
   h.holder_started = 0;
   h.watch_until_ns = 0; // a new holder: nobody watches it yet
@@ -324,13 +367,14 @@ struct take_result {
 /// holder's guard exits wake a waiter only while nobody watches).
 inline std::uint64_t watch(table_header& h, const slot_record& hs, std::uint64_t now,
                            std::uint64_t liveness_recheck_ns) noexcept {
-  if (h.watch_until_ns > now) return liveness_recheck_ns; // another thread watches
   std::uint64_t until = 0;
   if (hs.active_guards == 0)
     until = sat_add(now, std::max<std::uint64_t>(idle_left(h, hs, now), 1));
   else if (h.watch_exits != h.holder_exits) // its guards end and start: poll
     until = sat_add(now, watch_period_ns);
   // else: one long guard since the last watch; its exit will wake a waiter
+  if (h.watch_until_ns > now && (until == 0 || h.watch_until_ns <= until))
+    return liveness_recheck_ns; // another thread re-checks soon enough
   h.watch_until_ns = until;
   h.watch_exits = h.holder_exits;
   return until ? std::min(until - now, liveness_recheck_ns) : liveness_recheck_ns;
@@ -357,17 +401,18 @@ inline take_result try_take(const table_view& t, std::uint32_t i, std::uint64_t 
       return {false, grant(t, static_cast<std::uint32_t>(w), now), liveness_recheck_ns};
     }
     // Quantum used and nobody should take over, even at a yield: a new quantum. (An at_yield
-    // holder keeps a used quantum until its next yield() hands over, or its backstop.)
+    // holder keeps a used quantum until its next yield() hands over, or its backstop.) The idle
+    // budget is renewed only when nobody waits: the idle a waiter sees during one wait is bounded.
     if (h.quantum_used_ns >= s.quantum_ns &&
         (w == nobody || !should_hand_over(h, s, t.slots[w], boundary::yield))) {
-      h.quantum_used_ns = 0;
-      h.holder_idle_ns = 0;
+      h.quantum_used_ns = std::min(h.quantum_used_ns - s.quantum_ns, s.quantum_ns); // the overrun
+      if (w == nobody) h.holder_idle_ns = 0;
     }
     return {true};
   }
   if (holder == nobody) {
-    if (w != nobody && better_claim(t.slots[w], static_cast<std::uint32_t>(w), s, i))
-      return {false, grant(t, static_cast<std::uint32_t>(w), now), liveness_recheck_ns};
+    const std::int64_t b = best_claim(t, nobody, i, now);
+    if (b != i) return {false, grant(t, static_cast<std::uint32_t>(b), now), liveness_recheck_ns};
     grant(t, i, now);
     h.holder_started = 1;
     return {true};
@@ -379,8 +424,8 @@ inline take_result try_take(const table_view& t, std::uint32_t i, std::uint64_t 
   const bool takeover = s.priority > hs.priority || idle_left(h, hs, now) == 0 ||
                         should_hand_over(h, hs, s, boundary::guard_exit);
   if (!takeover) return {false, nobody, watch(h, hs, now, liveness_recheck_ns)};
-  if (w != nobody && better_claim(t.slots[w], static_cast<std::uint32_t>(w), s, i))
-    return {false, grant(t, static_cast<std::uint32_t>(w), now), liveness_recheck_ns};
+  const std::int64_t b = best_claim(t, holder, i, now);
+  if (b != i) return {false, grant(t, static_cast<std::uint32_t>(b), now), liveness_recheck_ns};
   grant(t, i, now);
   h.holder_started = 1;
   return {true};
@@ -487,7 +532,11 @@ inline acquire_result acquire_step(const table_view& t, std::uint32_t i, std::ui
     if (st.registered) remove_waiters(t, i);
     st.registered = false;
     s.last_active_ns = now;
-    return {acquire_result::granted, r.wake, 0};
+    // Other threads of this session that wait may run too now: wake them (a grant this thread
+    // took for its session bumped their word, but nobody else sends the wake).
+    const bool others = s.wants_device > 0 && r.wake == nobody;
+    if (others) s.grant_word.fetch_add(1, std::memory_order_release);
+    return {acquire_result::granted, others ? std::int64_t{i} : r.wake, 0};
   }
   if (!st.registered) add_waiter(t, i, now);
   st.registered = true;
