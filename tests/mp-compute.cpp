@@ -25,6 +25,7 @@ struct control {
   std::atomic<int> stop{0};
   std::atomic<int> started{0};
   std::atomic<int> stop_one[4]{};
+  std::atomic<long> guards[4]{}; ///< guards each busy worker has started
 };
 
 /// Pins the calling process to CPU `cpu` (an index into the CPUs it may use). Returns false if
@@ -53,6 +54,7 @@ pid_t busy_worker(const test::unique_table& t, session_options o, control& c, in
     c.started++;
     while (!c.stop.load() && !c.stop_one[index].load()) {
       scoped_kernel k(s);
+      c.guards[index]++;
       spin_for(guard_ns);
     }
     return 0;
@@ -210,29 +212,44 @@ TEST_CASE("priority: a high-priority waiter gets the device at the next guard bo
   test::unique_table t("cmp-prio");
   test::shared_block<control> c;
   constexpr int requests = 150;
-  test::shared_block<std::uint64_t> waits(requests);
+  struct request {
+    std::uint64_t waited_ns;
+    long low_guards; ///< low-priority guards that started while this request waited
+  };
+  test::shared_block<request> log(requests);
   std::vector<pid_t> pids{busy_worker(t, named(t, "low", 1, priority::low), c[0], 0)};
   REQUIRE(test::eventually([&] { return c[0].started.load() == 1; }));
   const pid_t high = test::spawn([&] {
     session s(t.key(), named(t, "high", 1, priority::high));
     for (int i = 0; i < requests; ++i) {
       std::this_thread::sleep_for(std::chrono::microseconds(1500 + (i * 7919) % 2500));
+      const long before = c[0].guards[0].load();
       scoped_kernel k(s);
-      waits[i] = static_cast<std::uint64_t>(k.waited().count());
+      log[i].low_guards = c[0].guards[0].load() - before;
+      log[i].waited_ns = static_cast<std::uint64_t>(k.waited().count());
       spin_for(100'000);
     }
     return 0;
   });
   CHECK(test::wait_exit(high) == 0);
-  std::vector<std::uint64_t> w(waits.get(), waits.get() + requests);
-  std::sort(w.begin(), w.end());
-  const double p50 = static_cast<double>(w[requests / 2]) / 1e6;
-  const double p90 = static_cast<double>(w[requests * 9 / 10]) / 1e6;
+  std::vector<long> overtaken;
+  std::vector<std::uint64_t> waited;
+  for (int i = 0; i < requests; ++i) {
+    overtaken.push_back(log[i].low_guards);
+    waited.push_back(log[i].waited_ns);
+  }
+  std::sort(overtaken.begin(), overtaken.end());
+  std::sort(waited.begin(), waited.end());
   MESSAGE("high-priority wait behind 1 ms low-priority guards: p50 "
-          << p50 << " ms, p90 " << p90 << " ms, max " << w.back() / 1e6 << " ms");
-  // At most about one low-priority guard (1 ms): its remainder plus the wake-up.
-  CHECK(p50 <= 1.2);
-  CHECK(p90 <= 2.0);
+          << waited[requests / 2] / 1e6 << " ms, p90 " << waited[requests * 9 / 10] / 1e6
+          << " ms, max " << waited.back() / 1e6 << " ms (wall time: depends on the CPU); low "
+          << "guards started during a wait: p90 " << overtaken[requests * 9 / 10] << ", max "
+          << overtaken.back());
+  // What the library controls: once the high-priority request waits, no low-priority guard
+  // starts. The one that may start is the one admitted before the request registered (between
+  // reading the counter and taking the table lock). Wall-clock waits depend on how fast the CPU
+  // wakes the process: docs/benchmarks.md measures them.
+  CHECK(overtaken[requests * 9 / 10] <= 1);
   // The low-priority process kept running while the high one idled between requests...
   const auto used = measure(t, 300ms);
   CHECK(used.at("low") / 0.3e9 >= 0.8); // ...and has the device to itself now

@@ -344,16 +344,20 @@ private:
     session_result& sr = res_->sessions[static_cast<std::size_t>(th.session)];
     if (now_ >= sc_.warmup && now_ <= sc_.duration) sr.max_wait = std::max(sr.max_wait, waited);
     // The idle the device had during this wait, against what the idle budget allows: each holder
-    // during the wait may leave it idle for its idle grace, plus one watch period before a waiter
-    // notices a gap, plus the CPU's latencies (a woken thread, a descheduled holder).
+    // during the wait may leave it idle for its idle grace per quantum it holds, plus one watch
+    // period before a waiter notices a gap, plus the CPU's latencies (a woken thread, a
+    // descheduled holder).
     const u64 idle = idle_ns_ - th.idle_mark;
     const u64 holders = 1 + (grants_seen() - th.grants_mark);
-    u64 grace = 0;
-    for (const auto& s : sc_.sessions)
+    u64 grace = 0, quantum = UINT64_MAX;
+    for (const auto& s : sc_.sessions) {
       grace = std::max(grace, s.mode == d::handover_at_yield ? d::idle_grace_at_yield_ns
                                                              : d::idle_grace_at_guard_ns);
+      quantum = std::min(quantum, s.quantum);
+    }
+    const u64 quanta = holders + waited / quantum;
     const u64 cpu = 2 * sc_.cpu.wake_latency_max + sc_.cpu.deschedule_max;
-    const u64 allowed = holders * (grace + d::watch_period_ns + cpu);
+    const u64 allowed = quanta * grace + holders * (d::watch_period_ns + cpu);
     res_->worst_wait_idle = std::max(res_->worst_wait_idle, idle);
     if (idle > allowed) res_->idle_excess_ns = std::max(res_->idle_excess_ns, idle - allowed);
   }

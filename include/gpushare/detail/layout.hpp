@@ -84,10 +84,12 @@ struct alignas(64) table_header {
   std::uint64_t min_vtime[8];         ///< per priority class: the class clock's monotone floor
   std::uint64_t handovers;            ///< times the device went from one session to another
   std::uint64_t holder_idle_ns;       ///< idle time the holder spent between guards while others
-                                      ///< waited, since its grant (its idle budget)
+                                      ///< waited, in its current quantum (its idle budget)
   std::uint64_t holder_exits;         ///< times the holder's last active guard ended
   std::uint64_t watch_until_ns;       ///< a waiting thread re-checks the holder by then (0: nobody)
   std::uint64_t watch_exits;          ///< holder_exits when that watch was armed
+  std::uint32_t last_holder;          ///< slot + 1 of the session that last freed the device
+  std::uint32_t last_holder_generation; ///< its generation
   /// Bit i set: slot i has threads waiting for the device (wants_device > 0). Lets a decision
   /// visit only the waiting slots instead of all of them.
   std::uint64_t waiting_mask[max_slot_count / 64];
@@ -150,8 +152,10 @@ struct alignas(64) slot_record {
   std::uint64_t cap_throttle_ns; ///< time its compute limit held it back
   std::uint64_t last_active_ns;  ///< monotonic time it last held or used the device (0: never)
   std::uint64_t quantum_debt_ns; ///< how far its last turn overran its quantum: its next is shorter
+  std::uint32_t last_turn_busy;  ///< its last turn was mostly guards, not idle gaps (1) or not (0)
+  std::uint32_t reserved0;       ///< zero
 
-  std::uint8_t spare[512 - 304]; ///< room to grow without moving fields
+  std::uint8_t spare[512 - 312]; ///< room to grow without moving fields
 };
 
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
@@ -162,7 +166,7 @@ static_assert(sizeof(table_prefix) == 40);
 static_assert(std::is_standard_layout_v<slot_record>);
 static_assert(sizeof(slot_record) == 512, "slot layout changed: bump table_layout_version");
 static_assert(offsetof(slot_record, grant_word) == 184);
-static_assert(offsetof(slot_record, spare) == 304);
+static_assert(offsetof(slot_record, spare) == 312);
 static_assert(offsetof(table_header, lock) % 64 == 0);
 
 inline constexpr std::size_t table_size(std::uint32_t slot_count) {

@@ -15,8 +15,9 @@
 //     idle time it kept from waiters) unless the waiter is more than one of its quanta ahead in
 //     virtual time; handover_at_yield holders hand over
 //     only in yield(), until they have held for yield_backstop_quanta quanta;
-//   * a holder may leave the device idle between guards for at most its idle grace in total,
-//     over all its gaps while others wait; then anyone waiting takes it, of any class;
+//   * a holder may leave the device idle between guards, while others wait, for at most its idle
+//     grace per quantum (all its gaps together); then an equal waiter gets it at the holder's
+//     next boundary, a lower class at its next exit, and a waiter takes it during a gap;
 //   * credit: a session that contends again after using the device within credit_idle_ns keeps
 //     its virtual time (at most what its class's clock can advance in credit_idle_ns, plus
 //     credit_quanta quanta, behind the clock); a session idle for longer, or new, starts level
@@ -39,7 +40,7 @@ inline namespace v0 {
 namespace detail {
 
 // default_quantum_ns (5 ms), min_quantum_ns (1 us), max_quantum_ns (10 s): detail/parse.hpp.
-/// How much idle time (between its guards, while others wait) a holder may keep in all.
+/// How much idle time (between its guards, while others wait) a holder may keep per quantum.
 inline constexpr std::uint64_t idle_grace_at_guard_ns = 200'000;    // 200 us
 inline constexpr std::uint64_t idle_grace_at_yield_ns = 50'000'000; // 50 ms
 /// How long a session just granted the device has to wake up and start before a peer may take
@@ -51,6 +52,11 @@ inline constexpr std::uint64_t cap_burst_ns = 10'000'000; // 10 ms
 /// A waiter watching a holder that runs guards re-checks it this often, so a gap that begins
 /// while nobody is woken goes unnoticed at most this long (instead of a wake-up per guard).
 inline constexpr std::uint64_t watch_period_ns = 1'000'000; // 1 ms
+/// A session that was busy in its turn, is more than a turn behind, and lost the device only
+/// because the CPU descheduled it between two guards has the device kept for it this long (measured
+/// from its last activity) before a session ahead of it may take it: otherwise a CPU scheduler that
+/// balances CPU time would also balance device time, whatever the shares.
+inline constexpr std::uint64_t reserve_ns = 10'000'000; // 10 ms
 /// Credit: a session that used the device less than this long ago keeps its virtual time when it
 /// contends again (it was descheduled, not idle); one idle for longer starts at its class clock.
 /// Longer than what a CPU scheduler makes a runnable process wait on a loaded machine.
@@ -212,47 +218,46 @@ inline std::int64_t current_holder(const table_view& t) noexcept {
 // Virtual time: the class clock and the credit rule
 // ---------------------------------------------------------------------------------------------
 
-struct class_view {
-  std::uint64_t lowest = UINT64_MAX; ///< smallest vtime of the class's contenders (none: max)
-  std::uint64_t widest_quantum = 0;  ///< largest quantum_vt among them
-  std::uint32_t smallest_share = 0;  ///< smallest share among them (none: 0)
-};
-
-/// The sessions of class `priority` that contend now (the holder and the waiters), except `i`.
-inline class_view contenders(const table_view& t, int priority, std::int64_t except) noexcept {
-  class_view c;
+/// The smallest vtime among the sessions of class `priority` that contend now (the holder and
+/// the waiters), except `except`; UINT64_MAX when none does.
+inline std::uint64_t lowest_contender(const table_view& t, int priority,
+                                      std::int64_t except) noexcept {
+  std::uint64_t lowest = UINT64_MAX;
   auto consider = [&](std::uint32_t j) {
     const slot_record& o = t.slots[j];
-    if (j == except || o.priority != priority || !is_active(o)) return;
-    c.lowest = std::min(c.lowest, o.vtime);
-    c.widest_quantum = std::max(c.widest_quantum, quantum_vt(o));
-    const std::uint32_t share = std::max<std::uint32_t>(o.share, 1);
-    c.smallest_share = c.smallest_share == 0 ? share : std::min(c.smallest_share, share);
+    if (j != except && o.priority == priority && is_active(o)) lowest = std::min(lowest, o.vtime);
   };
   const std::int64_t holder = current_holder(t);
   if (holder != nobody) consider(static_cast<std::uint32_t>(holder));
   for_each_waiting(t, [&](std::uint32_t j) {
     if (j != holder && t.slots[j].wants_device > 0) consider(j);
   });
-  return c;
+  return lowest;
 }
 
 /// The clock of class `priority`: the floor raised to the smallest vtime of the sessions that
-/// contend now (except `i`). Monotone: a session's vtime never decreases.
-inline std::uint64_t class_clock(const table_view& t, int priority, std::int64_t except,
-                                 class_view* out = nullptr) noexcept {
-  const class_view c = contenders(t, priority, except);
+/// contend now (except `except`). Monotone: a session's vtime never decreases.
+inline std::uint64_t class_clock(const table_view& t, int priority, std::int64_t except) noexcept {
+  const std::uint64_t lowest = lowest_contender(t, priority, except);
   std::uint64_t& floor = class_floor(*t.header, priority);
-  if (c.lowest != UINT64_MAX) floor = std::max(floor, c.lowest);
-  if (out) *out = c;
+  if (lowest != UINT64_MAX) floor = std::max(floor, lowest);
   return floor;
 }
 
-/// The most credit (virtual time behind its class clock) a recently active session keeps.
-inline std::uint64_t credit_limit(const slot_record& s, const class_view& c) noexcept {
-  const std::uint32_t own = std::max<std::uint32_t>(s.share, 1);
-  const std::uint32_t smallest = c.smallest_share == 0 ? own : std::min(c.smallest_share, own);
-  const std::uint64_t widest = std::max(c.widest_quantum, quantum_vt(s));
+/// The most credit (virtual time behind its class clock) recently active session `i` keeps: how
+/// far the clock can move in credit_idle_ns (the device used all that time by the class's
+/// smallest share), plus credit_quanta of the class's widest quanta. Visits every slot, but runs
+/// only when a session starts contending (about once per turn), never per guard.
+inline std::uint64_t credit_limit(const table_view& t, std::uint32_t i) noexcept {
+  const slot_record& s = t.slots[i];
+  std::uint32_t smallest = std::max<std::uint32_t>(s.share, 1);
+  std::uint64_t widest = quantum_vt(s);
+  for (std::uint32_t j = 0; j < t.slot_count; ++j) {
+    const slot_record& o = t.slots[j];
+    if (o.priority != s.priority || !is_active(o)) continue;
+    smallest = std::min(smallest, std::max<std::uint32_t>(o.share, 1));
+    widest = std::max(widest, quantum_vt(o));
+  }
   return sat_add(mul_div(credit_idle_ns, 1000, smallest), mul_div(widest, credit_quanta, 1));
 }
 
@@ -261,10 +266,10 @@ inline std::uint64_t credit_limit(const slot_record& s, const class_view& c) noe
 /// credit_limit() behind the clock. Idle for longer, or never active: level with the clock.
 inline void place(const table_view& t, std::uint32_t i, std::uint64_t now) noexcept {
   slot_record& s = t.slots[i];
-  class_view c;
-  const std::uint64_t clock = class_clock(t, s.priority, i, &c);
+  const std::uint64_t clock = class_clock(t, s.priority, i);
+  if (s.vtime >= clock) return;
   const bool recent = s.last_active_ns != 0 && sat_sub(now, s.last_active_ns) <= credit_idle_ns;
-  s.vtime = std::max(s.vtime, sat_sub(clock, recent ? credit_limit(s, c) : 0));
+  s.vtime = std::max(s.vtime, sat_sub(clock, recent ? credit_limit(t, i) : 0));
 }
 
 /// Session `i` moves to class `priority`: it takes the new class's clock as its vtime (its old
@@ -272,9 +277,9 @@ inline void place(const table_view& t, std::uint32_t i, std::uint64_t now) noexc
 inline void change_class(const table_view& t, std::uint32_t i, int priority) noexcept {
   slot_record& s = t.slots[i];
   if (s.priority == priority) return;
-  const class_view c = contenders(t, priority, i);
+  const std::uint64_t lowest = lowest_contender(t, priority, i);
   s.priority = priority;
-  s.vtime = c.lowest != UINT64_MAX ? c.lowest : class_floor(*t.header, priority);
+  s.vtime = lowest != UINT64_MAX ? lowest : class_floor(*t.header, priority);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -308,7 +313,13 @@ inline bool should_hand_over(const table_header& h, const slot_record& hs, const
   // Quantum used: the waiter goes next unless it is more than one of its own turns ahead (then the
   // holder, behind, keeps going). Equal sessions therefore alternate turn by turn, and a waiter
   // waits at most one turn of each other session.
-  return h.quantum_used_ns >= hs.quantum_ns && ws.vtime <= sat_add(hs.vtime, quantum_vt(ws));
+  if (h.quantum_used_ns >= hs.quantum_ns && ws.vtime <= sat_add(hs.vtime, quantum_vt(ws)))
+    return true;
+  // A waiter more than one of the holder's turns behind it, and busy in its last turn, gets the
+  // device back at once: it was descheduled between two guards (the holder took the idle or free
+  // device meanwhile), and the holder has had more than its share. A waiter that idled through
+  // its last turn does not: it would leave the device idle again.
+  return ws.last_turn_busy != 0 && sat_add(ws.vtime, quantum_vt(hs)) < hs.vtime;
 }
 
 /// How much longer holder `hs`, between guards now, may leave the device idle while others wait:
@@ -321,6 +332,11 @@ inline std::uint64_t idle_left(const table_header& h, const slot_record& hs,
   return sat_sub(idle_grace(hs), idle);
 }
 
+/// Records how the holder's turn went as it ends: busy if idle gaps took less than half of it.
+inline void end_turn(const table_header& h, slot_record& holder) noexcept {
+  holder.last_turn_busy = sat_add(h.holder_idle_ns, h.holder_idle_ns) < h.quantum_used_ns ? 1 : 0;
+}
+
 /// Makes slot `i` the holder. Returns `i` (the slot whose waiters to wake after unlocking).
 inline std::int64_t grant(const table_view& t, std::uint32_t i, std::uint64_t now) noexcept {
   table_header& h = *t.header;
@@ -330,6 +346,7 @@ inline std::int64_t grant(const table_view& t, std::uint32_t i, std::uint64_t no
     slot_record& p = t.slots[prev];
     ++p.handovers;
     ++h.handovers;
+    end_turn(h, p);
     // Turns end at guard boundaries, so one may overrun its quantum by up to a guard: the
     // overrun is taken off the next turn, and turns average one quantum (as in deficit round
     // robin), whatever the guard lengths.
@@ -380,6 +397,28 @@ inline std::uint64_t watch(table_header& h, const slot_record& hs, std::uint64_t
   return until ? std::min(until - now, liveness_recheck_ns) : liveness_recheck_ns;
 }
 
+/// Should session `s` leave the device to `p`, a session of its class that holds it between
+/// guards (or freed it at its last guard exit), for now? Yes while `p` was busy, is more than one
+/// of `s`'s turns behind `s`, and was last active less than reserve_ns ago. Returns how long
+/// the reservation lasts (0: none).
+inline std::uint64_t reserved_for(const table_header& h, const slot_record& p, bool holding,
+                                  const slot_record& s, std::uint64_t now) noexcept {
+  if (p.priority != s.priority || sat_add(p.vtime, quantum_vt(s)) >= s.vtime) return 0;
+  const bool busy = holding ? sat_add(h.holder_idle_ns, h.holder_idle_ns) < h.quantum_used_ns
+                            : p.last_turn_busy != 0;
+  if (!busy) return 0;
+  return sat_sub(sat_add(p.last_active_ns, reserve_ns), now);
+}
+
+/// The session that last freed the device, if it is still the same live session.
+inline std::int64_t last_holder(const table_view& t) noexcept {
+  const table_header& h = *t.header;
+  if (h.last_holder == 0 || h.last_holder > t.slot_count) return nobody;
+  const slot_record& s = t.slots[h.last_holder - 1];
+  if (!is_active(s) || s.generation != h.last_holder_generation) return nobody;
+  return h.last_holder - 1;
+}
+
 /// Thread of session `i` wants to enter a guard (or to get the device back after a yield).
 inline take_result try_take(const table_view& t, std::uint32_t i, std::uint64_t now,
                             std::uint64_t liveness_recheck_ns) noexcept {
@@ -400,19 +439,24 @@ inline take_result try_take(const table_view& t, std::uint32_t i, std::uint64_t 
       if (s.active_guards > 0) return {false, nobody, liveness_recheck_ns}; // drain first
       return {false, grant(t, static_cast<std::uint32_t>(w), now), liveness_recheck_ns};
     }
-    // Quantum used and nobody should take over, even at a yield: a new quantum. (An at_yield
-    // holder keeps a used quantum until its next yield() hands over, or its backstop.) The idle
-    // budget is renewed only when nobody waits: the idle a waiter sees during one wait is bounded.
+    // Quantum used and nobody should take over, even at a yield: a new quantum, and a new idle
+    // budget (the budget is per quantum: the inevitable gaps between guards of a busy holder,
+    // microseconds each, must not add up over a long run to a lost turn). An at_yield holder
+    // keeps a used quantum until its next yield() hands over, or its backstop.
     if (h.quantum_used_ns >= s.quantum_ns &&
         (w == nobody || !should_hand_over(h, s, t.slots[w], boundary::yield))) {
       h.quantum_used_ns = std::min(h.quantum_used_ns - s.quantum_ns, s.quantum_ns); // the overrun
-      if (w == nobody) h.holder_idle_ns = 0;
+      h.holder_idle_ns = 0;
     }
     return {true};
   }
   if (holder == nobody) {
     const std::int64_t b = best_claim(t, nobody, i, now);
     if (b != i) return {false, grant(t, static_cast<std::uint32_t>(b), now), liveness_recheck_ns};
+    const std::int64_t p = last_holder(t);
+    if (p != nobody && p != i && t.slots[p].wants_device == 0)
+      if (const std::uint64_t left = reserved_for(h, t.slots[p], false, s, now); left > 0)
+        return {false, nobody, left};
     grant(t, i, now);
     h.holder_started = 1;
     return {true};
@@ -421,9 +465,13 @@ inline take_result try_take(const table_view& t, std::uint32_t i, std::uint64_t 
   if (hs.active_guards > 0) return {false, nobody, watch(h, hs, now, liveness_recheck_ns)};
   // The holder is between guards: a higher class takes over at once; anyone once the holder's
   // idle budget is spent (or when the holder would hand over to it at its next boundary anyway).
-  const bool takeover = s.priority > hs.priority || idle_left(h, hs, now) == 0 ||
-                        should_hand_over(h, hs, s, boundary::guard_exit);
-  if (!takeover) return {false, nobody, watch(h, hs, now, liveness_recheck_ns)};
+  bool takeover = s.priority > hs.priority || should_hand_over(h, hs, s, boundary::guard_exit);
+  std::uint64_t recheck = 0;
+  if (!takeover && idle_left(h, hs, now) == 0) {
+    recheck = reserved_for(h, hs, true, s, now); // descheduled, not idle: keep it a while
+    takeover = recheck == 0;
+  }
+  if (!takeover) return {false, nobody, recheck ? recheck : watch(h, hs, now, liveness_recheck_ns)};
   const std::int64_t b = best_claim(t, holder, i, now);
   if (b != i) return {false, grant(t, static_cast<std::uint32_t>(b), now), liveness_recheck_ns};
   grant(t, i, now);
@@ -470,7 +518,10 @@ inline std::int64_t release_at_guard_exit(const table_view& t, std::uint32_t i,
   if (w != nobody && (must_pause || should_hand_over(h, s, t.slots[w], boundary::guard_exit)))
     return grant(t, static_cast<std::uint32_t>(w), now);
   if (w == nobody && (must_pause || s.handover_mode == handover_at_guard)) {
+    end_turn(h, s);
     h.holder = 0; // nobody else waits: the device is simply free
+    h.last_holder = i + 1;
+    h.last_holder_generation = s.generation;
     if (s.wants_device == 0) return nobody;
   }
   if (s.wants_device > 0) { // its own threads wait for the running guards to drain

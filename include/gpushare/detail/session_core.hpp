@@ -370,7 +370,7 @@ private:
 /// died without leaving (their lock is free), which activate() then cleans.
 inline void session_core::claim_slot() {
   const std::uint32_t n = table_.slot_count();
-  const std::uint32_t start = static_cast<std::uint32_t>(::getpid() * 2654435761u) % n;
+  const std::uint32_t start = static_cast<std::uint32_t>(::getpid()) * 2654435761u % n;
   for (int pass = 0; pass < 2; ++pass) {
     for (std::uint32_t k = 0; k < n; ++k) {
       const std::uint32_t i = (start + k) % n;
