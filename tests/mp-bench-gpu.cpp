@@ -118,9 +118,11 @@ TEST_CASE(
   CHECK(std::fabs(r.figure("overhead.small.ratio.gpushare") - 1) < 0.5);
   CHECK(std::fabs(r.figure("overhead.large.ratio.gpushare") - 1) < 0.5);
 
-  // Handover: a longer low-priority guard is measured as longer and delays the request more.
+  // Handover: a longer low-priority guard is measured as longer and delays the request more. (The
+  // medians, not the tails: on a loaded machine a p99 is the CPU's wake-up latency, whatever the
+  // guard length.)
   CHECK(r.figure("handover.g4.guard_ms") > 2 * r.figure("handover.g1.guard_ms"));
-  CHECK(r.figure("handover.g4.p99_us.gpushare") > r.figure("handover.g1.p99_us.gpushare"));
+  CHECK(r.figure("handover.g4.p50_us.gpushare") > r.figure("handover.g1.p50_us.gpushare"));
   CHECK(r.figure("handover.g1.requests.gpushare") > 5);
 
   // Memory: 4 jobs of 35% each; without gpushare some fail out-of-memory, with it none does.

@@ -120,7 +120,7 @@ TEST_CASE("256 processes join one table at once, into distinct slots") {
     pids.push_back(test::spawn([&, i] {
       while (gate[0].load() == 0) ::usleep(100);
       const auto start = test::now_ns();
-      session s = t.join("j" + std::to_string(i));
+      session s = t.join(test::numbered("j", i));
       res[i].join_ns = test::now_ns() - start;
       res[i].slot = s.id().slot;
       gate[1]++;
@@ -153,7 +153,7 @@ TEST_CASE("256 processes join one table at once, into distinct slots") {
 TEST_CASE("the 257th session of a 256-slot table gets a clear error, not a hang") {
   test::unique_table t("mp-full", 1024 * MiB);
   std::vector<session> sessions;
-  for (int i = 0; i < 256; ++i) sessions.push_back(t.join("s" + std::to_string(i)));
+  for (int i = 0; i < 256; ++i) sessions.push_back(t.join(test::numbered("s", i)));
   try {
     session extra = t.join("extra");
     FAIL("the table should be full");

@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <sstream>
@@ -150,12 +151,16 @@ struct json {
   bool flag = false;
   std::string text; ///< a string's content, or a number as written
   std::vector<json> items;
-  std::vector<std::pair<std::string, json>> members;
+  // An object's members as two parallel vectors, names[i] -> values[i]. Not one vector of
+  // pair<std::string, json>: clang 14 with libstdc++ 12 in C++20 instantiates that pair while
+  // json is still incomplete, and fails to compile.
+  std::vector<std::string> names;
+  std::vector<json> values;
 
   const json& operator[](const std::string& key) const {
     if (type != kind::object) throw std::runtime_error("not an object, looking for " + key);
-    for (const auto& m : members)
-      if (m.first == key) return m.second;
+    for (std::size_t i = 0; i < names.size(); ++i)
+      if (names[i] == key) return values[i];
     throw std::runtime_error("no member \"" + key + "\"");
   }
   const json& operator[](std::size_t i) const {
@@ -163,11 +168,9 @@ struct json {
     return items[i];
   }
   bool has(const std::string& key) const {
-    for (const auto& m : members)
-      if (m.first == key) return true;
-    return false;
+    return std::find(names.begin(), names.end(), key) != names.end();
   }
-  std::size_t size() const { return type == kind::array ? items.size() : members.size(); }
+  std::size_t size() const { return type == kind::array ? items.size() : names.size(); }
   bool is_null() const { return type == kind::null; }
   std::uint64_t u64() const {
     if (type != kind::number) throw std::runtime_error("not a number");
@@ -266,7 +269,8 @@ private:
       for (;;) {
         std::string k = string();
         expect(':');
-        v.members.emplace_back(std::move(k), value());
+        v.names.push_back(std::move(k));
+        v.values.push_back(value());
         if (peek() == ',') {
           ++pos_;
           continue;

@@ -190,7 +190,7 @@ TEST_CASE("weighted shares hold when the busy workers compete for one CPU: 3:1 a
     std::uint32_t total = 0;
     for (std::size_t k = 0; k < sc.shares.size(); ++k) {
       total += sc.shares[k];
-      pids.push_back(busy_worker(t, named(t, "w" + std::to_string(k), sc.shares[k]), c[0],
+      pids.push_back(busy_worker(t, named(t, test::numbered("w", k), sc.shares[k]), c[0],
                                  static_cast<int>(k), 1'000'000, 0));
     }
     REQUIRE(test::eventually([&] { return c[0].started.load() == int(sc.shares.size()); }));
@@ -198,9 +198,10 @@ TEST_CASE("weighted shares hold when the busy workers compete for one CPU: 3:1 a
     const auto used = measure(t, 3000ms);
     std::string split;
     for (std::size_t k = 0; k < sc.shares.size(); ++k) {
-      const std::string name = "w" + std::to_string(k);
+      const std::string name = test::numbered("w", k);
       const double expected = double(sc.shares[k]) / total;
-      split += " " + std::to_string(share_of(used, name));
+      split += ' ';
+      split += std::to_string(share_of(used, name));
       CHECK(std::abs(share_of(used, name) - expected) <= 0.02);
     }
     MESSAGE(std::string(sc.name) << " on one CPU:" << split);

@@ -150,7 +150,8 @@ TEST_CASE("a holder killed while another process waits for memory: the waiter pr
 }
 
 TEST_CASE("a creator killed mid-initialisation: the table is recreated, nobody hangs") {
-  for (const char* point : {"create.locked", "create.sized", "create.initialising"}) {
+  for (const char* point :
+       {"create.locked", "create.prefixed", "create.sized", "create.initialising"}) {
     CAPTURE(point);
     test::unique_table t(std::string("crash-create-") + (point + 7), 100 * MiB);
     const pid_t creator = test::spawn([&] {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -12,6 +13,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <concepts>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +23,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -139,7 +142,6 @@ inline std::optional<gpushare::error> thrown(const std::function<void()>& f) {
   return std::nullopt;
 }
 
-/// Sum of `reserved` over the sessions of a snapshot (must equal reserved_total).
 /// Tables in /dev/shm named "gpushare.<prefix><pid>..." whose process <pid> has ended: what a
 /// program that runs in its own domains (the demos: "demo", the GPU benchmark: "gb") must have
 /// removed before it exited.
@@ -177,15 +179,64 @@ inline command_result run_command(const std::string& command) {
   return r;
 }
 
+/// Sum of `reserved` over the sessions of a snapshot (must equal reserved_total).
 inline std::uint64_t sum_reserved(const gpushare::table_snapshot& s) {
   std::uint64_t sum = 0;
   for (const auto& i : s.sessions) sum += i.reserved;
   return sum;
 }
 
+// String building: pieces are appended to a string, not written as "x" + std::to_string(n). GCC
+// 12 at -O3 misreports operator+(const char*, std::string&&) as an overlapping memcpy
+// (-Wrestrict), which -Werror makes fatal in Release builds.
+
+/// "<stem><n>", e.g. the session name "w3".
+inline std::string numbered(std::string_view stem, std::integral auto n) {
+  std::string s(stem);
+  s += std::to_string(n);
+  return s;
+}
+
+/// `s` in double quotes, as error messages quote a value.
+inline std::string quoted(std::string_view s) {
+  std::string q;
+  q.reserve(s.size() + 2);
+  q += '"';
+  q += s;
+  q += '"';
+  return q;
+}
+
+/// Creates the shared-memory object `object_name` ("/gpushare....") holding exactly `bytes`, as
+/// a program other than gpushare might. Returns false if it exists already or cannot be written.
+inline bool place_object(const std::string& object_name, const std::vector<unsigned char>& bytes) {
+  const int fd = ::shm_open(object_name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n <= 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  return done == bytes.size();
+}
+
+/// The bytes of the shared-memory object `object_name`, or nullopt if it does not exist.
+inline std::optional<std::vector<unsigned char>> object_bytes(const std::string& object_name) {
+  const int fd = ::shm_open(object_name.c_str(), O_RDONLY | O_CLOEXEC, 0);
+  if (fd < 0) return std::nullopt;
+  std::vector<unsigned char> bytes;
+  unsigned char chunk[65536];
+  for (ssize_t n; (n = ::read(fd, chunk, sizeof chunk)) > 0;)
+    bytes.insert(bytes.end(), chunk, chunk + n);
+  ::close(fd);
+  return bytes;
+}
+
 /// Polls `pred` every millisecond until it holds or `timeout` passes.
 inline bool eventually(const std::function<bool()>& pred,
-                       std::chrono::milliseconds timeout = std::chrono::milliseconds(2000)) {
+                       std::chrono::milliseconds timeout = std::chrono::milliseconds(10000)) {
   const auto end = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < end) {
     if (pred()) return true;

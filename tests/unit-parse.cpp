@@ -36,13 +36,13 @@ void check_invalid(const std::function<void()>& f, std::initializer_list<std::st
 void check_bad_memory(std::string_view s, std::string_view reason) {
   CAPTURE(s);
   check_invalid([&] { parse_memory_amount(s); },
-                {"invalid memory amount", "\"" + std::string(s) + "\"", reason, "GiB", "20%"});
+                {"invalid memory amount", test::quoted(s), reason, "GiB", "20%"});
 }
 
 void check_bad_percent(std::string_view s, std::string_view reason) {
   CAPTURE(s);
   check_invalid([&] { parse_percent_ppm(s); },
-                {"invalid percentage", "\"" + std::string(s) + "\"", reason, "12.5%"});
+                {"invalid percentage", test::quoted(s), reason, "12.5%"});
 }
 
 } // namespace
@@ -166,7 +166,7 @@ TEST_CASE("priorities") {
        {"8", "-1", "+1", "", "urgent", "1.5", "99999999999999999999", " 1", "1 ", "lowest"}) {
     CAPTURE(bad);
     check_invalid([&] { parse_priority(bad); },
-                  {"invalid priority", "\"" + std::string(bad) + "\"", "critical", "0", "7"});
+                  {"invalid priority", test::quoted(bad), "critical", "0", "7"});
   }
 }
 
@@ -178,7 +178,7 @@ TEST_CASE("shares") {
        {"0", "1000001", "-1", "", "x", "2.5", "18446744073709551616", "10 "}) {
     CAPTURE(bad);
     check_invalid([&] { parse_share(bad); },
-                  {"invalid share", "\"" + std::string(bad) + "\"", "from 1 to 1000000"});
+                  {"invalid share", test::quoted(bad), "from 1 to 1000000"});
   }
 }
 

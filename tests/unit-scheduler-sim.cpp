@@ -494,7 +494,7 @@ scenario random_scenario(u64 seed) {
   const int n = static_cast<int>(g.uniform(2, 4));
   for (int k = 0; k < n; ++k) {
     session_spec s;
-    s.name = "s" + std::to_string(k);
+    s.name = std::string("s").append(std::to_string(k));
     s.priority = g.chance(0.7) ? prio::normal : (g.chance(0.5) ? prio::low : prio::high);
     s.share = static_cast<std::uint32_t>(g.uniform(1, 4));
     s.quantum = g.uniform(1, 5) * ms;
@@ -533,7 +533,8 @@ scenario busy_scenario(u64 seed, bool noisy) {
   sc.warmup = 500 * ms;
   const int n = static_cast<int>(g.uniform(2, 4));
   for (int k = 0; k < n; ++k) {
-    session_spec s = busy("b" + std::to_string(k), static_cast<std::uint32_t>(g.uniform(1, 4)));
+    session_spec s = busy(std::string("b").append(std::to_string(k)),
+                          static_cast<std::uint32_t>(g.uniform(1, 4)));
     s.quantum = g.uniform(2, 6) * ms;
     s.work.guard_min = g.uniform(20, 800) * us;
     s.work.guard_max = s.work.guard_min + g.uniform(0, 1200) * us;
@@ -606,7 +607,7 @@ TEST_CASE("simulation: n equal busy sessions wait at most (n - 1) x (quantum + l
       rng g{seed};
       u64 longest = 0;
       for (int k = 0; k < n; ++k) {
-        session_spec s = busy("e" + std::to_string(k));
+        session_spec s = busy(std::string("e").append(std::to_string(k)));
         s.work.guard_min = g.uniform(50, 500) * us;
         s.work.guard_max = s.work.guard_min + g.uniform(0, 1000) * us;
         longest = std::max(longest, s.work.guard_max);
@@ -668,7 +669,7 @@ TEST_CASE("simulation: busy sessions descheduled by the CPU keep 3:1 and 1:1:2")
       sc.duration = 6 * sec;
       sc.warmup = 500 * ms;
       for (std::size_t k = 0; k < shares.size(); ++k)
-        sc.sessions.push_back(busy("w" + std::to_string(k), shares[k]));
+        sc.sessions.push_back(busy(std::string("w").append(std::to_string(k)), shares[k]));
       sc.cpu = {1 * ms, 12 * ms, 3 * ms}; // a CPU shared with other busy processes
       const result r = simulate(sc);
       CAPTURE(seed);

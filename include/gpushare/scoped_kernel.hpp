@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <optional>
 
 #include <gpushare/detail/posix.hpp>
 #include <gpushare/detail/session_core.hpp>
@@ -41,13 +40,14 @@ public:
   /// Replaces the wall time of this region by a measured device time.
   void set_device_time(std::chrono::nanoseconds device_time) noexcept {
     device_ns_ = device_time.count() < 0 ? 0 : static_cast<std::uint64_t>(device_time.count());
+    has_device_time_ = true;
   }
 
   /// Ends the region now (the destructor does it otherwise). Idempotent.
   void finish() noexcept {
     if (!core_) return;
     const std::uint64_t now = detail::monotonic_ns();
-    core_->exit_guard(start_ns_, device_ns_ ? *device_ns_ : now - start_ns_, now);
+    core_->exit_guard(start_ns_, has_device_time_ ? device_ns_ : now - start_ns_, now);
     core_.reset();
   }
 
@@ -60,7 +60,11 @@ private:
   std::shared_ptr<detail::session_core> core_; ///< kept alive even if the session is moved
   std::uint64_t requested_ns_;
   std::uint64_t start_ns_;
-  std::optional<std::uint64_t> device_ns_;
+  // A flag and a value, not std::optional<std::uint64_t>: GCC 12 at -O2 and above reports the
+  // optional's value as maybe-uninitialized in finish() (-Wmaybe-uninitialized), a false
+  // positive that -Werror makes fatal for a consumer.
+  std::uint64_t device_ns_ = 0;  ///< the measured device time, if has_device_time_
+  bool has_device_time_ = false; ///< set_device_time() was called
 };
 
 } // namespace v0

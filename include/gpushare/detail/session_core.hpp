@@ -305,6 +305,27 @@ private:
   /// when it was asked for. Returns the time it got the device.
   std::uint64_t acquire_device(bool as_guard, std::uint64_t start) {
     acquire_state st;
+    try {
+      return acquire_loop(as_guard, start, st);
+    } catch (...) {
+      if (st.registered) forget_registration(); // (a lock timeout, or the slot was reclaimed)
+      throw;
+    }
+  }
+
+  /// A thread that gives up waiting (an exception) must not stay counted as a waiter: the holder
+  /// would keep waking, and handing the device to, a session that no longer waits. Best effort:
+  /// if the lock cannot be had either, the count stays until the session ends.
+  void forget_registration() noexcept {
+    own_waiters_.fetch_sub(1, std::memory_order_relaxed);
+    try {
+      table_core::guard g(table_);
+      if (holds(own())) remove_waiters(table_.view(), slot_);
+    } catch (...) {
+    }
+  }
+
+  std::uint64_t acquire_loop(bool as_guard, std::uint64_t start, acquire_state& st) {
     std::uint64_t now = start;
     for (bool first = true;; first = false) {
       table_core::guard g(table_);

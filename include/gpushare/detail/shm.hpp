@@ -1,15 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
 // Naming, creating, opening and validating the shared table object.
 //
-// Init protocol (see docs/design.md, "Creating a table"):
-//   creator:  shm_open(O_CREAT|O_EXCL) -> OFD-lock the init byte -> fchmod -> posix_fallocate ->
-//             mmap -> write header (init_state = INIT ... fields ... magic) -> init_state = REDY
-//             -> unlock the init byte.
+// Init protocol (see docs/design.md, section 4):
+//   creator:  shm_open(O_CREAT|O_EXCL) -> OFD-lock the init byte -> fchmod -> pwrite the 40-byte
+//             prefix (magic, layout, init_state = INIT, every size) -> posix_fallocate the full
+//             size -> mmap -> write the rest of the header -> init_state = REDY -> unlock.
 //   opener:   shm_open -> if init_state == REDY: validate every header field, done. Otherwise the
-//             creator is still at work while it holds the init lock: wait (bounded). If the init
-//             lock stays free and the table stays unready for `abandon_grace`, its creator died:
-//             take the init lock (so the creator, if merely slow, notices it lost), unlink the
-//             name, and start over (someone will create it afresh).
+//             creator is still at work while it holds the init lock: wait (bounded). Once the lock
+//             is free, the object must be one our creator leaves behind (0 bytes, or our prefix
+//             at 40 bytes or at exactly the table size it names); anything else is refused and
+//             never deleted. If such an unfinished creation stays so, with the lock free, for
+//             `abandon_grace`, its creator died: take the init lock (so the creator, if merely
+//             slow, notices it lost), check again, unlink the name, and start over (someone will
+//             create it afresh). open_existing() never deletes: it reports the abandoned creation.
 #pragma once
 
 #include <fcntl.h>
@@ -17,6 +20,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -44,15 +51,28 @@ inline std::string table_object_name(std::string_view domain, std::string_view k
                                      table_access access) {
   validate_domain(domain);
   validate_key(key);
-  const std::string owner = access == table_access::group ? "g" + std::to_string(::getegid())
-                                                          : "u" + std::to_string(::geteuid());
-  return "/" + std::string(object_prefix) + std::string(domain) + "." + owner + "." +
-         std::string(key);
+  const bool group = access == table_access::group;
+  const std::string owner_id = std::to_string(group ? ::getegid() : ::geteuid());
+  // Appended piece by piece into a reserved string: GCC 12 at -O3 misreports the equivalent
+  // "/" + std::string(...) + ... chain as an overlapping memcpy (-Wrestrict).
+  std::string name;
+  name.reserve(std::strlen(object_prefix) + domain.size() + owner_id.size() + key.size() + 4);
+  name += '/';
+  name += object_prefix;
+  name += domain;
+  name += group ? ".g" : ".u";
+  name += owner_id;
+  name += '.';
+  name += key;
+  return name;
 }
+
+/// The file behind the object `name` ("/gpushare...."): glibc's shm_open puts it in /dev/shm.
+inline std::string object_path(const std::string& name) { return "/dev/shm" + name; }
 
 /// "rm /dev/shm/<name>" advice for error messages.
 inline std::string removal_hint(const std::string& name) {
-  return "stop the processes using it, then remove it with `rm /dev/shm" + name + "`";
+  return "stop the processes using it, then remove it with `rm " + object_path(name) + "`";
 }
 
 /// Maps `size` bytes of the table through a *new* open file description of the same file.
@@ -80,10 +100,174 @@ inline void* map_lockless(int fd, std::size_t size, const std::string& name) {
 inline bool names_same_file(int fd, const std::string& name) {
   struct stat mine {
   }, named{};
-  const std::string path = "/dev/shm" + name;
+  const std::string path = object_path(name);
   return ::fstat(fd, &mine) == 0 && ::stat(path.c_str(), &named) == 0 &&
          mine.st_ino == named.st_ino && mine.st_dev == named.st_dev;
 }
+
+/// The fields of a table_prefix, as plain integers (the prefix's init_state is an atomic).
+struct prefix_fields {
+  std::uint64_t magic = 0;
+  std::uint32_t layout_version = 0;
+  std::uint32_t init_state = 0;
+  std::uint32_t header_size = 0;
+  std::uint32_t slot_size = 0;
+  std::uint32_t slot_count = 0;
+  std::uint32_t mutex_size = 0;
+  std::uint64_t total_size = 0;
+};
+
+using prefix_bytes = std::array<unsigned char, sizeof(table_prefix)>;
+
+/// The bytes of a table_prefix holding `f`, laid out as the table_prefix struct lays them out.
+inline prefix_bytes encode_prefix(const prefix_fields& f) noexcept {
+  prefix_bytes b{};
+  auto put = [&b](std::size_t offset, auto value) {
+    std::memcpy(b.data() + offset, &value, sizeof value);
+  };
+  put(offsetof(table_prefix, magic), f.magic);
+  put(offsetof(table_prefix, layout_version), f.layout_version);
+  put(offsetof(table_prefix, init_state), f.init_state);
+  put(offsetof(table_prefix, header_size), f.header_size);
+  put(offsetof(table_prefix, slot_size), f.slot_size);
+  put(offsetof(table_prefix, slot_count), f.slot_count);
+  put(offsetof(table_prefix, mutex_size), f.mutex_size);
+  put(offsetof(table_prefix, total_size), f.total_size);
+  return b;
+}
+
+inline prefix_fields decode_prefix(const prefix_bytes& b) noexcept {
+  prefix_fields f;
+  auto get = [&b](std::size_t offset, auto& value) {
+    std::memcpy(&value, b.data() + offset, sizeof value);
+  };
+  get(offsetof(table_prefix, magic), f.magic);
+  get(offsetof(table_prefix, layout_version), f.layout_version);
+  get(offsetof(table_prefix, init_state), f.init_state);
+  get(offsetof(table_prefix, header_size), f.header_size);
+  get(offsetof(table_prefix, slot_size), f.slot_size);
+  get(offsetof(table_prefix, slot_count), f.slot_count);
+  get(offsetof(table_prefix, mutex_size), f.mutex_size);
+  get(offsetof(table_prefix, total_size), f.total_size);
+  return f;
+}
+
+/// The prefix a creator writes first, before it sizes the object: gpushare's magic, this layout,
+/// init_state INIT and every size of a table of `slot_count` slots. With it, an unfinished
+/// creation proves whose it is (see inspect_unready()).
+inline prefix_bytes creation_prefix(std::uint32_t slot_count) noexcept {
+  prefix_fields f;
+  f.magic = table_magic;
+  f.layout_version = table_layout_version;
+  f.init_state = init_state_initialising;
+  f.header_size = sizeof(table_header);
+  f.slot_size = sizeof(slot_record);
+  f.slot_count = slot_count;
+  f.mutex_size = sizeof(pthread_mutex_t);
+  f.total_size = table_size(slot_count);
+  return encode_prefix(f);
+}
+
+/// What an object that is not a ready table is (judged with the init lock free).
+struct unready_object {
+  enum class kind {
+    ready,       ///< it became ready meanwhile: look again
+    empty,       ///< 0 bytes: what shm_open(O_CREAT) leaves before the creator writes
+    prefix_only, ///< exactly our creation prefix: the creator died before posix_fallocate
+    sized,       ///< our creation prefix at exactly the size it names: died before REDY
+    foreign,     ///< anything else: not provably ours, so refused and never deleted
+  };
+  kind what = kind::foreign;
+  errc code = errc::table_corrupt; ///< foreign: table_corrupt, or table_incompatible
+  std::uint64_t size = 0;          ///< the object's size in bytes
+  std::string why;                 ///< what the object is, for a message
+
+  /// Could only gpushare's creator have left this (once the init lock is free)?
+  bool ours() const noexcept {
+    return what == kind::empty || what == kind::prefix_only || what == kind::sized;
+  }
+};
+
+/// Judges the object behind `fd` from its size and first 40 bytes (fstat, then pread: a creator
+/// that progresses in between only moves it from one of our shapes to the next, or to ready).
+/// Ours are exactly the shapes our creator leaves: 0 bytes (before its pwrite), the creation
+/// prefix alone (before posix_fallocate, which tmpfs does all at once or not at all), or the
+/// creation prefix at exactly the table size it names (before init_state = REDY).
+inline unready_object inspect_unready(int fd) {
+  unready_object u;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0)
+    throw system_failure(errc::system_error, "cannot stat a table object", errno);
+  u.size = static_cast<std::uint64_t>(st.st_size);
+  const std::string bytes = std::to_string(u.size) + " bytes";
+  if (u.size == 0) {
+    u.what = unready_object::kind::empty;
+    u.why = "0 bytes: its creator died before writing anything";
+    return u;
+  }
+  if (u.size < sizeof(table_prefix)) {
+    u.why = bytes + ", smaller than a table's " + std::to_string(sizeof(table_prefix)) +
+            "-byte header prefix";
+    return u;
+  }
+  prefix_bytes b{};
+  const ssize_t n = ::pread(fd, b.data(), b.size(), 0);
+  if (n < 0) throw system_failure(errc::system_error, "cannot read a table object", errno);
+  if (static_cast<std::size_t>(n) != b.size()) {
+    u.why = bytes + ", of which only " + std::to_string(n) + " could be read";
+    return u;
+  }
+  const prefix_fields f = decode_prefix(b);
+  if (f.init_state == init_state_ready) {
+    u.what = unready_object::kind::ready;
+    return u;
+  }
+  if (f.magic != table_magic) {
+    const bool zero = std::all_of(b.begin(), b.end(), [](unsigned char c) { return c == 0; });
+    u.why = bytes + (zero ? " whose first " + std::to_string(b.size()) + " bytes are zero"
+                          : " that do not start with gpushare's magic");
+    return u;
+  }
+  if (f.init_state != init_state_initialising) {
+    char state[16];
+    std::snprintf(state, sizeof state, "0x%08x", f.init_state);
+    u.why = bytes + " with gpushare's magic but an unknown init state " + state;
+    return u;
+  }
+  if (f.layout_version != table_layout_version || f.header_size != sizeof(table_header) ||
+      f.slot_size != sizeof(slot_record) || f.mutex_size != sizeof(pthread_mutex_t)) {
+    u.code = errc::table_incompatible;
+    u.why = "an unfinished table of layout version " + std::to_string(f.layout_version) +
+            " (header " + std::to_string(f.header_size) + ", slot " + std::to_string(f.slot_size) +
+            ", mutex " + std::to_string(f.mutex_size) +
+            " bytes); this gpushare (" GPUSHARE_VERSION_STRING ") uses layout " +
+            std::to_string(table_layout_version);
+    return u;
+  }
+  if (f.slot_count == 0 || f.slot_count > max_slot_count ||
+      f.total_size != table_size(f.slot_count)) {
+    u.why = bytes + " whose unfinished header claims " + std::to_string(f.slot_count) +
+            " slots in " + std::to_string(f.total_size) + " bytes";
+    return u;
+  }
+  if (u.size == sizeof(table_prefix)) {
+    u.what = unready_object::kind::prefix_only;
+    u.why = bytes + ": its creator died before sizing it";
+  } else if (u.size == f.total_size) {
+    u.what = unready_object::kind::sized;
+    u.why = bytes + ": its creator died before it was ready";
+  } else {
+    u.why = bytes + " whose unfinished header names a table of " + std::to_string(f.total_size) +
+            " bytes";
+  }
+  return u;
+}
+
+/// What open_existing() does with a creation it proves abandoned.
+enum class abandoned_creation {
+  keep,   ///< leave it in place and report it (errc::invalid_argument): what observers do
+  remove, ///< unlink it, then report it removed: what `gpushare clean` does
+};
 
 struct create_params {
   std::string domain;
@@ -117,7 +301,9 @@ public:
   /// Opens the table `params` names, creating it if it does not exist.
   static mapped_table open_or_create(const create_params& params);
   /// Opens an existing table by its object name ("/gpushare...."); never creates one.
-  static mapped_table open_existing(const std::string& name, std::uint64_t timeout_ns);
+  /// A creation proven abandoned is reported, and removed only with abandoned_creation::remove.
+  static mapped_table open_existing(const std::string& name, std::uint64_t timeout_ns,
+                                    abandoned_creation on_abandoned = abandoned_creation::keep);
 
   int fd() const noexcept { return fd_.get(); }
   const table_view& view() const noexcept { return view_; }
@@ -127,16 +313,23 @@ public:
   void abandon_fd() noexcept { (void)fd_.release(); }
 
 private:
-  enum class attach_result { ready, initialising, retry };
+  enum class attach_result { ready, initialising, removed };
+
+  /// Since when one unfinished object (by device and inode) has had its init lock free.
+  struct unready_watch {
+    std::uint64_t since_ns = 0; ///< the first probe that found it free; 0: not watching
+    dev_t dev = 0;
+    ino_t ino = 0;
+  };
 
   void unmap() noexcept {
     if (base_) ::munmap(base_, size_);
     base_ = nullptr;
   }
   bool create_in(unique_fd fd, const create_params& p);
-  attach_result attach(unique_fd fd, std::uint64_t& unready_since_ns);
+  attach_result attach(unique_fd fd, unready_watch& watch, abandoned_creation on_abandoned);
   void validate_ready(std::size_t file_size) const;
-  static void steal_and_unlink(int fd, const std::string& name);
+  static bool steal_and_unlink(int fd, const std::string& name);
 
   unique_fd fd_;
   void* base_ = nullptr;
@@ -160,15 +353,15 @@ inline std::string read_bounded(const char* src, std::size_t cap) {
   return std::string(src, n);
 }
 
-inline void mapped_table::steal_and_unlink(int fd, const std::string& name) {
-  if (try_lock_byte(fd, init_lock_byte) != 0) return; // someone else is on it
-  struct stat mine {
-  }, named{};
-  const std::string path = "/dev/shm" + name;
-  if (::fstat(fd, &mine) == 0 && ::stat(path.c_str(), &named) == 0 && mine.st_ino == named.st_ino &&
-      mine.st_dev == named.st_dev)
-    ::shm_unlink(name.c_str());
+/// Unlinks `name`, an abandoned creation, if this process wins the init lock, the name still
+/// refers to `fd`'s file, and that file, looked at again under the lock, is still one of our
+/// unfinished shapes. Returns whether it unlinked the name.
+inline bool mapped_table::steal_and_unlink(int fd, const std::string& name) {
+  if (try_lock_byte(fd, init_lock_byte) != 0) return false; // someone else is on it
   // The init lock stays held until our descriptor closes, so a late creator sees it lost.
+  if (!names_same_file(fd, name)) return false; // replaced meanwhile: never unlink a newer one
+  if (!inspect_unready(fd).ours()) return false;
+  return ::shm_unlink(name.c_str()) == 0;
 }
 
 inline bool mapped_table::create_in(unique_fd fd, const create_params& p) {
@@ -185,17 +378,27 @@ inline bool mapped_table::create_in(unique_fd fd, const create_params& p) {
     throw system_failure(errc::system_error, "cannot set the mode of table '" + name_ + "'", err);
   }
   const std::size_t size = table_size(p.slot_count);
-  // posix_fallocate, not ftruncate alone: on a full /dev/shm it fails here with ENOSPC instead of
-  // a SIGBUS on first touch of an unbacked page later.
-  if (const int rc = ::posix_fallocate(fd.get(), 0, static_cast<off_t>(size)); rc != 0) {
+  auto sizing_failed = [&](int err) {
     ::shm_unlink(name_.c_str());
-    if (rc == ENOSPC)
-      throw error(errc::no_space, "no space in /dev/shm for table '" + name_ + "' (" +
-                                      std::to_string(size) +
-                                      " bytes): free space there (`df -h /dev/shm`; `gpushare "
-                                      "clean` removes unused tables) or enlarge the tmpfs");
-    throw system_failure(errc::system_error, "cannot size table '" + name_ + "'", rc);
-  }
+    if (err == ENOSPC)
+      return error(errc::no_space, "no space in /dev/shm for table '" + name_ + "' (" +
+                                       std::to_string(size) +
+                                       " bytes): free space there (`df -h /dev/shm`; `gpushare "
+                                       "clean` removes unused tables) or enlarge the tmpfs");
+    return system_failure(errc::system_error, "cannot size table '" + name_ + "'", err);
+  };
+  // The prefix first, before the object grows: from here until it is ready, the object is our
+  // prefix at 40 bytes or at the full size, so an opener can prove it ours (inspect_unready()).
+  const prefix_bytes prefix = creation_prefix(p.slot_count);
+  if (const ssize_t n = ::pwrite(fd.get(), prefix.data(), prefix.size(), 0);
+      n != static_cast<ssize_t>(prefix.size()))
+    throw sizing_failed(n < 0 ? errno : ENOSPC);
+  crash_point("create.prefixed");
+  // posix_fallocate, not ftruncate alone: on a full /dev/shm it fails here with ENOSPC instead of
+  // a SIGBUS on first touch of an unbacked page later. It keeps the prefix, and tmpfs grows the
+  // file all at once or not at all.
+  if (const int rc = ::posix_fallocate(fd.get(), 0, static_cast<off_t>(size)); rc != 0)
+    throw sizing_failed(rc);
   crash_point("create.sized");
   void* base = nullptr;
   try {
@@ -207,13 +410,7 @@ inline bool mapped_table::create_in(unique_fd fd, const create_params& p) {
   base_ = base;
   size_ = size;
   auto* h = static_cast<table_header*>(base);
-  h->prefix.init_state.store(init_state_initialising, std::memory_order_relaxed);
-  crash_point("create.initialising");
-  h->prefix.header_size = sizeof(table_header);
-  h->prefix.slot_size = sizeof(slot_record);
-  h->prefix.slot_count = p.slot_count;
-  h->prefix.mutex_size = sizeof(pthread_mutex_t);
-  h->prefix.total_size = size;
+  crash_point("create.initialising"); // the prefix (magic, sizes, INIT) is already written
   h->creator_pid = ::getpid();
   h->access_mode = mode;
   h->created_unix_ns = realtime_ns();
@@ -221,8 +418,6 @@ inline bool mapped_table::create_in(unique_fd fd, const create_params& p) {
   copy_name_to(h->domain, domain_capacity, p.domain);
   init_robust_mutex(&h->lock);
   h->capacity = p.capacity == 0 ? unlimited_capacity : p.capacity;
-  h->prefix.magic = table_magic;
-  h->prefix.layout_version = table_layout_version;
   h->prefix.init_state.store(init_state_ready, std::memory_order_release);
   crash_point("create.ready");
   unlock_byte(fd.get(), init_lock_byte);
@@ -260,22 +455,30 @@ inline void mapped_table::validate_ready(std::size_t file_size) const {
                                   "): truncated or damaged");
 }
 
-inline mapped_table::attach_result mapped_table::attach(unique_fd fd,
-                                                        std::uint64_t& unready_since_ns) {
+inline mapped_table::attach_result mapped_table::attach(unique_fd fd, unready_watch& watch,
+                                                        abandoned_creation on_abandoned) {
   struct stat st {};
-  if (::fstat(fd.get(), &st) != 0)
-    throw system_failure(errc::system_error, "cannot stat table '" + name_ + "'", errno);
-  const auto file_size = static_cast<std::size_t>(st.st_size);
+  std::size_t file_size = 0;
   std::uint32_t state = init_state_fresh;
-  std::uint64_t magic = 0;
-  if (file_size >= sizeof(table_prefix)) {
-    void* base = map_lockless(fd.get(), file_size, name_);
-    unmap();
-    base_ = base;
-    size_ = file_size;
-    const auto* pre = static_cast<const table_prefix*>(base);
-    state = pre->init_state.load(std::memory_order_acquire);
-    magic = pre->magic;
+  // A creator stores REDY only once the object has its full size, but a size read before that
+  // store may be from before posix_fallocate (our 40-byte prefix). So once REDY is seen, the size
+  // is read again, and the object mapped again if it grew meanwhile (a few times at most: only a
+  // foreign writer keeps resizing a ready table, and validation then refuses it).
+  for (int look = 0; look < 3; ++look) {
+    if (::fstat(fd.get(), &st) != 0)
+      throw system_failure(errc::system_error, "cannot stat table '" + name_ + "'", errno);
+    crash_point("attach.stat");
+    if (look > 0 && static_cast<std::size_t>(st.st_size) == file_size) break;
+    file_size = static_cast<std::size_t>(st.st_size);
+    state = init_state_fresh;
+    if (file_size >= sizeof(table_prefix)) {
+      void* base = map_lockless(fd.get(), file_size, name_);
+      unmap();
+      base_ = base;
+      size_ = file_size;
+      state = static_cast<const table_prefix*>(base)->init_state.load(std::memory_order_acquire);
+    }
+    if (state != init_state_ready) break;
   }
   if (state == init_state_ready) {
     validate_ready(file_size);
@@ -284,24 +487,39 @@ inline mapped_table::attach_result mapped_table::attach(unique_fd fd,
     fd_ = std::move(fd);
     return attach_result::ready;
   }
-  // Our creator sizes the object in one posix_fallocate, so while unready it is either empty or
-  // full-sized. Anything in between is someone else's file: refuse it, never delete it.
-  const bool partial = file_size != 0 && file_size < sizeof(table_prefix);
-  if (partial || (state != init_state_fresh && state != init_state_initialising) ||
-      (magic != 0 && magic != table_magic))
-    throw error(errc::table_corrupt, "table '" + name_ +
-                                         "' is not a gpushare table (unknown init state); " +
-                                         removal_hint(name_));
-  if (probe_byte(fd.get(), init_lock_byte) == holder::other) {
-    unready_since_ns = 0; // its creator is alive and at work
+  // Not ready. While anyone holds the init lock (or we cannot tell), a creator is at work: wait.
+  // Its object may have any shape meanwhile (an older gpushare wrote its magic last).
+  if (probe_byte(fd.get(), init_lock_byte) != holder::none) {
+    watch.since_ns = 0;
     return attach_result::initialising;
   }
+  // Judged after the probe, so a creator that finished in between reads as ready.
+  const unready_object u = inspect_unready(fd.get());
+  if (u.what == unready_object::kind::ready) return attach_result::initialising; // look again
+  const std::string path = object_path(name_);
+  if (!u.ours())
+    throw error(
+        u.code,
+        "'" + path + "' is " +
+            (u.code == errc::table_incompatible ? u.why : "not a gpushare table (" + u.why + ")") +
+            "; gpushare leaves it as it is: " + removal_hint(name_) +
+            ", or use another key or GPUSHARE_DOMAIN");
+  // The grace period counts for this very file: a name unlinked and created anew meanwhile starts
+  // it again.
   const std::uint64_t now = monotonic_ns();
-  if (unready_since_ns == 0) unready_since_ns = now;
-  if (now - unready_since_ns < abandon_grace_ns) return attach_result::initialising;
-  steal_and_unlink(fd.get(), name_); // creator died mid-init: recreate
-  unready_since_ns = 0;
-  return attach_result::retry;
+  if (watch.since_ns == 0 || watch.dev != st.st_dev || watch.ino != st.st_ino)
+    watch = {now, st.st_dev, st.st_ino};
+  if (now - watch.since_ns < abandon_grace_ns) return attach_result::initialising;
+  // Ours, unfinished, and its init lock free for the whole grace period: the creator died.
+  if (on_abandoned == abandoned_creation::keep)
+    throw error(errc::invalid_argument,
+                "table '" + name_ + "' does not exist yet: '" + path +
+                    "' is a creation abandoned by its creator (" + u.why +
+                    "); it was left in place, and the next gpushare::session or "
+                    "gpushare::table::open of its key recreates it (`gpushare clean` removes it)");
+  if (!steal_and_unlink(fd.get(), name_)) return attach_result::initialising; // a peer is on it
+  watch.since_ns = 0;
+  return attach_result::removed;
 }
 
 inline mapped_table mapped_table::open_or_create(const create_params& p) {
@@ -313,7 +531,7 @@ inline mapped_table mapped_table::open_or_create(const create_params& p) {
                                             std::to_string(max_slot_count) + ")");
   const std::uint64_t deadline = monotonic_ns() + p.open_timeout_ns;
   const mode_t mode = p.access == table_access::group ? 0660 : 0600;
-  std::uint64_t unready_since = 0;
+  unready_watch unready;
   for (;;) {
     int fd = ::shm_open(t.name_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode);
     if (fd >= 0) {
@@ -326,9 +544,9 @@ inline mapped_table mapped_table::open_or_create(const create_params& p) {
       if (errno == ENOENT) continue; // unlinked between our two calls
       break;
     }
-    switch (t.attach(unique_fd(fd), unready_since)) {
+    switch (t.attach(unique_fd(fd), unready, abandoned_creation::remove)) {
     case attach_result::ready: return t;
-    case attach_result::retry: continue;
+    case attach_result::removed: continue; // an abandoned creation: create the table afresh
     case attach_result::initialising: break;
     }
     if (monotonic_ns() > deadline)
@@ -349,11 +567,12 @@ inline mapped_table mapped_table::open_or_create(const create_params& p) {
   throw system_failure(errc::system_error, "cannot open table '" + t.name_ + "'", err);
 }
 
-inline mapped_table mapped_table::open_existing(const std::string& name, std::uint64_t timeout_ns) {
+inline mapped_table mapped_table::open_existing(const std::string& name, std::uint64_t timeout_ns,
+                                                abandoned_creation on_abandoned) {
   mapped_table t;
   t.name_ = name;
   const std::uint64_t deadline = monotonic_ns() + timeout_ns;
-  std::uint64_t unready_since = 0;
+  unready_watch unready;
   for (;;) {
     const int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
     if (fd < 0) {
@@ -367,9 +586,9 @@ inline mapped_table mapped_table::open_existing(const std::string& name, std::ui
                         "their group");
       throw system_failure(errc::system_error, "cannot open table '" + name + "'", err);
     }
-    switch (t.attach(unique_fd(fd), unready_since)) {
+    switch (t.attach(unique_fd(fd), unready, on_abandoned)) {
     case attach_result::ready: return t;
-    case attach_result::retry:
+    case attach_result::removed: // only with abandoned_creation::remove
       throw error(errc::invalid_argument,
                   "table '" + name + "' was abandoned by its creator and has been removed");
     case attach_result::initialising: break;
