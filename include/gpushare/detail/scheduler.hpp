@@ -161,8 +161,8 @@ inline std::uint64_t quantum_vt(const slot_record& s) noexcept {
 /// Visits only the waiting slots, and nothing at all when nobody waits and `also` is nobody.
 inline std::int64_t best_claim(const table_view& t, std::int64_t except, std::int64_t also,
                                std::uint64_t now) noexcept {
-  if (also == nobody && t.header->device_waiters.load(std::memory_order_relaxed) == 0)
-    return nobody;
+  if (t.header->device_waiters.load(std::memory_order_relaxed) == 0) // the common case: no walk
+    return also == except ? nobody : also;
   auto for_each_candidate = [&](auto&& f) {
     for_each_waiting(t, [&](std::uint32_t i) {
       const slot_record& s = t.slots[i];
@@ -229,6 +229,7 @@ inline std::uint64_t lowest_contender(const table_view& t, int priority,
   };
   const std::int64_t holder = current_holder(t);
   if (holder != nobody) consider(static_cast<std::uint32_t>(holder));
+  if (t.header->device_waiters.load(std::memory_order_relaxed) == 0) return lowest;
   for_each_waiting(t, [&](std::uint32_t j) {
     if (j != holder && t.slots[j].wants_device > 0) consider(j);
   });
@@ -362,7 +363,10 @@ inline std::int64_t grant(const table_view& t, std::uint32_t i, std::uint64_t no
   h.holder_started = 0;
   h.watch_until_ns = 0; // a new holder: nobody watches it yet
   s.last_active_ns = now;
-  s.grant_word.fetch_add(1, std::memory_order_release);
+  // Its sleeping threads are woken by this bump. With none registered, none can be asleep or
+  // about to sleep on the word (a waiter registers under the lock before it reads the word), so
+  // the locked read-modify-write is skipped.
+  if (s.wants_device > 0) s.grant_word.fetch_add(1, std::memory_order_release);
   return i;
 }
 
