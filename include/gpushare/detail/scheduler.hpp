@@ -80,6 +80,7 @@ inline std::uint64_t& class_floor(table_header& h, int priority) noexcept {
 
 /// a * b / c without overflow (saturating at 2^64 - 1); c > 0.
 inline std::uint64_t mul_div(std::uint64_t a, std::uint64_t b, std::uint64_t c) noexcept {
+  if (b == 0 || a <= UINT64_MAX / b) return a * b / c; // the common case: no 128-bit division
   __extension__ using u128 = unsigned __int128;
   const u128 r = static_cast<u128>(a) * b / c;
   return r > UINT64_MAX ? UINT64_MAX : static_cast<std::uint64_t>(r);
