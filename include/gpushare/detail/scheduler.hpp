@@ -206,13 +206,19 @@ inline std::int64_t best_waiter(const table_view& t, std::int64_t except = nobod
   return best_claim(t, except, nobody, 0);
 }
 
+/// The slot named by `slot_plus_one` (0: none) if it holds a live session of `generation`, else
+/// nobody (bounds-checked: both come from shared memory).
+inline std::int64_t live_session(const table_view& t, std::uint32_t slot_plus_one,
+                                 std::uint32_t generation) noexcept {
+  if (slot_plus_one == 0 || slot_plus_one > t.slot_count) return nobody;
+  const slot_record& s = t.slots[slot_plus_one - 1];
+  if (!is_active(s) || s.generation != generation) return nobody;
+  return slot_plus_one - 1;
+}
+
 /// The holder's slot index, if the recorded holder is a live session of the right generation.
 inline std::int64_t current_holder(const table_view& t) noexcept {
-  const table_header& h = *t.header;
-  if (h.holder == 0 || h.holder > t.slot_count) return nobody;
-  const slot_record& s = t.slots[h.holder - 1];
-  if (!is_active(s) || s.generation != h.holder_generation) return nobody;
-  return h.holder - 1;
+  return live_session(t, t.header->holder, t.header->holder_generation);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -417,11 +423,7 @@ inline std::uint64_t reserved_for(const table_header& h, const slot_record& p, b
 
 /// The session that last freed the device, if it is still the same live session.
 inline std::int64_t last_holder(const table_view& t) noexcept {
-  const table_header& h = *t.header;
-  if (h.last_holder == 0 || h.last_holder > t.slot_count) return nobody;
-  const slot_record& s = t.slots[h.last_holder - 1];
-  if (!is_active(s) || s.generation != h.last_holder_generation) return nobody;
-  return h.last_holder - 1;
+  return live_session(t, t.header->last_holder, t.header->last_holder_generation);
 }
 
 /// Thread of session `i` wants to enter a guard (or to get the device back after a yield).
