@@ -119,36 +119,33 @@ struct prefix_fields {
 
 using prefix_bytes = std::array<unsigned char, sizeof(table_prefix)>;
 
+/// Calls op(offset in table_prefix, field) for every field of `f` (const or not): the one list
+/// of where each field lies, for encode_prefix() and decode_prefix().
+template <class Fields, class Op> void for_each_prefix_field(Fields& f, Op&& op) {
+  op(offsetof(table_prefix, magic), f.magic);
+  op(offsetof(table_prefix, layout_version), f.layout_version);
+  op(offsetof(table_prefix, init_state), f.init_state);
+  op(offsetof(table_prefix, header_size), f.header_size);
+  op(offsetof(table_prefix, slot_size), f.slot_size);
+  op(offsetof(table_prefix, slot_count), f.slot_count);
+  op(offsetof(table_prefix, mutex_size), f.mutex_size);
+  op(offsetof(table_prefix, total_size), f.total_size);
+}
+
 /// The bytes of a table_prefix holding `f`, laid out as the table_prefix struct lays them out.
 inline prefix_bytes encode_prefix(const prefix_fields& f) noexcept {
   prefix_bytes b{};
-  auto put = [&b](std::size_t offset, auto value) {
+  for_each_prefix_field(f, [&b](std::size_t offset, const auto& value) {
     std::memcpy(b.data() + offset, &value, sizeof value);
-  };
-  put(offsetof(table_prefix, magic), f.magic);
-  put(offsetof(table_prefix, layout_version), f.layout_version);
-  put(offsetof(table_prefix, init_state), f.init_state);
-  put(offsetof(table_prefix, header_size), f.header_size);
-  put(offsetof(table_prefix, slot_size), f.slot_size);
-  put(offsetof(table_prefix, slot_count), f.slot_count);
-  put(offsetof(table_prefix, mutex_size), f.mutex_size);
-  put(offsetof(table_prefix, total_size), f.total_size);
+  });
   return b;
 }
 
 inline prefix_fields decode_prefix(const prefix_bytes& b) noexcept {
   prefix_fields f;
-  auto get = [&b](std::size_t offset, auto& value) {
+  for_each_prefix_field(f, [&b](std::size_t offset, auto& value) {
     std::memcpy(&value, b.data() + offset, sizeof value);
-  };
-  get(offsetof(table_prefix, magic), f.magic);
-  get(offsetof(table_prefix, layout_version), f.layout_version);
-  get(offsetof(table_prefix, init_state), f.init_state);
-  get(offsetof(table_prefix, header_size), f.header_size);
-  get(offsetof(table_prefix, slot_size), f.slot_size);
-  get(offsetof(table_prefix, slot_count), f.slot_count);
-  get(offsetof(table_prefix, mutex_size), f.mutex_size);
-  get(offsetof(table_prefix, total_size), f.total_size);
+  });
   return f;
 }
 
