@@ -22,7 +22,7 @@ std::vector<unsigned char> table(std::uint32_t slots) {
   h->prefix.header_size = sizeof(table_header);
   h->prefix.slot_size = sizeof(slot_record);
   h->prefix.slot_count = slots;
-  h->prefix.mutex_size = sizeof(pthread_mutex_t);
+  h->prefix.lock_size = table_lock_size;
   h->prefix.total_size = table_size(slots);
   h->capacity = 1ull << 30;
   std::strcpy(h->key, "seed");

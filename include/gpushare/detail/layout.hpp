@@ -3,7 +3,7 @@
 // structs, so any change here must bump gpushare::table_layout_version.
 #pragma once
 
-#include <pthread.h>
+#include <sys/types.h>
 
 #include <atomic>
 #include <cstddef>
@@ -40,6 +40,12 @@ inline constexpr std::size_t device_name_capacity = 96;
 /// data: fcntl locks may lie anywhere, so they do not overlap the mapped structures' meaning.
 inline constexpr off_t init_lock_byte = 0;
 inline constexpr off_t slot_lock_byte(std::uint32_t slot) { return 1 + static_cast<off_t>(slot); }
+/// Locker ids (detail/table_lock.hpp): 1..max_locker_ids, each proven alive by its own byte,
+/// after the slots' bytes.
+inline constexpr std::uint32_t max_locker_ids = 1u << 16;
+inline constexpr off_t locker_byte(std::uint32_t id) {
+  return 1 + static_cast<off_t>(max_slot_count) + static_cast<off_t>(id - 1);
+}
 
 /// The fixed prefix: the same in every layout version, so any version can recognise another
 /// version's table (and refuse it) instead of misreading it.
@@ -50,9 +56,12 @@ struct table_prefix {
   std::uint32_t header_size;
   std::uint32_t slot_size;
   std::uint32_t slot_count;
-  std::uint32_t mutex_size; ///< sizeof(pthread_mutex_t) of the creator: a libc ABI check
+  std::uint32_t lock_size; ///< bytes of the table lock (layouts 1-3: sizeof(pthread_mutex_t))
   std::uint64_t total_size;
 };
+
+/// What table_prefix::lock_size holds in this layout.
+inline constexpr std::uint32_t table_lock_size = sizeof(std::atomic<std::uint32_t>);
 
 struct alignas(64) table_header {
   table_prefix prefix;
@@ -64,8 +73,10 @@ struct alignas(64) table_header {
   char domain[domain_capacity];
 
   // ---- protected by `lock`
-  alignas(64) pthread_mutex_t lock;
-  std::int32_t lock_holder_pid;     ///< display only: who holds `lock` now (0: nobody)
+  /// The table lock (detail/table_lock.hpp): 0 free, else the owner's locker id | sleepers bit.
+  alignas(64) std::atomic<std::uint32_t> lock;
+  /// display only: the pid (in its own PID namespace) of the process holding `lock` (0: nobody)
+  std::atomic<std::int32_t> lock_holder_pid;
   std::uint32_t memory_waiters;     ///< derived: sum of slot::memory_waiting
   std::uint64_t capacity;           ///< bytes the sessions of this table may reserve in total
   std::uint64_t reserved_total;     ///< derived: sum of slot::reserved over active slots

@@ -33,7 +33,6 @@
 #include <gpushare/detail/layout.hpp>
 #include <gpushare/detail/liveness.hpp>
 #include <gpushare/detail/posix.hpp>
-#include <gpushare/detail/robust_lock.hpp>
 #include <gpushare/error.hpp>
 #include <gpushare/options.hpp>
 
@@ -113,7 +112,7 @@ struct prefix_fields {
   std::uint32_t header_size = 0;
   std::uint32_t slot_size = 0;
   std::uint32_t slot_count = 0;
-  std::uint32_t mutex_size = 0;
+  std::uint32_t lock_size = 0;
   std::uint64_t total_size = 0;
 };
 
@@ -128,7 +127,7 @@ template <class Fields, class Op> void for_each_prefix_field(Fields& f, Op&& op)
   op(offsetof(table_prefix, header_size), f.header_size);
   op(offsetof(table_prefix, slot_size), f.slot_size);
   op(offsetof(table_prefix, slot_count), f.slot_count);
-  op(offsetof(table_prefix, mutex_size), f.mutex_size);
+  op(offsetof(table_prefix, lock_size), f.lock_size);
   op(offsetof(table_prefix, total_size), f.total_size);
 }
 
@@ -160,7 +159,7 @@ inline prefix_bytes creation_prefix(std::uint32_t slot_count) noexcept {
   f.header_size = sizeof(table_header);
   f.slot_size = sizeof(slot_record);
   f.slot_count = slot_count;
-  f.mutex_size = sizeof(pthread_mutex_t);
+  f.lock_size = table_lock_size;
   f.total_size = table_size(slot_count);
   return encode_prefix(f);
 }
@@ -232,11 +231,11 @@ inline unready_object inspect_unready(int fd) {
     return u;
   }
   if (f.layout_version != table_layout_version || f.header_size != sizeof(table_header) ||
-      f.slot_size != sizeof(slot_record) || f.mutex_size != sizeof(pthread_mutex_t)) {
+      f.slot_size != sizeof(slot_record) || f.lock_size != table_lock_size) {
     u.code = errc::table_incompatible;
     u.why = "an unfinished table of layout version " + std::to_string(f.layout_version) +
             " (header " + std::to_string(f.header_size) + ", slot " + std::to_string(f.slot_size) +
-            ", mutex " + std::to_string(f.mutex_size) +
+            ", lock " + std::to_string(f.lock_size) +
             " bytes); this gpushare (" GPUSHARE_VERSION_STRING ") uses layout " +
             std::to_string(table_layout_version);
     return u;
@@ -413,7 +412,7 @@ inline bool mapped_table::create_in(unique_fd fd, const create_params& p) {
   h->created_unix_ns = realtime_ns();
   copy_name_to(h->key, key_capacity, p.key);
   copy_name_to(h->domain, domain_capacity, p.domain);
-  init_robust_mutex(&h->lock);
+  h->lock.store(0, std::memory_order_relaxed); // free (fallocate zeroed it; say so anyway)
   h->capacity = p.capacity == 0 ? unlimited_capacity : p.capacity;
   h->prefix.init_state.store(init_state_ready, std::memory_order_release);
   crash_point("create.ready");
@@ -437,11 +436,11 @@ inline void mapped_table::validate_ready(std::size_t file_size) const {
              " (processes of different gpushare versions cannot share a table; use another "
              "GPUSHARE_DOMAIN or upgrade them together)");
   if (pre.header_size != sizeof(table_header) || pre.slot_size != sizeof(slot_record) ||
-      pre.mutex_size != sizeof(pthread_mutex_t))
+      pre.lock_size != table_lock_size)
     fail(errc::table_incompatible, "was created with other structure sizes (header " +
                                        std::to_string(pre.header_size) + ", slot " +
-                                       std::to_string(pre.slot_size) + ", mutex " +
-                                       std::to_string(pre.mutex_size) + ")");
+                                       std::to_string(pre.slot_size) + ", lock " +
+                                       std::to_string(pre.lock_size) + ")");
   if (pre.slot_count == 0 || pre.slot_count > max_slot_count)
     fail(errc::table_corrupt, "claims " + std::to_string(pre.slot_count) + " slots (allowed: 1.." +
                                   std::to_string(max_slot_count) + ")");

@@ -5,7 +5,10 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -13,9 +16,9 @@
 #include <gpushare/detail/crash_point.hpp>
 #include <gpushare/detail/futex.hpp>
 #include <gpushare/detail/liveness.hpp>
-#include <gpushare/detail/robust_lock.hpp>
 #include <gpushare/detail/scheduler.hpp>
 #include <gpushare/detail/shm.hpp>
+#include <gpushare/detail/table_lock.hpp>
 
 namespace gpushare {
 inline namespace v0 {
@@ -30,6 +33,17 @@ class table_core {
 public:
   table_core() = default;
   explicit table_core(mapped_table m) : map_(std::move(m)), pid_(::getpid()) {}
+  table_core(table_core&& o) noexcept
+      : map_(std::move(o.map_)), own_slot_(o.own_slot_), pid_(o.pid_),
+        locker_id_(o.locker_id_.exchange(0)), claim_mutex_(std::move(o.claim_mutex_)) {}
+  table_core& operator=(table_core&& o) noexcept {
+    map_ = std::move(o.map_);
+    own_slot_ = o.own_slot_;
+    pid_ = o.pid_;
+    locker_id_.store(o.locker_id_.exchange(0));
+    claim_mutex_ = std::move(o.claim_mutex_);
+    return *this;
+  }
 
   const table_view& view() const noexcept { return map_.view(); }
   table_header& header() const noexcept { return *map_.view().header; }
@@ -45,30 +59,48 @@ public:
   std::int64_t own_slot() const noexcept { return own_slot_; }
 
   /// RAII holder of the table lock. If the previous holder died inside its critical section, the
-  /// state it protected is repaired before the lock is marked consistent.
+  /// state it protected is repaired before the lock is handed to the caller.
   class guard {
   public:
-    explicit guard(table_core& t) : t_(&t) {
+    explicit guard(table_core& t) : t_(&t), me_(t.locker_id()) {
       table_header& h = t.header();
-      if (lock_robust(&h.lock, lock_timeout_ns, t.name()) == lock_outcome::owner_died) {
+      if (lock_table(&h.lock, me_, t.fd(), lock_timeout_ns, t.name(), &h.lock_holder_pid) ==
+          lock_outcome::owner_died)
         t.repair_locked();
-        mark_consistent(&h.lock);
-      }
-      h.lock_holder_pid = t.pid_;
+      h.lock_holder_pid.store(t.pid_, std::memory_order_relaxed);
     }
     guard(const guard&) = delete;
     guard& operator=(const guard&) = delete;
     ~guard() { unlock(); }
     void unlock() noexcept {
       if (!t_) return;
-      t_->header().lock_holder_pid = 0;
-      unlock_robust(&t_->header().lock);
+      t_->header().lock_holder_pid.store(0, std::memory_order_relaxed);
+      unlock_table(&t_->header().lock, me_);
       t_ = nullptr;
     }
 
   private:
     table_core* t_;
+    std::uint32_t me_;
   };
+
+  /// This mapping's locker id (detail/table_lock.hpp), claimed at the first lock: the exclusive
+  /// OFD lock on its byte is held through fd() until the mapping closes, and proves to waiters
+  /// that the owner of the table lock is alive. Throws if the table has no free id.
+  std::uint32_t locker_id() {
+    std::uint32_t id = locker_id_.load(std::memory_order_acquire);
+    if (id != 0) return id;
+    std::lock_guard<std::mutex> lk(*claim_mutex_);
+    id = locker_id_.load(std::memory_order_relaxed);
+    if (id != 0) return id;
+    id = claim_locker_id(fd(), static_cast<std::uint32_t>(::getpid()) * 2654435761u);
+    if (id == 0)
+      throw error(errc::no_free_slot, "table '" + name() + "' has " +
+                                          std::to_string(max_locker_ids) +
+                                          " mappings open at once; close some");
+    locker_id_.store(id, std::memory_order_release);
+    return id;
+  }
 
   /// Unlocks `g`; if memory was `released` under it and anyone waits for memory, wakes them. The
   /// wake word is bumped under the lock (so no waiter can miss it) and the wake is sent after.
@@ -121,8 +153,8 @@ public:
   }
 
 private:
-  /// Called with the lock held, after its previous owner died: clears the slots of every dead
-  /// session and recomputes every total from the slots that remain.
+  /// Called with the lock held, after taking it over from a dead owner: clears the slots of every
+  /// dead session and recomputes every total from the slots that remain.
   void repair_locked() noexcept {
     table_header& h = header();
     ++h.lock_repairs;
@@ -144,6 +176,8 @@ private:
   mapped_table map_;
   std::int64_t own_slot_ = no_slot;
   std::int32_t pid_ = 0;
+  std::atomic<std::uint32_t> locker_id_{0}; ///< 0 until claimed; its byte's lock goes with fd()
+  std::unique_ptr<std::mutex> claim_mutex_ = std::make_unique<std::mutex>();
 };
 
 /// Wakes a slot's waiters when it goes out of scope: declare it before a table_core::guard so the
