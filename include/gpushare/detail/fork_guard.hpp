@@ -47,19 +47,13 @@ public:
   class no_fork_scope {
   public:
     no_fork_scope() {
-      if (depth()++ == 0) instance().enter();
+      if (scope_depth()++ == 0) instance().enter();
     }
     ~no_fork_scope() {
-      if (--depth() == 0) instance().leave();
+      if (--scope_depth() == 0) instance().leave();
     }
     no_fork_scope(const no_fork_scope&) = delete;
     no_fork_scope& operator=(const no_fork_scope&) = delete;
-
-  private:
-    static int& depth() noexcept {
-      thread_local int d = 0;
-      return d;
-    }
   };
 
   void add(member* m) {
@@ -79,6 +73,12 @@ private:
                      [] { instance().in_child(); });
   }
 
+  /// How many no_fork_scopes the calling thread is inside.
+  static int& scope_depth() noexcept {
+    thread_local int d = 0;
+    return d;
+  }
+
   void enter() {
     std::unique_lock lk(gate_);
     gate_cv_.wait(lk, [this] { return forks_pending_ == 0; }); // a waiting fork goes first
@@ -93,7 +93,10 @@ private:
   void before_fork() {
     std::unique_lock lk(gate_);
     ++forks_pending_;
-    gate_cv_.wait(lk, [this] { return joining_ == 0; });
+    // A thread may fork inside its own scope (a crash-point hook running a program): only the
+    // other threads' scopes are waited for.
+    const int own = scope_depth() > 0 ? 1 : 0;
+    gate_cv_.wait(lk, [this, own] { return joining_ == own; });
     lk.release(); // unlocked by after_fork() or in_child()
     mutex_.lock();
   }
@@ -109,8 +112,8 @@ private:
     for (member* m : entries_) m->forked_into_child();
     entries_.clear();
     mutex_.unlock();
-    forks_pending_ = 0; // the parent's other forking threads do not exist here
-    joining_ = 0;
+    forks_pending_ = 0;                   // the parent's other forking threads do not exist here
+    joining_ = scope_depth() > 0 ? 1 : 0; // only this thread's scope, if any, goes on here
     gate_.unlock();
   }
 
