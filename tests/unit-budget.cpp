@@ -124,3 +124,19 @@ TEST_CASE("the layout is what every process expects") {
   CHECK(d::default_slot_count >= 256);
   CHECK(d::slot_lock_byte(0) != d::init_lock_byte);
 }
+
+TEST_CASE(
+    "guarantee_fits: a change that does not increase commitment fits an overcommitted table") {
+  // Issue 13, item 8: external usage (reported, not reserved) can overcommit the table; joining
+  // with guarantee 0 or lowering a guarantee was then refused.
+  fake_table t(10 * MiB);
+  auto& big = t.join(0, 4 * MiB);
+  d::set_usage(*t.header, big, 0, 12 * MiB, 4 * MiB);
+  CHECK(t.header->committed_total == 12 * MiB); // over the capacity
+  auto& fresh = t.slots[1];                     // a free slot about to join
+  CHECK(d::guarantee_fits(*t.header, fresh, 0));
+  CHECK_FALSE(d::guarantee_fits(*t.header, fresh, 1));
+  CHECK(d::guarantee_fits(*t.header, big, 0));        // lowered
+  CHECK(d::guarantee_fits(*t.header, big, 12 * MiB)); // raised within its use: adds nothing
+  CHECK_FALSE(d::guarantee_fits(*t.header, big, 12 * MiB + 1));
+}

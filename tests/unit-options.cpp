@@ -318,3 +318,15 @@ TEST_CASE("GPUSHARE_QUANTUM and GPUSHARE_HANDOVER: environment, code and default
   tiny.quantum = std::chrono::nanoseconds(10);
   CHECK_THROWS_AS(gpushare::resolve_options(tiny, env), gpushare::error);
 }
+
+TEST_CASE("memory_amount::resolve never truncates a 128-bit product to 64 bits") {
+  // Issue 13, item 10: 200% of 2^63 bytes truncated to 0 bytes. Every entry point refuses a
+  // fraction over 100%; resolve() itself saturates.
+  using gpushare::memory_amount;
+  constexpr std::uint64_t cap = std::uint64_t{1} << 63;
+  CHECK(memory_amount::of_ppm(1'000'000).resolve(cap) == cap);
+  CHECK(memory_amount::of_ppm(500'000).resolve(cap) == cap / 2);
+  CHECK(memory_amount::of_ppm(2'000'000).resolve(cap) == UINT64_MAX);
+  CHECK(memory_amount::of_ppm(UINT64_MAX).resolve(UINT64_MAX) == UINT64_MAX);
+  CHECK(memory_amount::of_ppm(2'000'000).resolve(100) == 200);
+}

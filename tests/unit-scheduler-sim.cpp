@@ -87,6 +87,9 @@ struct scenario {
     gpushare::settings_change what;
   };
   std::vector<change> changes;
+  /// Every class floor at the start (as after months of accounted device time): newcomers start
+  /// there.
+  u64 initial_floor = 0;
 };
 
 /// Guard intervals of one session, for window checks.
@@ -134,6 +137,7 @@ public:
     r.sessions.resize(sc_.sessions.size());
     r.window = sc_.duration - sc_.warmup;
     res_ = &r;
+    for (u64& floor : header_->min_vtime) floor = sc_.initial_floor;
     for (std::size_t k = 0; k < sc_.sessions.size(); ++k) {
       const std::uint32_t slot =
           sc_.slot_of.empty() ? static_cast<std::uint32_t>(2 * k + 1) : sc_.slot_of[k];
@@ -678,6 +682,24 @@ TEST_CASE("simulation: busy sessions descheduled by the CPU keep 3:1 and 1:1:2")
         CHECK(std::abs(r.fraction(k) - expected_fraction(sc, k)) <= 0.02);
       }
     }
+  }
+}
+
+TEST_CASE("simulation: shares hold when virtual time starts near 2^64 (months of device time)") {
+  // Issue 13, item 9: the class floor never decreased and vtime saturated at 2^64 - 1, where
+  // every session is equal: 3:1 became 1:1 after ~213 days busy at share 1.
+  for (const u64 start : {u64{1} << 62, UINT64_MAX - 1'000 * ms, UINT64_MAX}) {
+    scenario sc;
+    sc.duration = 3 * sec;
+    sc.warmup = 500 * ms;
+    sc.initial_floor = start;
+    sc.sessions = {busy("three", 3), busy("one", 1)};
+    const result r = simulate(sc);
+    CAPTURE(start);
+    CHECK(r.overlaps == 0);
+    CHECK(std::abs(r.fraction(0) - 0.75) <= 0.02);
+    CHECK(std::abs(r.fraction(1) - 0.25) <= 0.02);
+    CHECK(r.clean_end);
   }
 }
 

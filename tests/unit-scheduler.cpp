@@ -1621,3 +1621,53 @@ TEST_CASE("a session just granted the device gets a start grace before a peer ma
   CHECK(t.header->holder == 1);
   CHECK(a.handovers == 0);
 }
+
+TEST_CASE("virtual time never saturates: a huge charge and a floor near 2^64 are renormalised") {
+  // Issue 13, item 9: one set_device_time(2e16 ns) made a vtime 2^64 - 1, and with it the class
+  // floor, so every later session was equal to every other whatever its share.
+  fake_table t;
+  auto& a = t.join(0, prio::normal, 1);
+  auto& b = t.join(1, prio::normal, 3);
+  auto& c = t.join(2, prio::normal, 1);
+  t.hold(0);
+  ++a.active_guards;
+  d::account_device_time(*t.header, a, 20'000'000'000'000'000ull, true, 0); // 2e16 ns
+  d::exit_step(t.view(), 0, 0, 1 * ms, 1 * ms);
+  const std::uint64_t floor = d::class_floor(*t.header, prio::normal);
+  CHECK(floor <= d::vtime_renormalise_at);
+  CHECK(a.vtime < (std::uint64_t{1} << 63));
+  CHECK(a.vtime > floor);  // still far ahead of its class
+  CHECK(b.vtime <= floor); // the others are behind the floor, not ahead of a
+  // Both others contend: they are placed at the clock, and b (share 3) and c (share 1) then
+  // move at 1/3 and 1 of the device time, far from 2^64.
+  d::place(t.view(), 1, 2 * ms);
+  d::place(t.view(), 2, 2 * ms);
+  const std::uint64_t b0 = b.vtime, c0 = c.vtime;
+  d::account_device_time(*t.header, b, 3 * ms, false, 0);
+  d::account_device_time(*t.header, c, 3 * ms, false, 0);
+  CHECK(b.vtime - b0 == 3 * ms * 1000 / 3);
+  CHECK(c.vtime - c0 == 3 * ms * 1000);
+}
+
+TEST_CASE("renormalising a class keeps every difference of vtimes within it") {
+  fake_table t(6);
+  const std::uint64_t base = d::vtime_renormalise_at + 12345;
+  auto& a = t.join(0, prio::normal);
+  auto& b = t.join(1, prio::normal);
+  auto& other = t.join(2, prio::high);
+  d::class_floor(*t.header, prio::normal) = base;
+  d::class_floor(*t.header, prio::high) = base;
+  a.vtime = base + 7 * ms;
+  b.vtime = base - 5 * ms;
+  other.vtime = base + 1;
+  d::renormalise_class(t.view(), prio::normal);
+  const std::uint64_t floor = d::class_floor(*t.header, prio::normal);
+  CHECK(floor == d::vtime_renormalise_to);
+  CHECK(a.vtime - floor == 7 * ms);
+  CHECK(floor - b.vtime == 5 * ms);
+  CHECK(other.vtime == base + 1); // another class is left alone
+  CHECK(d::class_floor(*t.header, prio::high) == base);
+  d::renormalise_class(t.view(), prio::normal); // below the threshold: nothing changes
+  CHECK(d::class_floor(*t.header, prio::normal) == floor);
+  CHECK(a.vtime - floor == 7 * ms);
+}

@@ -39,11 +39,13 @@ struct memory_amount {
 
   static constexpr memory_amount of_bytes(std::uint64_t b) { return {unit::bytes, b}; }
   static constexpr memory_amount of_ppm(std::uint64_t ppm) { return {unit::fraction, ppm}; }
-  /// Bytes this amount stands for in a table of `capacity` bytes (fractions round down).
+  /// Bytes this amount stands for in a table of `capacity` bytes (fractions round down). Never
+  /// truncated: a fraction over 100% (which every entry point refuses) saturates at 2^64 - 1.
   constexpr std::uint64_t resolve(std::uint64_t capacity) const {
     if (kind == unit::bytes) return value;
     __extension__ using u128 = unsigned __int128; // __extension__: no -Wpedantic warning
-    return static_cast<std::uint64_t>((static_cast<u128>(capacity) * value) / 1'000'000u);
+    const u128 bytes = (static_cast<u128>(capacity) * value) / 1'000'000u;
+    return bytes > UINT64_MAX ? UINT64_MAX : static_cast<std::uint64_t>(bytes);
   }
   friend constexpr bool operator==(const memory_amount&, const memory_amount&) = default;
 };

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <gpushare/detail/table_core.hpp>
@@ -166,6 +167,15 @@ inline std::int64_t apply_settings(const table_view& t, std::uint32_t i, const s
   if (c.quantum && (c.quantum->count() < static_cast<std::int64_t>(min_quantum_ns) ||
                     c.quantum->count() > static_cast<std::int64_t>(max_quantum_ns)))
     throw error(errc::invalid_argument, "quantum must be from 1us to 10s");
+  // A fraction of the capacity must be at most 100% (as in session_options): checked here, for
+  // every caller (table::configure, session::configure, `gpushare set`), before anything resolves.
+  for (const auto& [field, amount] : {std::pair{"memory limit", &c.memory_limit},
+                                      std::pair{"memory guarantee", &c.memory_guarantee}})
+    if (*amount && (*amount)->kind == memory_amount::unit::fraction && (*amount)->value > 1'000'000)
+      throw error(errc::invalid_argument,
+                  who + ": " + field + " of " + std::to_string((*amount)->value) + " ppm (" +
+                      std::to_string((*amount)->value / 10'000) +
+                      "%) of the capacity is out of range; a fraction must be from 0% to 100%");
   const std::uint64_t limit = c.memory_limit ? c.memory_limit->resolve(h.capacity) : s.memory_limit;
   const std::uint64_t guarantee =
       c.memory_guarantee ? c.memory_guarantee->resolve(h.capacity) : s.memory_guarantee;

@@ -78,11 +78,16 @@ inline void apply_shrink(table_header& h, slot_record& s, std::uint64_t bytes) n
 }
 
 /// Can a new guarantee of `guarantee` bytes be promised to slot `s` (whose current figures are
-/// already counted in the totals)?
+/// already counted in the totals)? A change that does not increase the slot's commitment is always
+/// accepted, even when the table is overcommitted (external usage is reported, not reserved, so it
+/// can push committed_total past the capacity): joining with guarantee 0, or lowering a
+/// guarantee, must never be refused because of what others use.
 inline bool guarantee_fits(const table_header& h, const slot_record& s,
                            std::uint64_t guarantee) noexcept {
+  const std::uint64_t before = commitment(s);
   const std::uint64_t after = commitment(s.reserved, s.external, guarantee);
-  return sat_add(sat_sub(h.committed_total, commitment(s)), after) <= h.capacity;
+  if (after <= before) return true;
+  return sat_add(sat_sub(h.committed_total, before), after) <= h.capacity;
 }
 
 /// Removes an active slot's contributions from the totals and marks it free.

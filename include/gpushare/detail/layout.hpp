@@ -114,6 +114,12 @@ struct alignas(64) table_header {
   std::int32_t device_observer_pid;       ///< display only: who observed it
   std::int32_t device_ordinal_hint;       ///< display only: that process's ordinal for the GPU
 
+  // ---- creation fact, written once before init_state becomes ready
+  /// The creator's CLOCK_MONOTONIC offset from the host's (its time namespace; 0 on the host).
+  /// Every process of a table writes and compares monotonic timestamps, so only processes whose
+  /// offset is the same may open it (validate_ready()).
+  std::int64_t monotonic_offset_ns;
+
   // ---- futex words and lock-free hints, each on its own cache line
   alignas(64) std::atomic<std::uint32_t> memory_wake;    ///< bumped whenever memory is released
   alignas(64) std::atomic<std::uint32_t> device_waiters; ///< threads waiting for the device

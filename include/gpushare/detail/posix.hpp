@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace gpushare {
@@ -48,6 +49,23 @@ inline std::uint64_t monotonic_ns() noexcept {
   ::clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull +
          static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+/// How far this process's CLOCK_MONOTONIC is offset from the host's: its time namespace's
+/// offset (`unshare -T --monotonic`, CRIU restores), from /proc/self/timens_offsets. 0 where that
+/// file does not exist (a kernel without time namespaces, or no /proc).
+inline std::int64_t monotonic_offset_ns() noexcept {
+  std::FILE* f = std::fopen("/proc/self/timens_offsets", "re");
+  if (!f) return 0;
+  std::int64_t offset = 0;
+  char clock[32];
+  long long sec = 0;
+  long nsec = 0;
+  while (std::fscanf(f, "%31s %lld %ld", clock, &sec, &nsec) == 3)
+    if (std::string_view(clock) == "monotonic" || std::string_view(clock) == "1")
+      offset = static_cast<std::int64_t>(sec) * 1'000'000'000 + nsec;
+  std::fclose(f);
+  return offset;
 }
 
 inline std::uint64_t realtime_ns() noexcept {

@@ -72,6 +72,20 @@ inline constexpr std::uint64_t credit_quanta = 2;
 inline constexpr std::uint64_t yield_backstop_quanta = 16;
 inline constexpr std::uint64_t yield_backstop_min_ns = 100'000'000; // 100 ms
 inline constexpr std::int64_t nobody = -1;
+/// Virtual time never saturates (2^64 - 1 would make every session equal, whatever its share):
+///   * a session's vtime is never more than vtime_max_lead ahead of its class floor: accounting
+///     raises the floor to trail it (a session further behind than that is far beyond any credit,
+///     and place() would raise it anyway);
+///   * when a class floor passes vtime_renormalise_at, the floor and every vtime of the class are
+///     lowered together by the same amount (the floor lands on vtime_renormalise_to), under the
+///     table lock. Only differences of vtimes within a class mean anything, so no decision
+///     changes; values more than vtime_renormalise_to below the floor clamp at 0.
+/// So vtimes stay below 2^63 (vtime_renormalise_at + vtime_max_lead, plus one accounting). A
+/// class's floor reaches 2^62 after about 53 days of device time at share 1: renormalising (one
+/// walk over the slots) is rare.
+inline constexpr std::uint64_t vtime_renormalise_at = std::uint64_t{1} << 62;
+inline constexpr std::uint64_t vtime_renormalise_to = std::uint64_t{1} << 61;
+inline constexpr std::uint64_t vtime_max_lead = std::uint64_t{1} << 61;
 
 /// The virtual-time floor of a priority class (bounds-checked: priorities come from shm).
 inline std::uint64_t& class_floor(table_header& h, int priority) noexcept {
@@ -243,12 +257,28 @@ inline std::uint64_t lowest_contender(const table_view& t, int priority,
   return lowest;
 }
 
+/// Lowers the floor of class `priority` to vtime_renormalise_to, and every vtime of the class's
+/// sessions by the same amount (clamped at 0), if the floor is above vtime_renormalise_at.
+inline void renormalise_class(const table_view& t, int priority) noexcept {
+  std::uint64_t& floor = class_floor(*t.header, priority);
+  if (floor <= vtime_renormalise_at) return;
+  const std::uint64_t shift = floor - vtime_renormalise_to;
+  const int p = std::clamp(priority, 0, 7);
+  for (std::uint32_t j = 0; j < t.slot_count; ++j) {
+    slot_record& o = t.slots[j];
+    if (is_active(o) && std::clamp(o.priority, 0, 7) == p) o.vtime = sat_sub(o.vtime, shift);
+  }
+  floor = vtime_renormalise_to;
+}
+
 /// The clock of class `priority`: the floor raised to the smallest vtime of the sessions that
-/// contend now (except `except`). Monotone: a session's vtime never decreases.
+/// contend now (except `except`). Monotone between renormalisations (renormalise_class()), which
+/// lower the floor and every vtime of the class together.
 inline std::uint64_t class_clock(const table_view& t, int priority, std::int64_t except) noexcept {
   const std::uint64_t lowest = lowest_contender(t, priority, except);
   std::uint64_t& floor = class_floor(*t.header, priority);
   if (lowest != UINT64_MAX) floor = std::max(floor, lowest);
+  renormalise_class(t, priority);
   return floor;
 }
 
@@ -492,6 +522,11 @@ inline void account_device_time(table_header& h, slot_record& s, std::uint64_t u
                                 std::uint64_t start_ns) noexcept {
   s.device_ns = sat_add(s.device_ns, used_ns);
   s.vtime = sat_add(s.vtime, virtual_ns(s, used_ns));
+  // The floor trails the vtime by at most vtime_max_lead (see vtime_renormalise_at): a session
+  // that runs alone for months, or is charged a huge time at once, brings its floor along, and the
+  // next exit_step() or class_clock() renormalises the class.
+  if (std::uint64_t& floor = class_floor(h, s.priority); s.vtime > sat_add(floor, vtime_max_lead))
+    floor = s.vtime - vtime_max_lead;
   if (holder) h.quantum_used_ns = sat_add(h.quantum_used_ns, used_ns);
   const std::uint32_t limit = s.compute_limit_ppm == 0 ? 1'000'000 : s.compute_limit_ppm;
   if (limit < 1'000'000) {
@@ -610,6 +645,7 @@ inline std::int64_t exit_step(const table_view& t, std::uint32_t i, std::uint64_
   slot_record& s = t.slots[i];
   const bool holder = current_holder(t) == i;
   account_guard(*t.header, s, used_ns, holder, start_ns);
+  renormalise_class(t, s.priority); // nothing to do (one comparison) until ~53 days of device time
   s.active_guards = sat_sub32(s.active_guards, 1);
   s.last_active_ns = now;
   if (holder && s.active_guards == 0) return release_at_guard_exit(t, i, now);

@@ -40,6 +40,10 @@ public:
     p.capacity = r.capacity;
     p.open_timeout_ns = to_ns(r.open_timeout);
     name_ = r.name;
+    // No fork() in this process until the slot is claimed, activated and registered: a child
+    // forked in between would inherit the slot's liveness lock unknown to the fork registry and
+    // keep this session alive after this process died (issue 13, item 11).
+    const fork_registry::no_fork_scope no_fork;
     // `gpushare clean` may remove the table between our opening it and our joining it; then
     // activate() finds the name no longer refers to our file, and we join the table that the
     // name refers to now (docs/cli.md, "The clean protocol").

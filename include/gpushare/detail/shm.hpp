@@ -30,6 +30,7 @@
 #include <thread>
 
 #include <gpushare/detail/crash_point.hpp>
+#include <gpushare/detail/fork_guard.hpp>
 #include <gpushare/detail/layout.hpp>
 #include <gpushare/detail/liveness.hpp>
 #include <gpushare/detail/posix.hpp>
@@ -410,6 +411,7 @@ inline bool mapped_table::create_in(unique_fd fd, const create_params& p) {
   h->creator_pid = ::getpid();
   h->access_mode = mode;
   h->created_unix_ns = realtime_ns();
+  h->monotonic_offset_ns = monotonic_offset_ns();
   copy_name_to(h->key, key_capacity, p.key);
   copy_name_to(h->domain, domain_capacity, p.domain);
   h->lock.store(0, std::memory_order_relaxed); // free (fallocate zeroed it; say so anyway)
@@ -449,6 +451,25 @@ inline void mapped_table::validate_ready(std::size_t file_size) const {
                                   std::to_string(pre.total_size) + " (expected " +
                                   std::to_string(table_size(pre.slot_count)) +
                                   "): truncated or damaged");
+  // Timestamps in the table (when the holder was granted the device, went idle, a waiter started
+  // waiting...) are written by one process and compared with another's CLOCK_MONOTONIC: across
+  // time namespaces with different offsets a waiter would wait for a grace period to end
+  // thousands of seconds away, or forever. Refused, clearly, rather than translated.
+  const std::int64_t theirs = static_cast<const table_header*>(base_)->monotonic_offset_ns;
+  if (const std::int64_t mine = monotonic_offset_ns(); theirs != mine) {
+    auto seconds = [](std::int64_t ns) {
+      char buf[48];
+      std::snprintf(buf, sizeof buf, "%+.3f s", static_cast<double>(ns) / 1e9);
+      return std::string(buf);
+    };
+    throw error(errc::table_incompatible,
+                "table '" + name_ + "' was created in a time namespace whose monotonic clock is " +
+                    "offset by " + seconds(theirs) + " from the host's, and this process's by " +
+                    seconds(mine) +
+                    " (`unshare -T`, a restored checkpoint): processes whose monotonic clocks "
+                    "differ cannot share a table, since they compare each other's timestamps; run "
+                    "them in one time namespace, or give each namespace its own GPUSHARE_DOMAIN");
+  }
 }
 
 inline mapped_table::attach_result mapped_table::attach(unique_fd fd, unready_watch& watch,
@@ -513,12 +534,16 @@ inline mapped_table::attach_result mapped_table::attach(unique_fd fd, unready_wa
                     "' is a creation abandoned by its creator (" + u.why +
                     "); it was left in place, and the next gpushare::session or "
                     "gpushare::table::open of its key recreates it (`gpushare clean` removes it)");
+  crash_point("attach.abandoned"); // judged abandoned; its creator may finish it even now
   if (!steal_and_unlink(fd.get(), name_)) return attach_result::initialising; // a peer is on it
   watch.since_ns = 0;
   return attach_result::removed;
 }
 
 inline mapped_table mapped_table::open_or_create(const create_params& p) {
+  // No fork() while we may hold the init lock (creating, or removing an abandoned creation): a
+  // child would inherit it, and our creation would look in progress after we died.
+  const fork_registry::no_fork_scope no_fork;
   mapped_table t;
   t.name_ = table_object_name(p.domain, p.key, p.access);
   if (p.slot_count == 0 || p.slot_count > max_slot_count)
@@ -531,6 +556,7 @@ inline mapped_table mapped_table::open_or_create(const create_params& p) {
   for (;;) {
     int fd = ::shm_open(t.name_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode);
     if (fd >= 0) {
+      crash_point("create.opened"); // created the name, not yet holding its init lock
       if (t.create_in(unique_fd(fd), p)) return t;
       continue; // a peer judged our creation abandoned; start over
     }
@@ -565,6 +591,7 @@ inline mapped_table mapped_table::open_or_create(const create_params& p) {
 
 inline mapped_table mapped_table::open_existing(const std::string& name, std::uint64_t timeout_ns,
                                                 abandoned_creation on_abandoned) {
+  const fork_registry::no_fork_scope no_fork; // we may take the init lock (steal_and_unlink)
   mapped_table t;
   t.name_ = name;
   const std::uint64_t deadline = monotonic_ns() + timeout_ns;
