@@ -101,7 +101,9 @@ struct session_result {
   u64 device_ns = 0; ///< accounted device time in [warmup, duration]
   u64 guards = 0;    ///< guards started in [warmup, duration]
   u64 max_wait = 0;  ///< longest wait for the device that ended in [warmup, duration]
-  u64 first_guard_after = UINT64_MAX; ///< when its first guard started at or after `probe_at`
+  u64 first_guard_after = UINT64_MAX;   ///< when its first guard started at or after `probe_at`
+  u64 all_guards = 0, all_guard_ns = 0; ///< every guard it ran, and their time (the truth)
+  u64 books_guards = 0, books_device_ns = 0; ///< what its slot said when it left (the books)
   std::vector<interval> intervals;
 };
 
@@ -116,6 +118,7 @@ struct result {
   u64 handovers = 0;
   u64 watcher_wakes = 0; ///< wakes of waiting threads that did not end their wait
   u64 guards_total = 0;
+  u64 lease_guards = 0;   ///< guards that entered on their session's lease
   bool clean_end = false; ///< after everyone stopped: no waiters, empty mask, no holder
 
   double fraction(std::size_t k) const {
@@ -192,6 +195,7 @@ private:
     u64 idle_mark = 0;   ///< idle_ns_ when its current wait began
     u64 grants_mark = 0; ///< grants_ when its current wait began
     bool stopped = false;
+    bool on_lease = false; ///< its guard entered on its session's lease (no lock)
   };
 
   d::table_view view() { return {header_.get(), slots_.data(), sc_.slot_count}; }
@@ -265,13 +269,16 @@ private:
   void leave(int k) {
     const std::uint32_t i = session_slot_[static_cast<std::size_t>(k)];
     wake(d::forget_slot(view(), i, now_));
+    session_result& sr = res_->sessions[static_cast<std::size_t>(k)];
+    sr.books_guards = slots_[i].guards;
+    sr.books_device_ns = slots_[i].device_ns;
     slots_[i].state.store(d::slot_free);
   }
 
   void change(int c) {
     const auto& ch = sc_.changes[static_cast<std::size_t>(c)];
     wake(d::apply_settings(view(), session_slot_[static_cast<std::size_t>(ch.session)], ch.what,
-                           "simulated session"));
+                           "simulated session", now_));
   }
 
   /// A step returned `slot` to wake: its sleeping threads whose word changed run after a latency.
@@ -298,6 +305,14 @@ private:
     }
     th.as_guard = true;
     th.acq = {};
+    d::slot_record& s = slots_[th.slot];
+    if (s.lease.load() == 1) { // session_core::try_enter_on_lease (one step: no race to model)
+      s.lease_guards.fetch_add(1);
+      th.on_lease = true;
+      ++res_->lease_guards;
+      start_guard(j);
+      return;
+    }
     acquire(j);
   }
 
@@ -383,6 +398,8 @@ private:
     if (now_ >= sc_.warmup && now_ < sc_.duration) ++sr.guards;
     if (now_ >= probe_at_) sr.first_guard_after = std::min(sr.first_guard_after, now_);
     sr.intervals.push_back({now_, now_ + th.guard_len});
+    ++sr.all_guards;
+    sr.all_guard_ns += th.guard_len;
     push(now_ + th.guard_len, ev::exit, j);
   }
 
@@ -390,7 +407,17 @@ private:
     thread& th = threads_[static_cast<std::size_t>(j)];
     const session_spec& spec = sc_.sessions[static_cast<std::size_t>(th.session)];
     --running_;
-    wake(d::exit_step(view(), th.slot, th.guard_start, now_ - th.guard_start, now_));
+    if (th.on_lease) { // session_core::exit_on_lease
+      th.on_lease = false;
+      d::slot_record& s = slots_[th.slot];
+      s.lease_used_ns.fetch_add(now_ - th.guard_start);
+      s.lease_exits.fetch_add(1);
+      s.lease_last_exit_ns.store(now_);
+      s.lease_guards.fetch_sub(1);
+      if (s.lease.load() != 1) wake(d::lease_exit_step(view(), th.slot, now_));
+    } else {
+      wake(d::exit_step(view(), th.slot, th.guard_start, now_ - th.guard_start, now_));
+    }
     if (spec.work.per_iteration > 0 && ++th.in_iteration == spec.work.per_iteration) {
       th.in_iteration = 0;
       push(now_, ev::yield, j);
@@ -574,6 +601,11 @@ TEST_CASE("simulation, random scenarios: exclusion, priority, caps, idle bound, 
     CHECK(r.idle_excess_ns == 0);      // the device idles only as long as the budget allows
     CHECK(r.clean_end);                // no waiter count, mask bit or holder is left behind
     CHECK(r.guards_total > 0);
+    // The books: every guard and every nanosecond, entered on a lease or under the lock.
+    for (const auto& sr : r.sessions) {
+      CHECK(sr.books_guards == sr.all_guards);
+      CHECK(sr.books_device_ns == sr.all_guard_ns);
+    }
     // The highest class present makes progress (lower ones may legitimately wait for it).
     int top = prio::low;
     for (const auto& s : sc.sessions) top = std::max(top, s.priority);
@@ -725,6 +757,43 @@ TEST_CASE("simulation: a holder with short pauses does not keep an idle device f
   }
 }
 
+TEST_CASE("simulation: a lone session runs on its lease; a newcomer ends it at the next boundary") {
+  for (const std::uint32_t mode : {d::handover_at_guard, d::handover_at_yield}) {
+    scenario sc;
+    sc.duration = 3 * sec;
+    sc.warmup = 1300 * ms;
+    session_spec lone = busy("lone", 1, 1 * ms);
+    lone.work.pause_min = 20 * us;
+    lone.work.pause_max = 80 * us;
+    lone.mode = mode;
+    if (mode == d::handover_at_yield) lone.work.per_iteration = 4;
+    session_spec late = busy("late");
+    late.start = 1 * sec;
+    sc.sessions = {lone, late};
+    const result r = simulate(sc, late.start);
+    CAPTURE(mode);
+    const u64 first_wait = r.sessions[1].first_guard_after - late.start;
+    const double late_share =
+        static_cast<double>(r.sessions[1].device_ns) /
+        static_cast<double>(r.sessions[0].device_ns + r.sessions[1].device_ns);
+    MESSAGE("mode " << mode << ": " << r.lease_guards << " of " << r.guards_total
+                    << " guards on a lease; the newcomer's first wait " << first_wait / 1e6
+                    << " ms, later ones at most " << r.sessions[1].max_wait / 1e6 << " ms; it got "
+                    << late_share * 100 << "%");
+    CHECK(r.lease_guards > 500); // alone for a second: on the lease, no lock
+    CHECK(r.overlaps == 0);
+    CHECK(r.clean_end);
+    // The newcomer waits, as without a lease, for at most a quantum and the guards that end it
+    // (an at_yield holder: its iteration of 4 guards), plus the idle grace.
+    CHECK(first_wait <= 5 * ms + 4 * (1 * ms + 80 * us) + d::idle_grace_at_guard_ns);
+    CHECK(late_share == doctest::Approx(0.5).epsilon(0.04));
+    for (const auto& sr : r.sessions) {
+      CHECK(sr.books_guards == sr.all_guards);
+      CHECK(sr.books_device_ns == sr.all_guard_ns);
+    }
+  }
+}
+
 TEST_CASE("simulation: a higher class holder with pauses lets the lower class use the gaps") {
   scenario sc;
   sc.duration = 3 * sec;
@@ -844,7 +913,8 @@ TEST_CASE("simulation: a waiter is woken far less often than once per holder gua
   sc.sessions = {shorty, busy("peer")};
   sc.sessions[1].quantum = 1 * sec;
   const result r = simulate(sc);
-  MESSAGE(r.guards_total << " guards, " << r.watcher_wakes << " wake-ups of a waiter");
+  MESSAGE(r.guards_total << " guards (" << r.lease_guards << " on a lease), " << r.watcher_wakes
+                         << " wake-ups of a waiter");
   CHECK(r.watcher_wakes * 10 <= r.guards_total);
   CHECK(r.idle_excess_ns == 0);
 }

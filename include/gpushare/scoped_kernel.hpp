@@ -32,7 +32,8 @@ class scoped_kernel {
 public:
   explicit scoped_kernel(session& s)
       : core_(s.shared_core()), requested_ns_(detail::monotonic_ns()),
-        start_ns_(core_->enter_guard(requested_ns_)) {}
+        on_lease_(core_->try_enter_on_lease()),
+        start_ns_(on_lease_ ? requested_ns_ : core_->enter_guard(requested_ns_)) {}
   scoped_kernel(const scoped_kernel&) = delete;
   scoped_kernel& operator=(const scoped_kernel&) = delete;
   ~scoped_kernel() { finish(); }
@@ -47,7 +48,11 @@ public:
   void finish() noexcept {
     if (!core_) return;
     const std::uint64_t now = detail::monotonic_ns();
-    core_->exit_guard(start_ns_, has_device_time_ ? device_ns_ : now - start_ns_, now);
+    const std::uint64_t used = has_device_time_ ? device_ns_ : now - start_ns_;
+    if (on_lease_)
+      core_->exit_on_lease(used, now);
+    else
+      core_->exit_guard(start_ns_, used, now);
     core_.reset();
   }
 
@@ -59,6 +64,7 @@ public:
 private:
   std::shared_ptr<detail::session_core> core_; ///< kept alive even if the session is moved
   std::uint64_t requested_ns_;
+  bool on_lease_; ///< entered on the session's lease, without the table lock
   std::uint64_t start_ns_;
   // A flag and a value, not std::optional<std::uint64_t>: GCC 12 at -O2 and above reports the
   // optional's value as maybe-uninitialized in finish() (-Wmaybe-uninitialized), a false

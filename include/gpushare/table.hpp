@@ -52,6 +52,9 @@ struct session_info {
   std::uint32_t waiting_for_device = 0; ///< its threads waiting for the device now
   std::uint64_t device_ns = 0;          ///< device time used in guards (wall time or measured)
   std::uint64_t guards = 0;             ///< guards completed
+  /// of them, those that entered and exited on the session's lease, without the table lock
+  /// (it held the device and nobody else waited; docs/design.md section 11, "The lease")
+  std::uint64_t guards_on_lease = 0;
   std::uint64_t device_waits = 0;       ///< guards and yields that had to wait
   std::uint64_t device_wait_ns = 0;     ///< total time waited for the device
   std::uint64_t device_wait_max_ns = 0; ///< longest single wait
@@ -136,10 +139,13 @@ inline session_info read_session(const slot_record& s, std::uint32_t index) {
   i.quantum_ns = s.quantum_ns;
   i.handover =
       s.handover_mode == handover_at_yield ? handover_point::at_yield : handover_point::at_guard;
-  i.active_guards = s.active_guards;
+  i.active_guards = busy_guards(s);
   i.waiting_for_device = s.wants_device;
-  i.device_ns = s.device_ns;
-  i.guards = s.guards;
+  // Lease guards' time not yet folded into the slot (read, never written: a reader changes
+  // nothing).
+  i.device_ns = sat_add(s.device_ns, s.lease_used_ns.load(std::memory_order_relaxed));
+  i.guards = sat_add(s.guards, s.lease_exits.load(std::memory_order_relaxed));
+  i.guards_on_lease = sat_add(s.lease_guards_done, s.lease_exits.load(std::memory_order_relaxed));
   i.device_waits = s.device_waits;
   i.device_wait_ns = s.device_wait_ns;
   i.device_wait_max_ns = s.device_wait_max_ns;
@@ -152,7 +158,7 @@ inline session_info read_session(const slot_record& s, std::uint32_t index) {
 /// Validates a change and applies it to slot `i`. Call under the table lock. Returns the slot to
 /// wake after unlocking (its waiting threads re-check under the new settings), or nobody.
 inline std::int64_t apply_settings(const table_view& t, std::uint32_t i, const settings_change& c,
-                                   const std::string& who) {
+                                   const std::string& who, std::uint64_t now = monotonic_ns()) {
   table_header& h = *t.header;
   slot_record& s = t.slots[i];
   if (c.priority && (*c.priority < min_priority || *c.priority > max_priority))
@@ -189,6 +195,8 @@ inline std::int64_t apply_settings(const table_view& t, std::uint32_t i, const s
                     " cannot be promised: the table's capacity is " + format_bytes(h.capacity) +
                     " and " + format_bytes(sat_sub(h.committed_total, commitment(s))) +
                     " is already committed to other sessions");
+  // Settings change how its guards are scheduled (a compute limit needs the lock): end a lease.
+  const std::int64_t settled = settle_lease(t, i, now);
   if (c.priority) change_class(t, i, *c.priority); // re-based on the new class's clock
   if (c.share) s.share = *c.share;
   if (c.compute_limit_ppm) s.compute_limit_ppm = *c.compute_limit_ppm;
@@ -199,7 +207,7 @@ inline std::int64_t apply_settings(const table_view& t, std::uint32_t i, const s
   s.memory_limit = limit; // a lower limit does not take back what is reserved; growth stops
   set_usage(h, s, s.reserved, s.external, guarantee);
   ++s.settings_seq;
-  if (s.wants_device == 0) return nobody;
+  if (s.wants_device == 0) return settled;
   s.grant_word.fetch_add(1, std::memory_order_release);
   return i;
 }
@@ -224,7 +232,13 @@ inline table_snapshot take_snapshot(table_core& core_) {
   s.lock_repairs = h.lock_repairs;
   s.sessions_reclaimed = h.sessions_reclaimed;
   s.handovers = h.handovers;
-  const std::int64_t holder = current_holder(core_.view());
+  std::int64_t holder = current_holder(core_.view());
+  if (holder != nobody) { // idle on its lease (at_guard): the device is free to anyone who asks
+    const slot_record& hs = core_.slot(static_cast<std::uint32_t>(holder));
+    if (hs.lease.load(std::memory_order_relaxed) == 1 && hs.handover_mode == handover_at_guard &&
+        busy_guards(hs) == 0)
+      holder = nobody;
+  }
   if (holder != nobody)
     s.holder = session_id{static_cast<std::uint32_t>(holder), h.holder_generation};
   std::uint64_t accounted = 0;

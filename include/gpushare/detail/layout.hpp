@@ -172,7 +172,18 @@ struct alignas(64) slot_record {
   std::uint32_t last_turn_busy;  ///< its last turn was mostly guards, not idle gaps (1) or not (0)
   std::uint32_t reserved0;       ///< zero
 
-  std::uint8_t spare[512 - 312]; ///< room to grow without moving fields
+  // ---- the lease (detail/scheduler.hpp, "The lease"): an uncontended holder's guards enter and
+  // exit without the table lock. Atomics, written by the owner's guards without the lock and
+  // folded (exchanged) by any lock holder.
+  std::atomic<std::uint32_t> lease;         ///< 1: its guards may enter and exit without the lock
+  std::atomic<std::uint32_t> lease_guards;  ///< guards entered on the lease, inside their region
+  std::atomic<std::uint64_t> lease_used_ns; ///< device time of exited lease guards, not yet folded
+  std::atomic<std::uint64_t> lease_exits;   ///< lease guards that exited, not yet folded
+  std::atomic<std::uint64_t> lease_last_exit_ns; ///< when one last exited (or the lease began)
+  std::uint64_t
+      lease_guards_done; ///< statistics: guards that ran on a lease (folded, under the lock)
+
+  std::uint8_t spare[512 - 352]; ///< room to grow without moving fields
 };
 
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
@@ -183,7 +194,9 @@ static_assert(sizeof(table_prefix) == 40);
 static_assert(std::is_standard_layout_v<slot_record>);
 static_assert(sizeof(slot_record) == 512, "slot layout changed: bump table_layout_version");
 static_assert(offsetof(slot_record, grant_word) == 184);
-static_assert(offsetof(slot_record, spare) == 312);
+static_assert(offsetof(slot_record, lease) == 312);
+static_assert(offsetof(slot_record, spare) == 352);
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 static_assert(offsetof(table_header, lock) % 64 == 0);
 
 inline constexpr std::size_t table_size(std::uint32_t slot_count) {

@@ -360,6 +360,14 @@ inline bool should_hand_over(const table_header& h, const slot_record& hs, const
   return ws.last_turn_busy != 0 && sat_add(ws.vtime, quantum_vt(hs)) < hs.vtime;
 }
 
+/// Guards of session `s` inside their region now: those entered under the lock and those entered
+/// on its lease (see "The lease" below).
+inline std::uint32_t busy_guards(const slot_record& s) noexcept {
+  const std::uint64_t n =
+      std::uint64_t{s.active_guards} + s.lease_guards.load(std::memory_order_seq_cst);
+  return n > UINT32_MAX ? UINT32_MAX : static_cast<std::uint32_t>(n);
+}
+
 /// How much longer holder `hs`, between guards now, may leave the device idle while others wait:
 /// the start grace until it has started, then what is left of its idle budget.
 inline std::uint64_t idle_left(const table_header& h, const slot_record& hs,
@@ -426,7 +434,7 @@ struct take_result {
 inline std::uint64_t watch(table_header& h, const slot_record& hs, std::uint64_t now,
                            std::uint64_t liveness_recheck_ns) noexcept {
   std::uint64_t until = 0;
-  if (hs.active_guards == 0)
+  if (busy_guards(hs) == 0)
     until = sat_add(now, std::max<std::uint64_t>(idle_left(h, hs, now), 1));
   else if (h.watch_exits != h.holder_exits) // its guards end and start: poll
     until = sat_add(now, watch_period_ns);
@@ -464,7 +472,7 @@ inline take_result try_take(const table_view& t, std::uint32_t i, std::uint64_t 
   const std::int64_t holder = current_holder(t);
   const std::int64_t w = best_waiter(t, i);
   if (holder == i) {
-    if (h.holder_started && s.active_guards == 0 && w != nobody) {
+    if (h.holder_started && busy_guards(s) == 0 && w != nobody) {
       // The gap since its last guard kept the device from waiters: it costs quantum and budget.
       const std::uint64_t gap = sat_sub(now, h.holder_idle_since_ns);
       h.quantum_used_ns = sat_add(h.quantum_used_ns, gap);
@@ -473,7 +481,7 @@ inline take_result try_take(const table_view& t, std::uint32_t i, std::uint64_t 
     }
     h.holder_started = 1;
     if (w != nobody && should_hand_over(h, s, t.slots[w], boundary::guard_enter)) {
-      if (s.active_guards > 0) return {false, nobody, liveness_recheck_ns}; // drain first
+      if (busy_guards(s) > 0) return {false, nobody, liveness_recheck_ns}; // drain first
       return {false, grant(t, static_cast<std::uint32_t>(w), now), liveness_recheck_ns};
     }
     // Quantum used and nobody should take over, even at a yield: a new quantum, and a new idle
@@ -499,7 +507,7 @@ inline take_result try_take(const table_view& t, std::uint32_t i, std::uint64_t 
     return {true};
   }
   const slot_record& hs = t.slots[holder];
-  if (hs.active_guards > 0) return {false, nobody, watch(h, hs, now, liveness_recheck_ns)};
+  if (busy_guards(hs) > 0) return {false, nobody, watch(h, hs, now, liveness_recheck_ns)};
   // The holder is between guards: a higher class takes over at once; anyone once the holder's
   // idle budget is spent (or when the holder would hand over to it at its next boundary anyway).
   bool takeover = s.priority > hs.priority || should_hand_over(h, hs, s, boundary::guard_exit);
@@ -605,6 +613,103 @@ struct acquire_result {
   std::uint64_t sleep_ns = 0; ///< wait: the futex timeout; pause: how long to sleep (its cap)
 };
 
+// ---------------------------------------------------------------------------------------------
+// The lease: the guards of an uncontended holder, without the table lock
+// ---------------------------------------------------------------------------------------------
+// When the last guard of the holder ends and nobody else waits, the locked path would free the
+// device (or keep it idle, at_yield) and the next guard would take it again: two table locks a
+// guard. Instead the holder keeps the device on a *lease*. While its slot's `lease` is 1, its
+// guards enter by incrementing `lease_guards` and exit by adding their device time to
+// `lease_used_ns` and decrementing it again, without the lock (session_core::enter_guard and
+// exit_guard). Before any decision that involves that session, whoever holds the lock ends the
+// lease (settle_lease): a waiter of another session arriving (acquire_step), a settings change,
+// leaving, reclaiming, a yield. Settling folds the lease guards' time into the books and, if no
+// lease guard runs, releases the device exactly as the last guard's exit would have, at that
+// exit's time; if some run, the holder is busy and their exits take the locked path
+// (lease_exit_step). A lease is granted only without a compute limit (pacing needs the lock).
+//
+// The race between a lease guard entering and a settler is Dekker's: the guard increments
+// lease_guards then reads lease; the settler clears lease then reads lease_guards; all four
+// seq_cst, so at least one sees the other: either the settler counts the guard as running, or
+// the guard sees the lease gone, takes its increment back and goes the locked way (after a
+// lease_exit_step, in case the settler counted it and now waits for its exit). The same holds
+// for an exiting guard (decrement, then read lease).
+
+/// Accounts the lease guards of slot `i` that have exited. `charge_quantum`: count their time in
+/// the holder's quantum (after the lease ended, when others wait).
+inline void fold_lease(const table_view& t, std::uint32_t i, bool charge_quantum) noexcept {
+  slot_record& s = t.slots[i];
+  const std::uint64_t exits = s.lease_exits.exchange(0, std::memory_order_acq_rel);
+  const std::uint64_t used = s.lease_used_ns.exchange(0, std::memory_order_acq_rel);
+  if (exits == 0 && used == 0) return;
+  const std::uint64_t last = s.lease_last_exit_ns.load(std::memory_order_relaxed);
+  s.guards = sat_add(s.guards, exits);
+  s.lease_guards_done = sat_add(s.lease_guards_done, exits);
+  account_device_time(*t.header, s, used, charge_quantum, last);
+  renormalise_class(t, s.priority);
+  s.last_active_ns = std::max(s.last_active_ns, last);
+}
+
+/// At the exit of the last guard of holder `i`, with nobody waiting: grants it the lease if
+/// nothing needs the lock for its guards. Returns whether it did.
+inline bool grant_lease(const table_view& t, std::uint32_t i, std::uint64_t now) noexcept {
+  table_header& h = *t.header;
+  slot_record& s = t.slots[i];
+  if (h.device_waiters.load(std::memory_order_relaxed) != 0 || s.wants_device != 0) return false;
+  if (s.compute_limit_ppm != 0 && s.compute_limit_ppm < 1'000'000) return false;
+  // As release_at_guard_exit() with nobody waiting: the turn ends; one starts when someone waits.
+  h.holder_idle_since_ns = now;
+  ++h.holder_exits;
+  end_turn(h, s);
+  h.holder_since_ns = now;
+  h.quantum_used_ns = 0;
+  h.holder_idle_ns = 0;
+  s.lease_last_exit_ns.store(now, std::memory_order_relaxed);
+  s.lease.store(1, std::memory_order_release);
+  return true;
+}
+
+/// Ends the lease of slot `i`, if it has one, before a decision that involves it (under the lock).
+/// Returns the slot to wake, or nobody.
+inline std::int64_t settle_lease(const table_view& t, std::uint32_t i, std::uint64_t now) noexcept {
+  slot_record& s = t.slots[i];
+  if (s.lease.load(std::memory_order_relaxed) == 0) return nobody;
+  s.lease.store(0, std::memory_order_seq_cst);
+  const std::uint32_t running = s.lease_guards.load(std::memory_order_seq_cst);
+  fold_lease(t, i, false);
+  if (current_holder(t) != i) return nobody; // (a lease holder is the holder; defensive)
+  if (running == 0 && s.active_guards == 0)  // idle on the lease: release as its last exit would
+    return release_at_guard_exit(t, i, s.lease_last_exit_ns.load(std::memory_order_relaxed));
+  table_header& h = *t.header; // busy: a turn starts now, and its guards' exits end it
+  h.holder_since_ns = now;
+  h.quantum_used_ns = 0;
+  h.holder_idle_ns = 0;
+  h.holder_started = 1;
+  s.last_active_ns = now;
+  return nobody;
+}
+
+/// Settles the lease of the holder, if it is not slot `i` (under the lock).
+inline std::int64_t settle_holder_lease(const table_view& t, std::int64_t i,
+                                        std::uint64_t now) noexcept {
+  const std::int64_t holder = current_holder(t);
+  if (holder == nobody || holder == i) return nobody;
+  return settle_lease(t, static_cast<std::uint32_t>(holder), now);
+}
+
+/// A lease guard of slot `i` exited (or took back its entry) and found the lease ended: the
+/// locked part of its exit. Returns the slot to wake, or nobody.
+inline std::int64_t lease_exit_step(const table_view& t, std::uint32_t i,
+                                    std::uint64_t now) noexcept {
+  slot_record& s = t.slots[i];
+  const bool holder = current_holder(t) == i;
+  fold_lease(t, i, holder);
+  if (s.lease.load(std::memory_order_relaxed) != 0) return nobody; // leased again meanwhile
+  if (!holder || busy_guards(s) > 0) return nobody;
+  s.last_active_ns = now;
+  return release_at_guard_exit(t, i, now);
+}
+
 /// A thread of session `i` asks for the device, for a guard (`as_guard`) or to get it back after
 /// yield(). Granted: a guard is counted active. Wait: it is registered as a waiter and sleeps on
 /// its slot's grant_word. Pause: its compute limit holds it back (re-checked here, under the
@@ -618,8 +723,12 @@ inline acquire_result acquire_step(const table_view& t, std::uint32_t i, std::ui
     st.registered = false;
     return {acquire_result::pause, nobody, s.cap_vclock_ns - now};
   }
+  // Another session holds the device on its lease: end the lease before deciding. (Nobody else
+  // waits while a lease lasts, so this wakes nobody in practice; merged below all the same.)
+  const std::int64_t settled = settle_holder_lease(t, i, now);
   if (!st.registered && s.wants_device == 0 && current_holder(t) != i) place(t, i, now);
-  const take_result r = try_take(t, i, now, liveness_recheck_ns);
+  take_result r = try_take(t, i, now, liveness_recheck_ns);
+  if (r.wake == nobody) r.wake = settled;
   if (r.granted) {
     if (as_guard) ++s.active_guards;
     if (st.registered) remove_waiters(t, i);
@@ -648,15 +757,18 @@ inline std::int64_t exit_step(const table_view& t, std::uint32_t i, std::uint64_
   renormalise_class(t, s.priority); // nothing to do (one comparison) until ~53 days of device time
   s.active_guards = sat_sub32(s.active_guards, 1);
   s.last_active_ns = now;
-  if (holder && s.active_guards == 0) return release_at_guard_exit(t, i, now);
-  return nobody;
+  if (!holder || busy_guards(s) > 0) return nobody;
+  if (grant_lease(t, i, now)) return nobody;
+  return release_at_guard_exit(t, i, now);
 }
 
 /// yield() by session `i`: if it holds the device between guards and a waiter should run now,
 /// hand over. Returns the slot to wake; when not nobody, the caller must acquire the device again
 /// (acquire_step with as_guard = false) before it returns.
 inline std::int64_t yield_step(const table_view& t, std::uint32_t i, std::uint64_t now) noexcept {
-  if (current_holder(t) != i || t.slots[i].active_guards > 0) return nobody;
+  if (current_holder(t) != i) return nobody;
+  if (const std::int64_t w = settle_lease(t, i, now); w != nobody) return w; // released it
+  if (current_holder(t) != i || busy_guards(t.slots[i]) > 0) return nobody;
   return hand_over_at_yield(t, i, now);
 }
 
@@ -668,6 +780,9 @@ inline std::int64_t yield_step(const table_view& t, std::uint32_t i, std::uint64
 /// the device, give the device to the next waiter. Returns the slot to wake, or nobody.
 inline std::int64_t forget_slot(const table_view& t, std::uint32_t i, std::uint64_t now) noexcept {
   slot_record& s = t.slots[i];
+  fold_lease(t, i, false); // its last guards' time still counts in its statistics
+  s.lease.store(0, std::memory_order_seq_cst);
+  s.lease_guards.store(0, std::memory_order_relaxed);
   const bool was_holder = current_holder(t) == i;
   remove_waiters(t, i, UINT32_MAX);
   set_waiting_bit(*t.header, i, false);
@@ -687,6 +802,8 @@ inline std::int64_t repair_scheduler(const table_view& t, std::uint64_t now) noe
     if (!is_active(s)) {
       s.wants_device = 0;
       s.active_guards = 0;
+      s.lease.store(0, std::memory_order_relaxed);
+      s.lease_guards.store(0, std::memory_order_relaxed);
       continue;
     }
     waiters += std::min(s.wants_device, 1024u); // a scribbled count must not overflow the sum

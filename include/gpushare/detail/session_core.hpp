@@ -191,6 +191,36 @@ public:
     }
   }
 
+  /// A guard's entry on this session's lease (scheduler.hpp, "The lease"): without the table
+  /// lock, when the session holds the device and nobody else waits. Returns whether it entered;
+  /// if not, the caller takes the locked way (enter_guard). A joined session's slot is its own
+  /// (only its leaving or its death frees it), so the slot is read without the lock.
+  bool try_enter_on_lease() noexcept {
+    if (!joined_.load(std::memory_order_relaxed) || inherited_) return false;
+    slot_record& s = own();
+    if (s.lease.load(std::memory_order_acquire) != 1) return false;
+    s.lease_guards.fetch_add(1, std::memory_order_seq_cst);
+    if (s.lease.load(std::memory_order_seq_cst) == 1) return true;
+    // A settler ended the lease meanwhile and may have counted this entry as a running guard:
+    // take it back, and do the locked part of an exit in case the settler waits for it.
+    s.lease_guards.fetch_sub(1, std::memory_order_seq_cst);
+    lease_exit_locked(monotonic_ns());
+    return false;
+  }
+
+  /// Ends a guard that entered on the lease, at `now`, having used `used_ns` of device time:
+  /// without the lock while the lease lasts.
+  void exit_on_lease(std::uint64_t used_ns, std::uint64_t now) noexcept {
+    if (!joined_.load(std::memory_order_relaxed) || inherited_) return; // left: nothing is ours
+    slot_record& s = own();
+    s.lease_used_ns.fetch_add(used_ns, std::memory_order_relaxed);
+    s.lease_exits.fetch_add(1, std::memory_order_relaxed);
+    s.lease_last_exit_ns.store(now, std::memory_order_relaxed);
+    s.lease_guards.fetch_sub(1, std::memory_order_seq_cst); // (publishes the two adds above)
+    if (s.lease.load(std::memory_order_seq_cst) == 1) return;
+    lease_exit_locked(now);
+  }
+
   /// Accounts `used_ns` of device time measured after its guard ended (the CUDA layer learns a
   /// region's time only when the region's work has finished on the device).
   void add_device_time(std::uint64_t used_ns) noexcept {
@@ -270,6 +300,21 @@ public:
 
 private:
   slot_record& own() noexcept { return table_.slot(slot_); }
+
+  /// The locked part of a lease guard's exit once the lease has ended: account it, and release
+  /// the device (or hand it over) if it was the last guard running.
+  void lease_exit_locked(std::uint64_t now) noexcept {
+    try {
+      table_core::guard g(table_);
+      if (!holds(own())) return;
+      const std::int64_t wake = lease_exit_step(table_.view(), slot_, now);
+      g.unlock();
+      table_.wake_slot(wake);
+    } catch (...) {
+      // The lock is stuck (a stopped peer holds it): the guard's time stays in the slot's lease
+      // counters, folded by the next settler or exit.
+    }
+  }
 
   /// Whether slot `s` still holds this session (a peer reclaims it only if our liveness lock is
   /// gone). Call under the table lock.
@@ -467,6 +512,11 @@ inline bool session_core::activate(const resolved_options& r) {
     s.handover_mode =
         r.handover == handover_point::at_yield ? handover_at_yield : handover_at_guard;
     s.active_guards = s.wants_device = 0;
+    s.lease.store(0, std::memory_order_relaxed); // nothing of an earlier session's lease is ours
+    s.lease_guards.store(0, std::memory_order_relaxed);
+    s.lease_used_ns.store(0, std::memory_order_relaxed);
+    s.lease_exits.store(0, std::memory_order_relaxed);
+    s.lease_guards_done = 0;
     s.vtime = class_floor(h, r.priority); // a newcomer starts level with its class (see place())
     s.wait_since_ns = s.cap_vclock_ns = s.last_active_ns = 0;
     s.device_ns = s.guards = s.device_waits = s.device_wait_ns = s.device_wait_max_ns = 0;
