@@ -57,6 +57,10 @@ struct session_info {
   std::uint64_t handovers = 0;          ///< times it gave the device to another session
   std::uint64_t cap_throttle_ns = 0;    ///< time its compute limit held it back
   std::uint64_t vtime = 0;              ///< virtual time (device ns * 1000 / share)
+  /// While it has a guard running: how long since its last guard entry or exit (by the clock of
+  /// the process that took the snapshot), i.e. how long its current guard has run at least. Far
+  /// above its quantum means a holder stopped or hung inside a guard; 0 when no guard runs.
+  std::uint64_t in_guard_ns = 0;
 
   /// "running" (in a guard), "waiting" (for the device or memory) or "idle".
   const char* state() const noexcept {
@@ -138,6 +142,8 @@ inline session_info read_session(const slot_record& s, std::uint32_t index) {
   i.active_guards = s.active_guards;
   i.waiting_for_device = s.wants_device;
   i.device_ns = s.device_ns;
+  if (s.active_guards > 0 && s.last_active_ns != 0)
+    i.in_guard_ns = sat_sub(monotonic_ns(), s.last_active_ns);
   i.guards = s.guards;
   i.device_waits = s.device_waits;
   i.device_wait_ns = s.device_wait_ns;
