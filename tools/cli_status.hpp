@@ -2,6 +2,7 @@
 // `gpushare status`: every table and its live sessions, as aligned text or as JSON.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <optional>
@@ -24,6 +25,26 @@ namespace gpushare::cli {
 inline constexpr std::uint64_t status_schema_version = 1;
 
 inline constexpr std::uint64_t default_status_interval_ns = 200'000'000;
+
+/// A guard that has run this many of its session's quanta (and at least stuck_guard_min_ns) with
+/// no guard entry or exit is flagged: its holder is likely stopped (SIGSTOP, a debugger, `docker
+/// pause`) or hung inside the guard, and every waiter waits for it (design.md, invariant 8).
+inline constexpr std::uint64_t stuck_guard_quanta = 100;
+inline constexpr std::uint64_t stuck_guard_min_ns = 1'000'000'000;
+
+/// Whether session `i` has been inside one guard far longer than its quantum.
+inline bool guard_stuck(const session_info& i) {
+  return i.active_guards > 0 &&
+         i.in_guard_ns >
+             std::max(stuck_guard_min_ns, detail::mul_div(i.quantum_ns, stuck_guard_quanta, 1));
+}
+
+/// The STATE column: running / waiting / idle, and for a guard far over its quantum, how long.
+inline std::string state_text(const session_info& i) {
+  if (!guard_stuck(i)) return i.state();
+  return std::string(i.state()) + ", in one guard " + duration_text(i.in_guard_ns) + " (quantum " +
+         quantum_text(i.quantum_ns) + "): stopped or hung?";
+}
 
 /// The text block of one readable table: its facts, then one aligned row per live session.
 inline std::string table_text(const table_reading& t, const recent_usage& recent,
@@ -74,7 +95,7 @@ inline std::string table_text(const table_reading& t, const recent_usage& recent
                                     recent.percent[k] ? percent_text(*recent.percent[k]) : "-",
                                     std::to_string(i.device_waits),
                                     std::to_string(i.reserve_waits),
-                                    i.state()};
+                                    state_text(i)};
     if (!external) row.erase(row.begin() + 9);
     tt.add_row(std::move(row));
   }
@@ -135,6 +156,8 @@ inline void session_json(json_writer& w, const session_info& i, std::optional<do
   w.field("active_guards", i.active_guards);
   w.field("waiting_for_device", i.waiting_for_device);
   w.field("device_ns", i.device_ns);
+  w.field("in_guard_ns", i.in_guard_ns);
+  w.field("guard_stuck", guard_stuck(i));
   w.key("recent_device_percent");
   if (recent)
     w.number(*recent, 2);

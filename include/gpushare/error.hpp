@@ -25,7 +25,8 @@ enum class errc {
   guarantee_unavailable, ///< the memory guarantee asked for cannot be promised now
   over_limit,            ///< a reservation exceeds the session's own memory limit (never fits)
   exceeds_capacity,      ///< a reservation exceeds the table's whole capacity (never fits)
-  timeout,               ///< not enough memory became free before the timeout
+  timeout,               ///< not enough memory became free, or no turn on the device came (a
+                         ///< guard with a timeout), before the timeout
   session_closed,        ///< the session was moved from, closed, or belongs to the parent process
   system_error,          ///< an operating-system call failed unexpectedly (see the message)
   no_device,             ///< no usable GPU (CUDA layer)
@@ -49,7 +50,7 @@ inline const std::error_category& category() noexcept {
       case errc::guarantee_unavailable: return "memory guarantee unavailable";
       case errc::over_limit: return "request over the session's memory limit";
       case errc::exceeds_capacity: return "request exceeds the table's capacity";
-      case errc::timeout: return "timed out waiting for memory";
+      case errc::timeout: return "timed out waiting for memory or the device";
       case errc::session_closed: return "session closed";
       case errc::system_error: return "system error";
       case errc::no_device: return "no CUDA device available";

@@ -67,7 +67,9 @@ public:
     if (core_) core_->shrink(bytes);
     bytes_ -= bytes;
   }
-  /// Gives back everything now.
+  /// Gives back everything now. Never leaks: if the table lock cannot be had (a peer stopped
+  /// while holding it), the session records the release and applies it at its next lock (or its
+  /// end returns the bytes), so size() becoming 0 here always ends with the bytes returned.
   void release() noexcept {
     if (core_ && bytes_ > 0) core_->shrink(bytes_);
     bytes_ = 0;

@@ -34,6 +34,16 @@ public:
       : core_(s.shared_core()), requested_ns_(detail::monotonic_ns()),
         on_lease_(core_->try_enter_on_lease()),
         start_ns_(on_lease_ ? requested_ns_ : core_->enter_guard(requested_ns_)) {}
+  /// Like scoped_kernel(s), but waits at most `timeout` for the device; then throws errc::timeout,
+  /// naming the session that holds the device (typically one stopped or hung inside its own
+  /// guard: it is alive, so liveness never frees the device from it). Nothing is held after the
+  /// throw: the waiter is no longer counted.
+  template <class Rep, class Period>
+  scoped_kernel(session& s, std::chrono::duration<Rep, Period> timeout)
+      : core_(s.shared_core()), requested_ns_(detail::monotonic_ns()),
+        on_lease_(core_->try_enter_on_lease()),
+        start_ns_(on_lease_ ? requested_ns_
+                            : core_->enter_guard(requested_ns_, detail::to_ns(timeout))) {}
   scoped_kernel(const scoped_kernel&) = delete;
   scoped_kernel& operator=(const scoped_kernel&) = delete;
   ~scoped_kernel() { finish(); }

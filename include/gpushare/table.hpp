@@ -61,6 +61,10 @@ struct session_info {
   std::uint64_t handovers = 0;          ///< times it gave the device to another session
   std::uint64_t cap_throttle_ns = 0;    ///< time its compute limit held it back
   std::uint64_t vtime = 0;              ///< virtual time (device ns * 1000 / share)
+  /// While it has a guard running: how long since its last guard entry or exit (by the clock of
+  /// the process that took the snapshot), i.e. how long its current guard has run at least. Far
+  /// above its quantum means a holder stopped or hung inside a guard; 0 when no guard runs.
+  std::uint64_t in_guard_ns = 0;
 
   /// "running" (in a guard), "waiting" (for the device or memory) or "idle".
   const char* state() const noexcept {
@@ -146,6 +150,15 @@ inline session_info read_session(const slot_record& s, std::uint32_t index) {
   i.device_ns = sat_add(s.device_ns, s.lease_used_ns.load(std::memory_order_relaxed));
   i.guards = sat_add(s.guards, s.lease_exits.load(std::memory_order_relaxed));
   i.guards_on_lease = sat_add(s.lease_guards_done, s.lease_exits.load(std::memory_order_relaxed));
+  // How long its current guard has run: since it last started one under the lock, or, on its
+  // lease, since a lease guard last ended (a lease guard records no start).
+  if (busy_guards(s) > 0) {
+    const std::uint64_t since =
+        std::max(s.last_active_ns, s.lease_guards.load(std::memory_order_relaxed) > 0
+                                       ? s.lease_last_exit_ns.load(std::memory_order_relaxed)
+                                       : 0);
+    if (since != 0) i.in_guard_ns = sat_sub(monotonic_ns(), since);
+  }
   i.device_waits = s.device_waits;
   i.device_wait_ns = s.device_wait_ns;
   i.device_wait_max_ns = s.device_wait_max_ns;

@@ -795,7 +795,7 @@ inline std::int64_t forget_slot(const table_view& t, std::uint32_t i, std::uint6
 /// sure a live session holds the device if anyone waits. Returns the slot to wake, or nobody.
 inline std::int64_t repair_scheduler(const table_view& t, std::uint64_t now) noexcept {
   table_header& h = *t.header;
-  std::uint32_t waiters = 0;
+  std::uint64_t waiters = 0; // 256 slots of 32-bit counts: no overflow in 64 bits
   std::fill(std::begin(h.waiting_mask), std::end(h.waiting_mask), std::uint64_t{0});
   for (std::uint32_t i = 0; i < t.slot_count; ++i) {
     slot_record& s = t.slots[i];
@@ -806,10 +806,15 @@ inline std::int64_t repair_scheduler(const table_view& t, std::uint64_t now) noe
       s.lease_guards.store(0, std::memory_order_relaxed);
       continue;
     }
-    waiters += std::min(s.wants_device, 1024u); // a scribbled count must not overflow the sum
+    // The exact count: the sum must agree with what remove_waiters() will take off as the
+    // threads stop waiting (a cap here, say at 1024 a slot, would let the total reach 0 while
+    // threads still wait, and the fast paths would then ignore them). A scribbled count can
+    // only make the sum larger: saturate, never wrap.
+    waiters += s.wants_device;
     set_waiting_bit(h, i, s.wants_device > 0);
   }
-  h.device_waiters.store(waiters, std::memory_order_relaxed);
+  h.device_waiters.store(static_cast<std::uint32_t>(std::min<std::uint64_t>(waiters, UINT32_MAX)),
+                         std::memory_order_relaxed);
   h.watch_until_ns = 0;
   if (current_holder(t) != nobody) return nobody;
   return grant_next(t, now);

@@ -10,9 +10,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <string>
-#include <thread>
 #include <utility>
+#include <vector>
 
 #include <gpushare/detail/budget.hpp>
 #include <gpushare/detail/fork_guard.hpp>
@@ -76,6 +77,17 @@ public:
   ~session_core() { leave(); }
 
   /// Leaves the table: frees the slot and every byte it held. Idempotent.
+  ///
+  /// Ends the session at once, also for its other threads: a thread waiting for memory or the
+  /// device (or pacing for its compute limit) is woken and throws errc::session_closed; a guard
+  /// still running in another thread no longer holds the device (its exit is a no-op), so a
+  /// waiter of another session may start while that guard's work still runs. Leave only once the
+  /// session's guards have ended (docs/design.md, "Leaving").
+  ///
+  /// Exits that could not be applied earlier (pending(): a lock timeout) need nothing here:
+  /// ending the session clears everything its slot held. If the lock cannot be had either,
+  /// dropping the liveness lock makes the slot dead, and the next process that looks (every
+  /// waiter does, at least every liveness_recheck_ns) reclaims all of it.
   void leave() noexcept {
     if (!joined_.exchange(false)) return;
     fork_registry::instance().remove(this);
@@ -84,14 +96,27 @@ public:
       table_core::guard g(table_);
       slot_record& s = own();
       std::int64_t next = nobody;
-      if (holds(s)) next = table_.end_session_locked(slot_);
+      const bool mine = holds(s);
+      if (mine) {
+        // Our own waiting threads (device, pacing, memory) must see the end now, not at their
+        // next re-check: bump their words under the lock, wake them after.
+        s.grant_word.fetch_add(1, std::memory_order_release);
+        if (s.memory_waiting > 0) table_.header().memory_wake.fetch_add(1);
+        next = table_.end_session_locked(slot_);
+      }
       crash_point("leave.cleared");
       table_.unlock_after_release(g);
       table_.wake_slot(next);
+      if (mine) {
+        table_.wake_slot(slot_);
+        futex_wake(&table_.header().memory_wake);
+      }
     } catch (...) {
       // Could not take the lock (a stopped peer holds it): dropping the liveness lock below
-      // makes the slot dead, and the next process that looks reclaims it.
+      // makes the slot dead, and the next process that looks reclaims it. Our own threads see
+      // joined_ == false at their next re-check (check_usable()) and give up.
     }
+    drop_pending();
     unlock_byte(table_.fd(), slot_lock_byte(slot_));
   }
 
@@ -109,85 +134,63 @@ public:
     const std::uint64_t start = monotonic_ns();
     const std::uint64_t deadline =
         timeout_ns == wait_forever_ns ? wait_forever_ns : sat_add(start, timeout_ns);
-    bool reclaimed = false, waiting = false;
-    for (;;) {
-      table_core::guard g(table_);
-      slot_record& s = own_checked();
-      const budget_verdict v = check_grow(table_.header(), s, bytes);
-      if (v == budget_verdict::granted) {
-        apply_grow(table_.header(), s, bytes);
-        crash_point("reserve.locked");
-        if (waiting) stop_waiting(s, start);
-        return true;
-      }
-      if (v != budget_verdict::not_now) {
-        if (waiting) stop_waiting(s, start);
-        throw never_fits(v, s, bytes);
-      }
-      if (!reclaimed) { // dead sessions may hold what we need: reclaim, then try again at once
-        // The totals are derived from the slots; a refusal must not rest on totals a stray
-        // writer scribbled, so rebuild them (256 slots: cheap, and only on a refusal).
-        recompute_totals(table_.view());
-        g.unlock();
-        reclaimed = true;
-        table_.reclaim_dead();
-        continue;
-      }
-      const std::uint64_t now = monotonic_ns();
-      if (now >= deadline) {
-        if (waiting) stop_waiting(own(), start);
-        if (!throw_on_timeout) return false;
-        throw not_available(own(), bytes, timeout_ns);
-      }
-      if (!waiting) {
-        waiting = true;
-        ++own().memory_waiting;
-        ++table_.header().memory_waiters;
-      }
-      const std::uint32_t seq = table_.header().memory_wake.load(std::memory_order_acquire);
-      g.unlock();
-      const auto r = futex_wait(&table_.header().memory_wake, seq,
-                                std::min(deadline - now, liveness_recheck_ns));
-      if (r == wait_result::timed_out) table_.reclaim_dead();
+    bool waiting = false;
+    try {
+      return grow_loop(bytes, timeout_ns, throw_on_timeout, start, deadline, waiting);
+    } catch (const error& e) {
+      // A lock timeout, a reclaimed slot or leave(): this thread no longer waits. (The throws
+      // of grow_loop itself have already stopped waiting.) After a lock timeout, do not wait
+      // for the lock a second time: record the removal.
+      if (waiting) forget_memory_wait(e.code() != errc::table_busy);
+      throw;
+    } catch (...) {
+      if (waiting) forget_memory_wait(false);
+      throw;
     }
   }
 
-  /// Releases `bytes` of this session's reservations.
+  /// Releases `bytes` of this session's reservations. Never loses them: if the table lock cannot
+  /// be had (a stopped peer holds it), the release is recorded and applied at this session's next
+  /// successful lock (or the session's end returns them).
   void shrink(std::uint64_t bytes) noexcept {
     if (!joined_ || inherited_ || bytes == 0) return;
     try {
-      table_core::guard g(table_);
+      locked g(*this);
       slot_record& s = own();
       if (!holds(s)) return;
       apply_shrink(table_.header(), s, bytes);
-      table_.unlock_after_release(g);
+      g.released_memory();
     } catch (...) {
-      // The lock is stuck (a stopped holder): the bytes stay counted until this session ends.
+      add_pending([&](pending_state& p) { p.shrink_bytes = sat_add(p.shrink_bytes, bytes); });
     }
   }
 
   /// Blocks until this session may put work on the device and enters a guarded region.
   /// `requested_ns` is the monotonic time the guard was asked for; returns the time the region
-  /// starts (after any wait).
-  std::uint64_t enter_guard(std::uint64_t requested_ns) {
+  /// starts (after any wait). `timeout_ns`: the longest it waits (wait_forever_ns: no bound);
+  /// past it, throws errc::timeout naming the session that holds the device.
+  std::uint64_t enter_guard(std::uint64_t requested_ns,
+                            std::uint64_t timeout_ns = wait_forever_ns) {
     check_usable();
-    return acquire_device(true, requested_ns);
+    const std::uint64_t deadline =
+        timeout_ns == wait_forever_ns ? wait_forever_ns : sat_add(requested_ns, timeout_ns);
+    return acquire_device(true, requested_ns, deadline, timeout_ns);
   }
 
   /// Ends, at `now`, a guarded region that started at `start_ns` and used `used_ns` of device
-  /// time.
+  /// time. Never lost: if the table lock cannot be had, the exit is recorded and applied at this
+  /// session's next successful lock (any thread, any call) or by its end.
   void exit_guard(std::uint64_t start_ns, std::uint64_t used_ns, std::uint64_t now) noexcept {
     if (!joined_ || inherited_) return;
     try {
-      table_core::guard g(table_);
+      locked g(*this);
       if (!holds(own())) return;
       const std::int64_t wake = exit_step(table_.view(), slot_, start_ns, used_ns, now);
       crash_point("guard.exit");
       g.unlock();
       table_.wake_slot(wake);
     } catch (...) {
-      // The lock is stuck (a stopped peer holds it): waiters re-check and take over when it
-      // resumes; there is nothing better to do in a destructor.
+      add_pending([&](pending_state& p) { p.guard_exits.push_back({start_ns, used_ns}); });
     }
   }
 
@@ -196,14 +199,16 @@ public:
   /// if not, the caller takes the locked way (enter_guard). A joined session's slot is its own
   /// (only its leaving or its death frees it), so the slot is read without the lock.
   bool try_enter_on_lease() noexcept {
-    if (!joined_.load(std::memory_order_relaxed) || inherited_) return false;
+    if (!joined_.load(std::memory_order_relaxed) || inherited_ ||
+        has_pending_.load(std::memory_order_relaxed)) // pending exits: the lock applies them
+      return false;
     slot_record& s = own();
     if (s.lease.load(std::memory_order_acquire) != 1) return false;
     s.lease_guards.fetch_add(1, std::memory_order_seq_cst);
     if (s.lease.load(std::memory_order_seq_cst) == 1) return true;
     // A settler ended the lease meanwhile and may have counted this entry as a running guard:
     // take it back, and do the locked part of an exit in case the settler waits for it.
-    s.lease_guards.fetch_sub(1, std::memory_order_seq_cst);
+    leave_lease_guard(s);
     lease_exit_locked(monotonic_ns());
     return false;
   }
@@ -216,7 +221,7 @@ public:
     s.lease_used_ns.fetch_add(used_ns, std::memory_order_relaxed);
     s.lease_exits.fetch_add(1, std::memory_order_relaxed);
     s.lease_last_exit_ns.store(now, std::memory_order_relaxed);
-    s.lease_guards.fetch_sub(1, std::memory_order_seq_cst); // (publishes the two adds above)
+    leave_lease_guard(s); // (publishes the two adds above)
     if (s.lease.load(std::memory_order_seq_cst) == 1) return;
     lease_exit_locked(now);
   }
@@ -226,13 +231,13 @@ public:
   void add_device_time(std::uint64_t used_ns) noexcept {
     if (!joined_ || inherited_ || used_ns == 0) return;
     try {
-      table_core::guard g(table_);
+      locked g(*this);
       slot_record& s = own();
       if (!holds(s)) return;
       const bool holder = current_holder(table_.view()) == slot_;
       account_device_time(table_.header(), s, used_ns, holder, monotonic_ns());
     } catch (...) {
-      // The lock is stuck: this time goes unaccounted, as a guard's would.
+      add_pending([&](pending_state& p) { p.device_ns = sat_add(p.device_ns, used_ns); });
     }
   }
 
@@ -246,12 +251,14 @@ public:
   }
 
   /// A cheap moment to give way: hands the device to a waiter that should run now and returns
-  /// once this session has it back. One relaxed load when nobody waits.
+  /// once this session has it back. One relaxed load when nobody waits (and nothing is pending).
   void yield() {
     if (!joined_ || inherited_) return;
-    if (table_.header().device_waiters.load(std::memory_order_relaxed) == 0) return;
+    if (table_.header().device_waiters.load(std::memory_order_relaxed) == 0 &&
+        !has_pending_.load(std::memory_order_relaxed))
+      return;
     {
-      table_core::guard g(table_);
+      locked g(*this); // applies pending exits, if any
       own_checked();
       const std::int64_t wake = yield_step(table_.view(), slot_, monotonic_ns());
       if (wake == nobody) return;
@@ -259,38 +266,46 @@ public:
       g.unlock();
       table_.wake_slot(wake);
     }
-    acquire_device(false, monotonic_ns());
+    acquire_device(false, monotonic_ns(), wait_forever_ns, wait_forever_ns);
   }
 
   /// Records memory this session uses outside reservations (e.g. its CUDA context).
   void set_external(std::uint64_t bytes) {
     check_usable();
-    table_core::guard g(table_);
+    locked g(*this);
     slot_record& s = own_checked();
     const bool less = bytes < s.external;
     set_usage(table_.header(), s, s.reserved, bytes, s.memory_guarantee);
-    table_.unlock_after_release(g, less);
+    if (less) g.released_memory();
   }
 
   session_info info() {
     check_usable();
-    table_core::guard g(table_);
+    locked g(*this);
     return read_session(own_checked(), slot_);
   }
 
   void configure(const settings_change& c) {
     check_usable();
-    table_core::guard g(table_);
+    locked g(*this);
     own_checked();
     const std::int64_t wake = apply_settings(table_.view(), slot_, c, "session '" + name_ + "'");
-    table_.unlock_after_release(g, c.memory_guarantee.has_value());
+    if (c.memory_guarantee.has_value()) g.released_memory();
+    g.unlock();
     table_.wake_slot(wake);
   }
 
   table_snapshot snapshot() {
     check_usable();
+    if (has_pending_.load(std::memory_order_relaxed)) {
+      locked g(*this); // applies them first
+    }
     return take_snapshot(table_);
   }
+
+  /// Whether exits (guard exits, releases, waiter removals, device time) wait to be applied
+  /// because the table lock could not be had when they happened.
+  bool pending() const noexcept { return has_pending_.load(std::memory_order_relaxed); }
 
   session_id id() const noexcept { return {slot_, generation_}; }
   const std::string& name() const noexcept { return name_; }
@@ -299,20 +314,125 @@ public:
   table_core& core() noexcept { return table_; }
 
 private:
+  /// What exit paths could not apply because the table lock timed out (a stopped peer held it).
+  /// Kept in the process, applied under the next lock this session takes: the table must never
+  /// stay wrong because an exit was swallowed (a guard counted active forever holds the device
+  /// for good; a release not applied leaks its bytes; a waiter not removed is a phantom the
+  /// scheduler keeps granting the device to).
+  struct pending_guard_exit {
+    std::uint64_t start_ns;
+    std::uint64_t used_ns;
+  };
+  struct pending_state {
+    std::vector<pending_guard_exit> guard_exits;
+    std::uint64_t shrink_bytes = 0;
+    std::uint64_t device_ns = 0;
+    std::uint32_t device_waiters = 0; ///< registrations (wants_device) to undo
+    std::uint32_t memory_waiters = 0; ///< memory_waiting counts to undo
+  };
+
+  template <class F> void add_pending(F&& f) noexcept {
+    try {
+      std::lock_guard<std::mutex> l(pending_mutex_);
+      f(pending_);
+      has_pending_.store(true, std::memory_order_release);
+    } catch (...) {
+      // Out of memory for one more record: nothing better to do than what a lost exit did
+      // before (the session's end still returns everything).
+    }
+  }
+
+  void drop_pending() noexcept {
+    std::lock_guard<std::mutex> l(pending_mutex_);
+    pending_ = pending_state{};
+    has_pending_.store(false, std::memory_order_release);
+  }
+
+  /// The table lock, taken for this session: applies pending exits right after locking, and
+  /// sends the wakes they (and the caller) call for right after unlocking.
+  class locked {
+  public:
+    explicit locked(session_core& c) : c_(&c), g_(c.table_) {
+      if (c.has_pending_.load(std::memory_order_acquire)) c.apply_pending_locked(*this);
+    }
+    locked(const locked&) = delete;
+    locked& operator=(const locked&) = delete;
+    ~locked() { unlock(); }
+    /// Memory was released under this lock: memory waiters are woken at the unlock.
+    void released_memory() noexcept { released_ = true; }
+    /// Wakes slot `slot` (nobody: nothing) after unlocking.
+    void wake_after(std::int64_t slot) noexcept {
+      if (slot != nobody) wake_ = slot;
+    }
+    void unlock() noexcept {
+      if (!c_) return;
+      table_core& t = c_->table_;
+      c_ = nullptr;
+      t.unlock_after_release(g_, released_);
+      t.wake_slot(wake_);
+      if (pending_wake_ != wake_) t.wake_slot(pending_wake_);
+    }
+
+  private:
+    friend class session_core;
+    session_core* c_;
+    table_core::guard g_;
+    bool released_ = false;
+    std::int64_t wake_ = nobody;
+    std::int64_t pending_wake_ = nobody; ///< a slot that applying pending exits must wake
+  };
+
+  void apply_pending_locked(locked& g) noexcept {
+    pending_state p;
+    {
+      std::lock_guard<std::mutex> l(pending_mutex_);
+      std::swap(p, pending_);
+      has_pending_.store(false, std::memory_order_release);
+    }
+    slot_record& s = own();
+    if (!holds(s)) return; // the session ended (reclaimed): its slot holds nothing of ours
+    const table_view& t = table_.view();
+    const std::uint64_t now = monotonic_ns();
+    if (p.device_waiters > 0) remove_waiters(t, slot_, p.device_waiters);
+    if (p.memory_waiters > 0) {
+      const std::uint32_t n = std::min(p.memory_waiters, s.memory_waiting);
+      s.memory_waiting -= n;
+      table_.header().memory_waiters = sat_sub32(table_.header().memory_waiters, n);
+    }
+    if (p.device_ns > 0)
+      account_device_time(table_.header(), s, p.device_ns, current_holder(t) == slot_, now);
+    for (const pending_guard_exit& e : p.guard_exits)
+      if (const std::int64_t w = exit_step(t, slot_, e.start_ns, e.used_ns, now); w != nobody)
+        g.pending_wake_ = w;
+    if (p.shrink_bytes > 0) {
+      apply_shrink(table_.header(), s, p.shrink_bytes);
+      g.released_memory();
+    }
+  }
+
   slot_record& own() noexcept { return table_.slot(slot_); }
+
+  /// Takes one guard off the slot's lease count, never below 0: a leave() by another thread
+  /// (which zeroes the count) may have come between this guard's entry and its exit.
+  static void leave_lease_guard(slot_record& s) noexcept {
+    std::uint32_t cur = s.lease_guards.load(std::memory_order_relaxed);
+    while (cur > 0 &&
+           !s.lease_guards.compare_exchange_weak(cur, cur - 1, std::memory_order_seq_cst,
+                                                 std::memory_order_relaxed)) {
+    }
+  }
 
   /// The locked part of a lease guard's exit once the lease has ended: account it, and release
   /// the device (or hand it over) if it was the last guard running.
   void lease_exit_locked(std::uint64_t now) noexcept {
     try {
-      table_core::guard g(table_);
+      locked g(*this);
       if (!holds(own())) return;
-      const std::int64_t wake = lease_exit_step(table_.view(), slot_, now);
-      g.unlock();
-      table_.wake_slot(wake);
+      g.wake_after(lease_exit_step(table_.view(), slot_, now));
     } catch (...) {
       // The lock is stuck (a stopped peer holds it): the guard's time stays in the slot's lease
-      // counters, folded by the next settler or exit.
+      // counters, folded by the next settler; the device, idle, is taken over by a waiter once
+      // the holder's idle budget is spent (as from any holder idle between guards).
     }
   }
 
@@ -341,6 +461,64 @@ private:
     if (!joined_) throw error(errc::session_closed, "session '" + name_ + "' has left its table");
   }
 
+  /// The wait loop of grow(). Re-checks for dead sessions (which may hold the memory) whenever
+  /// liveness_recheck_ns have passed since the last check, by the clock, however the waits end
+  /// (wake-ups by live peers' releases, signals): a waiter woken often still reclaims the dead.
+  bool grow_loop(std::uint64_t bytes, std::uint64_t timeout_ns, bool throw_on_timeout,
+                 std::uint64_t start, std::uint64_t deadline, bool& waiting) {
+    bool reclaimed = false;
+    std::uint64_t next_check = 0;
+    for (;;) {
+      check_usable(); // leave() by another thread ends this wait
+      locked g(*this);
+      slot_record& s = own_checked();
+      const budget_verdict v = check_grow(table_.header(), s, bytes);
+      if (v == budget_verdict::granted) {
+        apply_grow(table_.header(), s, bytes);
+        crash_point("reserve.locked");
+        if (waiting) stop_waiting(s, start);
+        waiting = false;
+        return true;
+      }
+      if (v != budget_verdict::not_now) {
+        if (waiting) stop_waiting(s, start);
+        waiting = false;
+        throw never_fits(v, s, bytes);
+      }
+      if (!reclaimed) { // dead sessions may hold what we need: reclaim, then try again at once
+        // The totals are derived from the slots; a refusal must not rest on totals a stray
+        // writer scribbled, so rebuild them (256 slots: cheap, and only on a refusal).
+        recompute_totals(table_.view());
+        g.unlock();
+        reclaimed = true;
+        table_.reclaim_dead();
+        next_check = sat_add(monotonic_ns(), liveness_recheck_ns);
+        continue;
+      }
+      const std::uint64_t now = monotonic_ns();
+      if (now >= deadline) {
+        if (waiting) stop_waiting(own(), start);
+        waiting = false;
+        if (!throw_on_timeout) return false;
+        throw not_available(own(), bytes, timeout_ns);
+      }
+      if (!waiting) {
+        waiting = true;
+        ++own().memory_waiting;
+        ++table_.header().memory_waiters;
+      }
+      const std::uint32_t seq = table_.header().memory_wake.load(std::memory_order_acquire);
+      crash_point("reserve.waiting");
+      g.unlock();
+      const std::uint64_t until = std::min(deadline, next_check);
+      if (until > now) futex_wait(&table_.header().memory_wake, seq, until - now);
+      if (const std::uint64_t after = monotonic_ns(); after >= next_check) {
+        table_.reclaim_dead();
+        next_check = sat_add(after, liveness_recheck_ns);
+      }
+    }
+  }
+
   void stop_waiting(slot_record& s, std::uint64_t start) noexcept {
     s.memory_waiting = sat_sub32(s.memory_waiting, 1);
     table_.header().memory_waiters = sat_sub32(table_.header().memory_waiters, 1);
@@ -350,34 +528,64 @@ private:
     s.reserve_wait_max_ns = std::max(s.reserve_wait_max_ns, waited);
   }
 
+  /// A memory waiter leaves its wait by an exception: uncount it now, or (the lock timed out)
+  /// record it as pending, so that no phantom memory waiter stays counted.
+  void forget_memory_wait(bool try_lock) noexcept {
+    try {
+      if (!try_lock) throw error(errc::table_busy, "");
+      locked g(*this);
+      slot_record& s = own();
+      if (!holds(s)) return;
+      s.memory_waiting = sat_sub32(s.memory_waiting, 1);
+      table_.header().memory_waiters = sat_sub32(table_.header().memory_waiters, 1);
+    } catch (...) {
+      add_pending([](pending_state& p) { ++p.memory_waiters; });
+    }
+  }
+
   /// Waits until this session holds the device (and, for a guard, counts it as active). `start`:
-  /// when it was asked for. Returns the time it got the device.
-  std::uint64_t acquire_device(bool as_guard, std::uint64_t start) {
+  /// when it was asked for; `deadline`: when to give up (errc::timeout). Returns the time it got
+  /// the device.
+  std::uint64_t acquire_device(bool as_guard, std::uint64_t start, std::uint64_t deadline,
+                               std::uint64_t timeout_ns) {
     acquire_state st;
     try {
-      return acquire_loop(as_guard, start, st);
+      return acquire_loop(as_guard, start, deadline, timeout_ns, st);
+    } catch (const error& e) { // a lock timeout, the slot was reclaimed, or leave()
+      if (st.registered) forget_registration(e.code() != errc::table_busy);
+      throw;
     } catch (...) {
-      if (st.registered) forget_registration(); // (a lock timeout, or the slot was reclaimed)
+      if (st.registered) forget_registration(false);
       throw;
     }
   }
 
   /// A thread that gives up waiting (an exception) must not stay counted as a waiter: the holder
-  /// would keep waking, and handing the device to, a session that no longer waits. Best effort:
-  /// if the lock cannot be had either, the count stays until the session ends.
-  void forget_registration() noexcept {
+  /// would keep waking, and handing the device to, a session that no longer waits. If the lock
+  /// cannot be had either, the removal is recorded and applied at the session's next lock.
+  /// (A grant it got meanwhile needs nothing: a holder with no guard is taken over once its idle
+  /// grace is spent.) `try_lock` false: the lock just timed out; do not wait for it again.
+  void forget_registration(bool try_lock) noexcept {
     own_waiters_.fetch_sub(1, std::memory_order_relaxed);
     try {
-      table_core::guard g(table_);
+      if (!try_lock) throw error(errc::table_busy, "");
+      locked g(*this);
       if (holds(own())) remove_waiters(table_.view(), slot_);
     } catch (...) {
+      add_pending([](pending_state& p) { ++p.device_waiters; });
     }
   }
 
-  std::uint64_t acquire_loop(bool as_guard, std::uint64_t start, acquire_state& st) {
+  std::uint64_t acquire_loop(bool as_guard, std::uint64_t start, std::uint64_t deadline,
+                             std::uint64_t timeout_ns, acquire_state& st) {
     std::uint64_t now = start;
+    // Dead holders never hand over: look for the dead whenever liveness_recheck_ns have passed
+    // since the last look, by the clock, whatever ended the waits in between (signals, wake-ups
+    // by a holder's guard exits, a watch's polls).
+    std::uint64_t next_check = sat_add(start, liveness_recheck_ns);
     for (bool first = true;; first = false) {
-      table_core::guard g(table_);
+      check_usable(); // leave() by another thread ends this wait
+      locked g(*this);
       slot_record& s = own_checked();
       if (!first) now = monotonic_ns();
       const bool was_registered = st.registered;
@@ -389,25 +597,35 @@ private:
         if (st.waited) record_wait(s, now - st.wait_start);
         s.cap_throttle_ns =
             sat_add(s.cap_throttle_ns, throttled_ns_.exchange(0, std::memory_order_relaxed));
-        g.unlock();
-        table_.wake_slot(r.wake);
+        g.wake_after(r.wake);
         return now;
       }
-      if (r.what == acquire_result::pause) { // its compute limit: sleep, holding nothing
-        g.unlock();
-        table_.wake_slot(r.wake);
-        const std::uint64_t pause = std::min(r.sleep_ns, liveness_recheck_ns);
-        std::this_thread::sleep_for(std::chrono::nanoseconds(pause));
-        throttled_ns_.fetch_add(monotonic_ns() - now, std::memory_order_relaxed);
-        continue;
+      g.wake_after(r.wake);
+      if (now >= deadline) {
+        if (st.registered) {
+          remove_waiters(table_.view(), slot_);
+          st.registered = false;
+          own_waiters_.fetch_sub(1, std::memory_order_relaxed);
+        }
+        throw guard_timeout(timeout_ns, now - start);
       }
       const std::uint32_t seq = s.grant_word.load(std::memory_order_acquire);
-      crash_point("guard.waiting");
-      g.unlock();
-      table_.wake_slot(r.wake);
-      const wait_result w = futex_wait(&s.grant_word, seq, r.sleep_ns);
-      // A holder that died never hands over: after a full liveness interval, look for the dead.
-      if (w == wait_result::timed_out && r.sleep_ns >= liveness_recheck_ns) table_.reclaim_dead();
+      const std::uint64_t until =
+          std::min({deadline, next_check, sat_add(now, std::max<std::uint64_t>(r.sleep_ns, 1))});
+      if (r.what == acquire_result::pause) { // its compute limit: sleep, holding nothing
+        // On the grant word, not in sleep_for: leave() wakes it.
+        g.unlock();
+        futex_wait(&s.grant_word, seq, until > now ? until - now : 1);
+        throttled_ns_.fetch_add(monotonic_ns() - now, std::memory_order_relaxed);
+      } else {
+        crash_point("guard.waiting");
+        g.unlock();
+        futex_wait(&s.grant_word, seq, until > now ? until - now : 1);
+      }
+      if (const std::uint64_t after = monotonic_ns(); after >= next_check) {
+        table_.reclaim_dead();
+        next_check = sat_add(after, liveness_recheck_ns);
+      }
     }
   }
 
@@ -421,6 +639,7 @@ private:
   bool activate(const resolved_options& r);
   error never_fits(budget_verdict v, const slot_record& s, std::uint64_t bytes) const;
   error not_available(const slot_record& s, std::uint64_t bytes, std::uint64_t timeout_ns) const;
+  error guard_timeout(std::uint64_t timeout_ns, std::uint64_t waited_ns);
 
   table_core table_;
   std::string name_;
@@ -431,7 +650,10 @@ private:
   bool inherited_ = false;
   std::atomic<std::uint32_t> own_waiters_{0}; ///< this process's threads counted in device_waiters
   std::atomic<std::uint64_t> throttled_ns_{
-      0}; ///< compute-limit pauses not yet added to the slot's stats
+      0};                                ///< compute-limit pauses not yet added to the slot's stats
+  std::atomic<bool> has_pending_{false}; ///< pending_ holds something (read without the mutex)
+  std::mutex pending_mutex_;
+  pending_state pending_;
 };
 
 /// Takes the liveness lock of a slot: that lock *is* the claim, so concurrent joiners never need
@@ -473,6 +695,12 @@ inline bool session_core::activate(const resolved_options& r) {
     if (s.state.load(std::memory_order_relaxed) == slot_active) { // its owner died; we hold it
       wake.slot = table_.end_session_locked(slot_);
       ++h.sessions_reclaimed;
+      // Its memory came back: memory waiters must re-check now, not at their next liveness
+      // re-check (bumped under the lock; the wake is sent after the unlock, by `wake`).
+      if (h.memory_waiters > 0) {
+        h.memory_wake.fetch_add(1, std::memory_order_release);
+        wake.memory = true;
+      }
     }
     const std::uint64_t limit = r.memory_limit ? r.memory_limit->resolve(h.capacity) : h.capacity;
     const std::uint64_t guarantee = r.memory_guarantee.resolve(h.capacity);
@@ -555,6 +783,39 @@ inline error session_core::not_available(const slot_record& s, std::uint64_t byt
                                   table_.name() + "': capacity " + format_bytes(h.capacity) +
                                   ", committed " + format_bytes(h.committed_total) +
                                   "; this session holds " + format_bytes(s.reserved) + ")");
+}
+
+/// The error of a guard that did not get the device by its deadline (call under the lock):
+/// names the session that holds the device and how long it has been in its guard, since the
+/// usual cause of a long wait is a holder that is stopped (SIGSTOP, a debugger, `docker pause`)
+/// or hung inside a guard, which liveness cannot free: it is alive.
+inline error session_core::guard_timeout(std::uint64_t timeout_ns, std::uint64_t waited_ns) {
+  const table_view& t = table_.view();
+  const std::uint64_t now = monotonic_ns();
+  std::string why;
+  const std::int64_t h = current_holder(t);
+  if (h == nobody) {
+    why = paced(own(), now) ? "its own compute limit holds it back"
+                            : "the device is free but others had the better claim";
+  } else if (h == slot_) {
+    why = "this session holds the device but must first let its running guards drain";
+  } else {
+    const slot_record& hs = t.slots[h];
+    const std::uint64_t quiet = hs.last_active_ns ? sat_sub(now, hs.last_active_ns) : 0;
+    why = "the device is held by session '" + read_bounded(hs.name, name_capacity) + "' (slot " +
+          std::to_string(h) + ", pid " + std::to_string(hs.pid) + ")";
+    if (hs.active_guards > 0)
+      why += ", inside a guard with no guard entry or exit for " +
+             std::to_string(quiet / 1'000'000) +
+             " ms (its quantum: " + std::to_string(hs.quantum_ns / 1'000'000) +
+             " ms); is it stopped (SIGSTOP, a debugger, docker pause) or hung in its guard?";
+    else
+      why += ", between its guards";
+  }
+  return error(errc::timeout, "session '" + name_ + "': no turn on the device of table '" +
+                                  table_.name() + "' within its guard timeout of " +
+                                  std::to_string(timeout_ns / 1'000'000) + " ms (waited " +
+                                  std::to_string(waited_ns / 1'000'000) + " ms): " + why);
 }
 
 } // namespace detail

@@ -26,7 +26,9 @@ namespace detail {
 
 /// How long a locker waits for the table lock before reporting a stuck (stopped) holder.
 /// Critical sections are a few hundred nanoseconds, so only a stopped or hung process gets near.
-inline constexpr std::uint64_t lock_timeout_ns = 10'000'000'000ull;
+/// A variable, not a constant, only so that tests can lower it (in a forked child) to reach the
+/// lock-timeout paths quickly; nothing else writes it.
+inline std::uint64_t lock_timeout_ns = 10'000'000'000ull;
 inline constexpr std::int64_t no_slot = -1;
 
 class table_core {
@@ -186,9 +188,13 @@ struct deferred_wake {
   explicit deferred_wake(table_core& t) noexcept : table(t) {}
   deferred_wake(const deferred_wake&) = delete;
   deferred_wake& operator=(const deferred_wake&) = delete;
-  ~deferred_wake() { table.wake_slot(slot); }
+  ~deferred_wake() {
+    table.wake_slot(slot);
+    if (memory) futex_wake(&table.header().memory_wake);
+  }
   table_core& table;
   std::int64_t slot = nobody;
+  bool memory = false; ///< also wake the memory waiters (memory_wake was bumped under the lock)
 };
 
 } // namespace detail
