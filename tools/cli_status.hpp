@@ -164,6 +164,7 @@ inline void session_json(json_writer& w, const session_info& i, std::optional<do
   else
     w.null();
   w.field("guards", i.guards);
+  w.field("guards_on_lease", i.guards_on_lease);
   w.field("device_waits", i.device_waits);
   w.field("device_wait_ns", i.device_wait_ns);
   w.field("device_wait_max_ns", i.device_wait_max_ns);
