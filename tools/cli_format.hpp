@@ -16,6 +16,29 @@
 
 namespace gpushare::cli {
 
+/// `s` made safe for a terminal: every byte outside printable ASCII (control bytes such as ESC,
+/// BEL, CR and LF, DEL, and every byte >= 0x80) becomes \xNN, and a backslash becomes \\, so
+/// a string read from a table can neither move the cursor, nor start a new row, nor look like an
+/// escape it is not.
+inline std::string safe_text(std::string_view s) {
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(s.size());
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c >= 0x20 && c < 0x7f) {
+      out += ch;
+    } else {
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out;
+}
+
 /// "4.00 GiB"; "unlimited" for 2^63 bytes or more (the capacity of an unlimited table).
 inline std::string bytes_text(std::uint64_t bytes) {
   if (bytes >= detail::unlimited_capacity) return "unlimited";

@@ -13,20 +13,55 @@
 
 namespace gpushare::cli {
 
+/// The length of the well-formed UTF-8 sequence at the start of `v` (2..4 bytes, no overlong
+/// form, no surrogate, at most U+10FFFF, and not a C1 control U+0080..U+009F), or 0.
+inline std::size_t utf8_sequence(std::string_view v) {
+  auto b = [&](std::size_t i) { return static_cast<unsigned char>(v[i]); };
+  auto cont = [&](std::size_t i) { return i < v.size() && (b(i) & 0xC0) == 0x80; };
+  const unsigned char c = b(0);
+  if (c >= 0xC2 && c <= 0xDF && cont(1)) return c == 0xC2 && b(1) < 0xA0 ? 0 : 2; // C1: 0
+  if (c >= 0xE0 && c <= 0xEF && cont(1) && cont(2)) {
+    if (c == 0xE0 && b(1) < 0xA0) return 0;  // overlong
+    if (c == 0xED && b(1) >= 0xA0) return 0; // surrogate
+    return 3;
+  }
+  if (c >= 0xF0 && c <= 0xF4 && cont(1) && cont(2) && cont(3)) {
+    if (c == 0xF0 && b(1) < 0x90) return 0;  // overlong
+    if (c == 0xF4 && b(1) >= 0x90) return 0; // above U+10FFFF
+    return 4;
+  }
+  return 0;
+}
+
 /// A label value escaped for the exposition format: backslash, double quote and line feed become
-/// \\, \" and \n.
+/// \\, \" and \n (the format's only escapes); every other control byte (0x00-0x1f, 0x7f), every
+/// byte that is not part of well-formed UTF-8, and C1 controls become the four characters \xNN
+/// (written as an escaped backslash followed by xNN), so the file is always valid UTF-8 that a
+/// Prometheus parser accepts, whatever bytes a table holds. Well-formed UTF-8 passes unchanged.
 inline std::string escape_label_value(std::string_view v) {
+  static constexpr char hex[] = "0123456789abcdef";
   std::string out;
   out.reserve(v.size());
-  for (const char c : v) {
-    if (c == '\\')
+  for (std::size_t i = 0; i < v.size();) {
+    const auto c = static_cast<unsigned char>(v[i]);
+    if (c == '\\') {
       out += "\\\\";
-    else if (c == '"')
+    } else if (c == '"') {
       out += "\\\"";
-    else if (c == '\n')
+    } else if (c == '\n') {
       out += "\\n";
-    else
-      out += c;
+    } else if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else if (const std::size_t n = c >= 0x80 ? utf8_sequence(v.substr(i)) : 0; n > 0) {
+      out += v.substr(i, n);
+      i += n;
+      continue;
+    } else {
+      out += "\\\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+    ++i;
   }
   return out;
 }

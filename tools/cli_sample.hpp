@@ -81,17 +81,19 @@ inline std::string unreadable_text(const table_reading& t) {
   }
 }
 
-/// Opens and snapshots every table in /dev/shm (of `domain` only, when given). Tables that
-/// disappear meanwhile are left out; tables that cannot be read are kept with their error.
-/// Throws errc::system_error if /dev/shm cannot be listed.
+/// Snapshots every table in /dev/shm (of `domain` only, when given). Tables that disappear
+/// meanwhile are left out; tables that cannot be read are kept with their error. Every table is
+/// read lock-free into a private copy (table::read_unlocked): nothing is locked or written, so a
+/// table of another user, or one whose lock a stopped process holds, is read all the same; the
+/// snapshot may be torn (docs/cli.md, "Other users' tables"). Throws errc::system_error if
+/// /dev/shm cannot be listed.
 inline sample take_sample(const std::optional<std::string>& domain) {
   sample s;
   for (table_entry& e : list_tables(domain)) {
     table_reading t;
     t.entry = std::move(e);
     try {
-      table handle = table::open_existing(t.entry.object_name, open_timeout);
-      t.snapshot = handle.snapshot();
+      t.snapshot = table::read_unlocked(t.entry.object_name, open_timeout);
       t.taken_ns = detail::monotonic_ns();
       // A name can read as several domains (see parse_table_file_name); the header decides.
       if (domain && t.snapshot->domain != *domain) continue;

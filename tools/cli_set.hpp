@@ -2,6 +2,9 @@
 // `gpushare set`: change a live session's settings through table::configure().
 #pragma once
 
+#include <sys/types.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -123,6 +126,34 @@ inline std::vector<const table_reading*> tables_for(const sample& s,
   return out;
 }
 
+/// Whether the caller may lock and write a table whose file is `o`: the file is owned by the
+/// effective uid, or, for a group table (mode 0660), its group is one of the caller's groups (root
+/// only ever its own uid).
+inline bool own_table(const table::file_owner& o) {
+  const uid_t me = ::geteuid();
+  if (o.uid == me) return true;
+  if (me == 0 || (o.mode & 0070) == 0) return false;
+  if (o.gid == ::getegid()) return true;
+  const int n = ::getgroups(0, nullptr);
+  if (n <= 0) return false;
+  std::vector<gid_t> groups(static_cast<std::size_t>(n));
+  const int got = ::getgroups(n, groups.data());
+  for (int i = 0; i < got; ++i)
+    if (groups[static_cast<std::size_t>(i)] == o.gid) return true;
+  return false;
+}
+
+/// `set` changes only the caller's own tables: it never locks or writes another user's table.
+inline void check_own_table(const table::file_owner& o, const std::string& object_name) {
+  if (own_table(o)) return;
+  throw runtime_failure("refusing to change table " + object_name + ": it belongs to uid " +
+                        std::to_string(o.uid) + " (gid " + std::to_string(o.gid) + ", mode " +
+                        mode_text(o.mode) +
+                        "), and gpushare set only changes the caller's own tables (or its "
+                        "group's); run it as that user, e.g. sudo -u '#" +
+                        std::to_string(o.uid) + "' gpushare set ...");
+}
+
 inline int run_set(std::span<const std::string> args) {
   static constexpr flag_spec specs[] = {{"--table", true},
                                         {"--domain", true},
@@ -187,10 +218,22 @@ inline int run_set(std::span<const std::string> args) {
   }
 
   const auto& [reading, before] = matches.front();
-  table handle = table::open_existing(reading->entry.object_name, open_timeout);
-  handle.configure(before.id, change);
+  // Checked on the listing's stat (so another user's table is not even opened for writing), then
+  // again on the opened descriptor (the name may have been replaced in between).
+  const table_entry& e = reading->entry;
+  check_own_table({e.file_uid, e.file_gid, e.file_mode}, e.object_name);
+  table handle = table::open_existing(e.object_name, open_timeout);
+  check_own_table(handle.owner(), e.object_name);
+  try {
+    handle.configure(before.id, change);
+  } catch (const gpushare::error& err) {
+    if (err.code() != errc::table_busy) throw;
+    throw runtime_failure("table " + e.object_name +
+                          " is busy: its lock is held (by a stopped or hung process?); nothing "
+                          "changed");
+  }
   std::optional<session_info> after;
-  for (const auto& i : handle.snapshot().sessions)
+  for (const auto& i : table::read_unlocked(e.object_name, open_timeout).sessions)
     if (i.id == before.id) after = i;
   std::string out = "session " + detail::quote(before.name) + " (slot " +
                     std::to_string(before.id.slot) + ", pid " + std::to_string(before.pid) +

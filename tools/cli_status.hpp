@@ -50,10 +50,10 @@ inline std::string state_text(const session_info& i) {
 inline std::string table_text(const table_reading& t, const recent_usage& recent,
                               std::uint64_t now_unix_ns) {
   const table_snapshot& s = *t.snapshot;
-  std::string out = s.object_name + "  key " + s.key + ", domain " + s.domain + ", " +
-                    (s.access_mode == 0660 ? "group" : "user") + " table (" +
-                    mode_text(t.entry.file_mode ? t.entry.file_mode : s.access_mode) + "), " +
-                    std::to_string(s.slot_count) + " slots, created by pid " +
+  std::string out = safe_text(s.object_name) + "  key " + safe_text(s.key) + ", domain " +
+                    safe_text(s.domain) + ", " + (s.access_mode == 0660 ? "group" : "user") +
+                    " table (" + mode_text(t.entry.file_mode ? t.entry.file_mode : s.access_mode) +
+                    "), " + std::to_string(s.slot_count) + " slots, created by pid " +
                     std::to_string(s.creator_pid) + "\n";
   out += "  memory: capacity " + bytes_text(s.capacity) + ", free " +
          (s.capacity >= detail::unlimited_capacity ? std::string("unlimited")
@@ -61,11 +61,12 @@ inline std::string table_text(const table_reading& t, const recent_usage& recent
          " (committed " + bytes_text(s.committed_total) + ", reserved " +
          bytes_text(s.reserved_total) + ")\n";
   if (s.device_observed_unix_ns != 0)
-    out += "  GPU: " + (s.device_name.empty() ? std::string("(unnamed)") : s.device_name) +
-           ", device free " + bytes_text(s.device_free) + " of " + bytes_text(s.device_total) +
-           ", untracked " + bytes_text(s.device_untracked) + " (observed by pid " +
-           std::to_string(s.device_observer_pid) + ", " +
-           age_text(now_unix_ns, s.device_observed_unix_ns) + ")\n";
+    out +=
+        "  GPU: " + (s.device_name.empty() ? std::string("(unnamed)") : safe_text(s.device_name)) +
+        ", device free " + bytes_text(s.device_free) + " of " + bytes_text(s.device_total) +
+        ", untracked " + bytes_text(s.device_untracked) + " (observed by pid " +
+        std::to_string(s.device_observer_pid) + ", " +
+        age_text(now_unix_ns, s.device_observed_unix_ns) + ")\n";
   if (s.sessions.empty()) return out + "  no live sessions\n";
   bool external = false;
   for (const auto& i : s.sessions) external = external || i.external > 0;
@@ -81,7 +82,7 @@ inline std::string table_text(const table_reading& t, const recent_usage& recent
   for (std::size_t k = 0; k < s.sessions.size(); ++k) {
     const session_info& i = s.sessions[k];
     std::vector<std::string> row = {std::to_string(i.id.slot),
-                                    i.name,
+                                    safe_text(i.name),
                                     std::to_string(i.pid),
                                     priority_text(i.priority),
                                     std::to_string(i.share),
@@ -119,7 +120,7 @@ inline std::string status_text(const sample* before, const sample& now,
   for (const auto& t : now.tables) {
     out += "\n";
     if (!t.snapshot) {
-      out += t.entry.object_name + "  " + unreadable_text(t) + "\n";
+      out += safe_text(t.entry.object_name) + "  " + safe_text(unreadable_text(t)) + "\n";
       continue;
     }
     out += table_text(t, recent_device_usage(find_previous(before, t), t), now.taken_unix_ns);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The gpushare command-line tool: status, top, set, clean and metrics for the tables of this
 // machine. See docs/cli.md.
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <span>
@@ -8,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include <gpushare/detail/table_core.hpp>
 #include <gpushare/error.hpp>
 #include <gpushare/version.hpp>
 
@@ -52,6 +54,9 @@ int usage_failure(const std::string& prefix, const std::string& message, std::st
   return 2;
 }
 
+/// How long the CLI waits for a table lock before calling the table busy (docs/cli.md).
+constexpr std::uint64_t cli_lock_timeout_ns = 100'000'000;
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -84,6 +89,9 @@ int main(int argc, char** argv) {
                          (first[0] == '-' ? "unknown option '" : "unknown command '") + first + "'",
                          main_usage);
   const std::string prefix = "gpushare " + std::string(c->name);
+  // Display commands never lock (they read tables lock-free); where the CLI still locks (set,
+  // clean), a table whose lock a stopped process holds is reported busy after this, not 10 s.
+  gpushare::detail::lock_timeout_ns = cli_lock_timeout_ns;
   try {
     return c->run(std::span<const std::string>(words).subspan(1));
   } catch (const usage_error& e) {

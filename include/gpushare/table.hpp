@@ -1,10 +1,21 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <memory>
+#include <new>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -74,7 +85,8 @@ struct session_info {
   }
 };
 
-/// A table at one instant (taken under the table lock).
+/// A table at one instant (taken under the table lock by table::snapshot(); read lock-free, and
+/// possibly torn, by table::read_unlocked()).
 struct table_snapshot {
   std::string object_name; ///< the POSIX shm name, e.g. "/gpushare.default.u1000.GPU-..."
   std::string key;
@@ -225,19 +237,19 @@ inline std::int64_t apply_settings(const table_view& t, std::uint32_t i, const s
   return i;
 }
 
-/// Every live session of `core`, consistent at one instant; dead sessions are reclaimed first.
-inline table_snapshot take_snapshot(table_core& core_) {
-  core_.reclaim_dead();
-  table_core::guard g(core_);
-  const table_header& h = core_.header();
+/// A snapshot of the table `v` (mapped, or a private copy of it) named `name`. Reads only.
+/// `alive(i)` says whether the session in active slot i still lives (a dead one is left out).
+template <class Alive>
+table_snapshot build_snapshot(const table_view& v, const std::string& name, Alive&& alive) {
+  const table_header& h = *v.header;
   table_snapshot s;
-  s.object_name = core_.name();
+  s.object_name = name;
   s.key = read_bounded(h.key, key_capacity);
   s.domain = read_bounded(h.domain, domain_capacity);
   s.access_mode = h.access_mode;
   s.creator_pid = h.creator_pid;
   s.created_unix_ns = h.created_unix_ns;
-  s.slot_count = core_.slot_count();
+  s.slot_count = v.slot_count;
   s.capacity = h.capacity;
   s.reserved_total = h.reserved_total;
   s.committed_total = h.committed_total;
@@ -245,9 +257,9 @@ inline table_snapshot take_snapshot(table_core& core_) {
   s.lock_repairs = h.lock_repairs;
   s.sessions_reclaimed = h.sessions_reclaimed;
   s.handovers = h.handovers;
-  std::int64_t holder = current_holder(core_.view());
+  std::int64_t holder = current_holder(v);
   if (holder != nobody) { // idle on its lease (at_guard): the device is free to anyone who asks
-    const slot_record& hs = core_.slot(static_cast<std::uint32_t>(holder));
+    const slot_record& hs = v.slots[static_cast<std::uint32_t>(holder)];
     if (hs.lease.load(std::memory_order_relaxed) == 1 && hs.handover_mode == handover_at_guard &&
         busy_guards(hs) == 0)
       holder = nobody;
@@ -255,9 +267,9 @@ inline table_snapshot take_snapshot(table_core& core_) {
   if (holder != nobody)
     s.holder = session_id{static_cast<std::uint32_t>(holder), h.holder_generation};
   std::uint64_t accounted = 0;
-  for (std::uint32_t i = 0; i < core_.slot_count(); ++i) {
-    const slot_record& slot = core_.slot(i);
-    if (slot.state.load(std::memory_order_relaxed) != slot_active) continue;
+  for (std::uint32_t i = 0; i < v.slot_count; ++i) {
+    const slot_record& slot = v.slots[i];
+    if (slot.state.load(std::memory_order_relaxed) != slot_active || !alive(i)) continue;
     s.sessions.push_back(read_session(slot, i));
     s.sessions.back().holds_device = holder == static_cast<std::int64_t>(i);
     accounted = sat_add(accounted, sat_add(slot.reserved, slot.external));
@@ -271,6 +283,106 @@ inline table_snapshot take_snapshot(table_core& core_) {
     s.device_untracked = sat_sub(sat_sub(s.device_total, s.device_free), accounted);
   }
   return s;
+}
+
+/// Every live session of `core`, consistent at one instant; dead sessions are reclaimed first.
+inline table_snapshot take_snapshot(table_core& core_) {
+  core_.reclaim_dead();
+  table_core::guard g(core_);
+  return build_snapshot(core_.view(), core_.name(), [](std::uint32_t) { return true; });
+}
+
+/// A private, 64-byte aligned buffer holding a copy of a table's bytes.
+struct table_copy_deleter {
+  void operator()(std::byte* p) const noexcept { ::operator delete[](p, std::align_val_t{64}); }
+};
+
+/// Reads the table `name` without its lock and without writing anything to it: the object is
+/// opened read-only, copied with pread into private memory, the copy is validated (magic, layout,
+/// structure sizes, slot count, total size; strings are read bounded) and the snapshot is built
+/// from the copy. Sessions whose owners are dead (their slot lock is free) are left out, but not
+/// reclaimed. Nothing holds the copy consistent: a snapshot taken while sessions work may be
+/// torn (totals that do not add up, a session half updated); it is meant for display.
+/// Throws errc::invalid_argument if there is no such table or it is an unfinished creation whose
+/// creator is gone, errc::table_busy if its creator still initialises it after `timeout_ns`,
+/// errc::permission_denied, errc::table_corrupt or errc::table_incompatible.
+inline table_snapshot copy_snapshot(const std::string& name, std::uint64_t timeout_ns) {
+  const std::uint64_t deadline = monotonic_ns() + timeout_ns;
+  auto fail = [&](errc code, const std::string& why) {
+    throw error(code, "table '" + name + "' " + why);
+  };
+  for (;;) {
+    const int raw = ::shm_open(name.c_str(), O_RDONLY | O_CLOEXEC, 0);
+    if (raw < 0) {
+      const int err = errno;
+      if (err == ENOENT) throw error(errc::invalid_argument, "no table named '" + name + "'");
+      if (err == EACCES)
+        throw error(errc::permission_denied,
+                    "permission denied opening table '" + name +
+                        "': it belongs to another user or group; run as its owner, or have "
+                        "its processes share it with GPUSHARE_TABLE_MODE=group and join "
+                        "their group");
+      throw system_failure(errc::system_error, "cannot open table '" + name + "'", err);
+    }
+    const unique_fd fd(raw);
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0)
+      throw system_failure(errc::system_error, "cannot stat table '" + name + "'", errno);
+    if (!S_ISREG(st.st_mode)) fail(errc::table_corrupt, "is not a regular file");
+    const auto size = static_cast<std::uint64_t>(st.st_size);
+    if (size > table_size(max_slot_count))
+      fail(errc::table_corrupt, "has size " + std::to_string(size) +
+                                    ", larger than any gpushare table (" +
+                                    std::to_string(table_size(max_slot_count)) + ")");
+    std::unique_ptr<std::byte[], table_copy_deleter> buf(static_cast<std::byte*>(
+        ::operator new[](std::max<std::size_t>(size, sizeof(table_header)), std::align_val_t{64})));
+    std::memset(buf.get(), 0, std::max<std::size_t>(size, sizeof(table_header)));
+    std::size_t got = 0;
+    while (got < size) {
+      const ssize_t n = ::pread(fd.get(), buf.get() + got, size - got, static_cast<off_t>(got));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0)
+        throw system_failure(errc::system_error, "cannot read table '" + name + "'", errno);
+      if (n == 0) break; // shrunk meanwhile: checked below
+      got += static_cast<std::size_t>(n);
+    }
+    const auto* h = reinterpret_cast<const table_header*>(buf.get());
+    const table_prefix& pre = h->prefix;
+    const bool ready = got >= sizeof(table_prefix) && pre.magic == table_magic &&
+                       pre.init_state.load(std::memory_order_relaxed) == init_state_ready;
+    if (!ready && (got < sizeof(table_prefix) || pre.magic == table_magic)) {
+      // An unfinished creation: wait while its creator holds the init lock, else leave it.
+      if (probe_byte(fd.get(), init_lock_byte) != holder::other)
+        throw error(errc::invalid_argument,
+                    "table '" + name + "' is a creation abandoned by its creator");
+      if (monotonic_ns() > deadline)
+        throw error(errc::table_busy, "table '" + name + "' is still being initialised");
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      continue;
+    }
+    if (pre.magic != table_magic) fail(errc::table_corrupt, "is not a gpushare table (bad magic)");
+    if (pre.layout_version != table_layout_version)
+      fail(errc::table_incompatible,
+           "has layout version " + std::to_string(pre.layout_version) + " but this gpushare (" +
+               GPUSHARE_VERSION_STRING ") uses layout " + std::to_string(table_layout_version));
+    if (pre.header_size != sizeof(table_header) || pre.slot_size != sizeof(slot_record) ||
+        pre.lock_size != table_lock_size)
+      fail(errc::table_incompatible, "was created with other structure sizes");
+    if (pre.slot_count == 0 || pre.slot_count > max_slot_count)
+      fail(errc::table_corrupt, "claims " + std::to_string(pre.slot_count) +
+                                    " slots (allowed: 1.." + std::to_string(max_slot_count) + ")");
+    if (pre.total_size != table_size(pre.slot_count) || got != pre.total_size)
+      fail(errc::table_corrupt, "has size " + std::to_string(got) + " but its header says " +
+                                    std::to_string(pre.total_size) + ": truncated or damaged");
+    if (h->monotonic_offset_ns != monotonic_offset_ns())
+      fail(errc::table_incompatible, "was created in another time namespace (its monotonic "
+                                     "clock is offset from this process's)");
+    table_view v;
+    v.header = reinterpret_cast<table_header*>(buf.get());
+    v.slots = reinterpret_cast<slot_record*>(buf.get() + sizeof(table_header));
+    v.slot_count = pre.slot_count;
+    return build_snapshot(v, name, [&](std::uint32_t i) { return slot_owner_alive(fd.get(), i); });
+  }
 }
 
 /// Records what a CUDA-layer session saw of the device (name, total and free bytes) in the
@@ -317,6 +429,35 @@ public:
 
   /// Every live session, consistent at one instant. Dead sessions are reclaimed first.
   table_snapshot snapshot() { return detail::take_snapshot(core_); }
+
+  /// Reads the table `object_name` without locking or writing it (it is opened read-only and
+  /// copied into private memory first), for observers that must not touch tables they do not
+  /// own, e.g. the CLI run by root. Dead sessions are left out, not reclaimed. The snapshot may
+  /// be torn (taken while sessions change the table), which is fine for display only.
+  static table_snapshot
+  read_unlocked(const std::string& object_name,
+                std::chrono::milliseconds timeout = std::chrono::milliseconds(1000)) {
+    return detail::copy_snapshot(object_name, detail::to_ns(timeout));
+  }
+
+  /// The uid, gid and permission bits of the table's file (fstat of the descriptor this handle
+  /// mapped), for callers that must check who owns the table they opened.
+  struct file_owner {
+    std::uint32_t uid = 0;
+    std::uint32_t gid = 0;
+    std::uint32_t mode = 0;
+  };
+  file_owner owner() const {
+    struct stat st {};
+    if (::fstat(core_.fd(), &st) != 0)
+      throw detail::system_failure(errc::system_error, "cannot stat table '" + core_.name() + "'",
+                                   errno);
+    file_owner o;
+    o.uid = st.st_uid;
+    o.gid = st.st_gid;
+    o.mode = st.st_mode & 07777u;
+    return o;
+  }
 
   /// Live sessions named `name`.
   std::vector<session_id> find(std::string_view name) {
