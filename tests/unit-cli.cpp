@@ -228,6 +228,25 @@ TEST_CASE("JSON output: escaped strings, exact integers, nesting and empty conta
                    "}\n");
 }
 
+TEST_CASE("table strings: text escapes every byte outside printable ASCII") {
+  CHECK(safe_text("plain name-1.x") == "plain name-1.x");
+  CHECK(safe_text("\x1b]0;T\x07\r\n\t\x7f\xff\\") == "\\x1b]0;T\\x07\\x0d\\x0a\\x09\\x7f\\xff\\\\");
+  CHECK(safe_text(std::string("a\0b", 3)) == "a\\x00b");
+  CHECK(safe_text("\xc3\xa9") == "\\xc3\\xa9"); // even well-formed UTF-8: ASCII only
+}
+
+TEST_CASE("Prometheus label values: control bytes and invalid UTF-8 are escaped") {
+  CHECK(escape_label_value("\x1b[2J\x07\r\x7f") == "\\\\x1b[2J\\\\x07\\\\x0d\\\\x7f");
+  CHECK(escape_label_value("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80") ==
+        "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"); // well-formed UTF-8 stays
+  CHECK(escape_label_value("\xff") == "\\\\xff");
+  CHECK(escape_label_value("\xc3(") == "\\\\xc3(");                     // truncated sequence
+  CHECK(escape_label_value("\xc0\xaf") == "\\\\xc0\\\\xaf");            // overlong
+  CHECK(escape_label_value("\xed\xa0\x80") == "\\\\xed\\\\xa0\\\\x80"); // surrogate
+  CHECK(escape_label_value("\xf4\x90\x80\x80") == "\\\\xf4\\\\x90\\\\x80\\\\x80"); // above U+10FFFF
+  CHECK(escape_label_value("\xc2\x9b") == "\\\\xc2\\\\x9b"); // C1 control (CSI)
+}
+
 TEST_CASE("Prometheus output: families in order, HELP and TYPE once, label values escaped") {
   CHECK(escape_label_value("a\\b\"c\nd") == "a\\\\b\\\"c\\nd");
   CHECK(escape_help("x\\y\nz") == "x\\\\y\\nz");
