@@ -2,6 +2,8 @@
 // `gpushare clean`: remove tables that no live session uses (all matching tables with --force).
 #pragma once
 
+#include <unistd.h>
+
 #include <cstdint>
 #include <span>
 #include <string>
@@ -57,9 +59,23 @@ inline int run_clean(std::span<const std::string> args) {
     }
   };
 
+  const uid_t euid = ::geteuid();
   for (const table_entry& e : list_tables(domain)) {
+    // Another owner's object: never without --force, never forcibly, and only by root, and then
+    // only what remove_unused_table() verifies, under the table's own lock, to be an unused table.
+    const bool foreign = e.file_uid != euid;
+    if (foreign && !(force && euid == 0)) {
+      ++matching;
+      out += "kept " + e.object_name + ": owned by uid " + std::to_string(e.file_uid) +
+             (euid == 0 ? " (as root, --force removes another user's table if it is an unused "
+                          "gpushare table)\n"
+                        : "\n");
+      continue;
+    }
+    removal_options eo = o;
+    eo.any_owner = foreign;
     try {
-      const removal_result r = remove_unused_table(e.object_name, o);
+      const removal_result r = remove_unused_table(e.object_name, eo);
       switch (r.status) {
       case removal_status::other_domain: continue; // the name only looked like the domain's
       case removal_status::gone:
@@ -76,7 +92,7 @@ inline int run_clean(std::span<const std::string> args) {
         break;
       case removal_status::in_use:
         ++matching;
-        if (force)
+        if (force && !foreign)
           remove_forcibly(e, "it had " + sessions_text(r.live_sessions, "live") +
                                  ", which go on using the removed table, no longer arbitrated "
                                  "with processes that start later");
@@ -90,8 +106,11 @@ inline int run_clean(std::span<const std::string> args) {
       t.entry = e;
       t.error = err.code();
       t.message = err.what();
-      if (force)
+      if (force && !foreign)
         remove_forcibly(e, unreadable_text(t));
+      else if (foreign)
+        out += "kept " + e.object_name + " of uid " + std::to_string(e.file_uid) + ": " +
+               unreadable_text(t) + "\n";
       else
         out += "kept " + e.object_name + ": " + unreadable_text(t) +
                (err.code() == errc::permission_denied ? "\n" : "; --force removes it anyway\n");

@@ -81,9 +81,14 @@ Removes tables that no live session uses. A table with a live session is never r
 Options:
   --domain D    only tables of domain D
   --dry-run     say what would be removed; remove nothing
-  --force       also remove tables with live sessions, and tables that cannot be read (corrupt,
-                another layout). Dangerous: processes still using a removed table keep using it,
-                but are no longer arbitrated with processes that start later
+  --force       also remove your own tables with live sessions, and your own objects that cannot
+                be read (corrupt, another layout). Dangerous: processes still using a removed
+                table keep using it, but are no longer arbitrated with processes that start later
+
+Only objects you own are removed. Another user's objects are kept, except that root with --force
+removes another user's table when it has verified, under the table's own lock, that it is a valid
+gpushare table that no session uses; root never removes another user's object that is not such a
+table (junk, an unfinished creation, a table in use), with or without --force.
 )";
 
 inline constexpr std::string_view metrics_usage =

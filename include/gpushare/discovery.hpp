@@ -185,6 +185,14 @@ struct removal_options {
   std::optional<std::string> domain;
   /// How long to wait for a table that is still being initialised (then errc::table_busy).
   std::chrono::milliseconds open_timeout{1000};
+  /// Root's `gpushare clean --force` on a table of another owner: open it with
+  /// detail::open_intent::clean_any_owner (the object must be what its name says: owned by the uid
+  /// in its name, or of the gid in its name, with no more permissions than its mode allows, one
+  /// link) and remove it only if it is a ready, valid table that no session uses, checked under
+  /// its own lock. An abandoned creation or anything else that is not such a table is kept (and
+  /// reported as the error open_existing() gives). Without it, the table must be the caller's
+  /// (open_intent::participant), and the caller's own abandoned creations are removed.
+  bool any_owner = false;
 };
 
 struct removal_result {
@@ -235,8 +243,13 @@ inline removal_result remove_unused_table(const std::string& object_name,
     // run; open_existing() refuses, and never removes, anything that is not provably one.
     core.emplace(detail::mapped_table::open_existing(
         object_name, detail::to_ns(o.open_timeout),
-        o.dry_run ? detail::abandoned_creation::keep : detail::abandoned_creation::remove));
+        o.dry_run || o.any_owner ? detail::abandoned_creation::keep
+                                 : detail::abandoned_creation::remove,
+        o.any_owner ? detail::open_intent::clean_any_owner : detail::open_intent::participant));
   } catch (const error& e) {
+    // Another owner's abandoned creation (or other object that is no ready table) is kept.
+    if (o.any_owner && e.code() == errc::invalid_argument && ::access(path.c_str(), F_OK) == 0)
+      throw;
     // invalid_argument: the name is missing, or it was an abandoned creation, which is now
     // removed (or, in a dry run, kept: then it would be removed).
     if (e.code() != errc::invalid_argument) throw;

@@ -13,6 +13,9 @@
 //             `abandon_grace`, its creator died: take the init lock (so the creator, if merely
 //             slow, notices it lost), check again, unlink the name, and start over (someone will
 //             create it afresh). open_existing() never deletes: it reports the abandoned creation.
+//   trust:    before any of that, every opener fstats the object and refuses (permission_denied)
+//             one it must not trust: not a regular file, more than one link, or an owner and mode
+//             other than its access mode allows (see check_trust() and docs/design.md, section 1).
 #pragma once
 
 #include <fcntl.h>
@@ -82,13 +85,14 @@ inline std::string removal_hint(const std::string& name) {
 /// descriptor that holds a session's liveness lock, a forked child (which inherits the mapping)
 /// would keep its parent's session looking alive after the parent died. Through a description
 /// that never holds a lock, the child's inherited mapping keeps nothing alive.
-inline void* map_lockless(int fd, std::size_t size, const std::string& name) {
+inline void* map_lockless(int fd, std::size_t size, const std::string& name, bool writable = true) {
   const std::string proc = "/proc/self/fd/" + std::to_string(fd);
-  const int map_fd = ::open(proc.c_str(), O_RDWR | O_CLOEXEC);
+  const int map_fd = ::open(proc.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
   if (map_fd < 0)
     throw system_failure(errc::system_error, "cannot reopen table '" + name + "' via " + proc,
                          errno);
-  void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, map_fd, 0);
+  void* base =
+      ::mmap(nullptr, size, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, map_fd, 0);
   const int err = errno;
   ::close(map_fd); // the mapping keeps its own reference
   if (base == MAP_FAILED)
@@ -260,6 +264,87 @@ inline unready_object inspect_unready(int fd) {
   return u;
 }
 
+/// Who opens a table, which decides whose object it may be (check_trust()).
+enum class open_intent {
+  /// A process that takes part in the table (joins, locks, writes, and may remove an abandoned
+  /// creation of its own): the object must be the caller's. User mode: owned by the effective uid,
+  /// no group or other permission bits, and the name says "u<euid>". Group mode: its group is the
+  /// gid its name says (the caller's effective gid when it creates), no other permission bits.
+  participant,
+  /// A reader of any owner's table (root's `gpushare status`/`top`/`metrics`): the object must
+  /// be what its name says (user mode: owned by the uid in its name, no group or other bits;
+  /// group mode: its group is the gid in its name, no other bits), whoever the caller is. It is
+  /// opened O_RDONLY and mapped PROT_READ: such a mapped_table can never write the table, take
+  /// its lock or any lock byte, or unlink anything (a write through its view faults).
+  observer,
+  /// Root's `gpushare clean --force` on another user's table: checked as an observer's (the
+  /// object is what its name says), but opened read-write so that the cleaner can take the
+  /// table's lock and verify, under it, that the table is unused. Never removes an abandoned
+  /// creation (abandoned_creation::keep is forced).
+  clean_any_owner,
+};
+
+/// Does the object name "/gpushare.<domain>.<owner>.<key>" read, in some way, as having owner
+/// part `kind` `id` ("u1000", "g100")? Domains and keys may contain '.', so a name can have more
+/// than one reading; any will do, since the owner is then checked against the file itself.
+inline bool name_has_owner(std::string_view name, char kind, std::uint64_t id) {
+  const std::string part = std::string(".") + kind + std::to_string(id) + ".";
+  const std::size_t head = std::strlen(object_prefix) + 1; // "/gpushare."
+  if (name.size() <= head) return false;
+  for (std::size_t at = name.find(part, head); at != std::string_view::npos;
+       at = name.find(part, at + 1))
+    if (at > head && at + part.size() < name.size()) return true; // a domain and a key around it
+  return false;
+}
+
+/// "uid 65534, gid 65534, mode 0666, 2 links": the owner and mode of an object, for messages.
+inline std::string describe_owner(const struct stat& st) {
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777u));
+  return "uid " + std::to_string(st.st_uid) + ", gid " + std::to_string(st.st_gid) + ", mode " +
+         mode + ", " + std::to_string(st.st_nlink) + (st.st_nlink == 1 ? " link" : " links");
+}
+
+/// Refuses (errc::permission_denied) an object that `intent` must not trust: see open_intent.
+/// `expected` is the access mode the caller asks for (open_or_create); nullopt when any access
+/// mode the object and its name agree on will do (open_existing).
+inline void check_trust(const struct stat& st, const std::string& name, open_intent intent,
+                        std::optional<table_access> expected) {
+  const auto mode = static_cast<unsigned>(st.st_mode & 07777u);
+  // 0 links: unlinked since we opened it (a cleaner, a remover); the join protocol deals with
+  // that (it re-checks the name under the table lock). More than one: a link made elsewhere.
+  const bool regular = S_ISREG(st.st_mode) && st.st_nlink <= 1;
+  const bool self = intent == open_intent::participant;
+  const uid_t euid = ::geteuid();
+  const gid_t egid = ::getegid();
+  // User mode: owned by the uid of the name (the caller's, for a participant), 0600 or less.
+  const bool user_ok = (mode & 077u) == 0 && name_has_owner(name, 'u', st.st_uid) &&
+                       (!self || st.st_uid == euid) &&
+                       (!expected || *expected == table_access::user);
+  // Group mode: of the gid of the name (the caller's egid when it creates), 0660 or less.
+  const bool group_ok = (mode & 007u) == 0 && name_has_owner(name, 'g', st.st_gid) &&
+                        (!self || !expected || st.st_gid == egid) &&
+                        (!expected || *expected == table_access::group);
+  if (regular && (user_ok || group_ok)) return;
+  std::string want;
+  if (!expected || *expected == table_access::user)
+    want = "a user-mode table must be owned by the uid in its name" +
+           (self ? " (" + std::to_string(euid) + ")" : std::string()) +
+           " with no group or other permissions";
+  if (!expected || *expected == table_access::group)
+    want += std::string(want.empty() ? "a" : ", a") +
+            " group-mode table must have the gid in its name" +
+            (self && expected ? " (" + std::to_string(egid) + ")" : std::string()) +
+            " with no other permissions";
+  throw error(errc::permission_denied,
+              "refusing to open table '" + name + "': '" + object_path(name) + "' has " +
+                  describe_owner(st) + (S_ISREG(st.st_mode) ? "" : ", not a regular file") + " (" +
+                  want + ", and be a regular file with one link); the name is taken by uid " +
+                  std::to_string(st.st_uid) +
+                  ", and /dev/shm lets only that user or root remove it: use another "
+                  "GPUSHARE_DOMAIN, or ask root to remove it");
+}
+
 /// What open_existing() does with a creation it proves abandoned.
 enum class abandoned_creation {
   keep,   ///< leave it in place and report it (errc::invalid_argument): what observers do
@@ -290,6 +375,8 @@ public:
       view_ = std::exchange(o.view_, {});
       name_ = std::move(o.name_);
       created_ = o.created_;
+      intent_ = o.intent_;
+      expected_ = o.expected_;
     }
     return *this;
   }
@@ -299,13 +386,19 @@ public:
   static mapped_table open_or_create(const create_params& params);
   /// Opens an existing table by its object name ("/gpushare...."); never creates one.
   /// A creation proven abandoned is reported, and removed only with abandoned_creation::remove.
+  /// With open_intent::observer the table is mapped read-only and nothing is ever written,
+  /// locked or unlinked; with anything but open_intent::participant, abandoned_creation::keep is
+  /// forced (only a participant may remove its own abandoned creation).
   static mapped_table open_existing(const std::string& name, std::uint64_t timeout_ns,
-                                    abandoned_creation on_abandoned = abandoned_creation::keep);
+                                    abandoned_creation on_abandoned = abandoned_creation::keep,
+                                    open_intent intent = open_intent::participant);
 
   int fd() const noexcept { return fd_.get(); }
   const table_view& view() const noexcept { return view_; }
   const std::string& name() const noexcept { return name_; }
   bool created() const noexcept { return created_; }
+  /// Who opened it: an observer's mapping is read-only.
+  open_intent intent() const noexcept { return intent_; }
   /// Forget the descriptor without closing it (used in a forked child, where it is closed).
   void abandon_fd() noexcept { (void)fd_.release(); }
 
@@ -334,6 +427,8 @@ private:
   table_view view_;
   std::string name_;
   bool created_ = false;
+  open_intent intent_ = open_intent::participant;
+  std::optional<table_access> expected_; ///< the access open_or_create asked for
 };
 
 inline std::string copy_name_to(char* dst, std::size_t cap, std::string_view src) {
@@ -484,12 +579,15 @@ inline mapped_table::attach_result mapped_table::attach(unique_fd fd, unready_wa
   for (int look = 0; look < 3; ++look) {
     if (::fstat(fd.get(), &st) != 0)
       throw system_failure(errc::system_error, "cannot stat table '" + name_ + "'", errno);
+    // First of all: whose object is it? Nothing is read from, locked in or removed from an
+    // object the caller must not trust (docs/design.md, section 1).
+    check_trust(st, name_, intent_, expected_);
     crash_point("attach.stat");
     if (look > 0 && static_cast<std::size_t>(st.st_size) == file_size) break;
     file_size = static_cast<std::size_t>(st.st_size);
     state = init_state_fresh;
     if (file_size >= sizeof(table_prefix)) {
-      void* base = map_lockless(fd.get(), file_size, name_);
+      void* base = map_lockless(fd.get(), file_size, name_, intent_ != open_intent::observer);
       unmap();
       base_ = base;
       size_ = file_size;
@@ -528,7 +626,7 @@ inline mapped_table::attach_result mapped_table::attach(unique_fd fd, unready_wa
     watch = {now, st.st_dev, st.st_ino};
   if (now - watch.since_ns < abandon_grace_ns) return attach_result::initialising;
   // Ours, unfinished, and its init lock free for the whole grace period: the creator died.
-  if (on_abandoned == abandoned_creation::keep)
+  if (on_abandoned == abandoned_creation::keep || intent_ != open_intent::participant)
     throw error(errc::invalid_argument,
                 "table '" + name_ + "' does not exist yet: '" + path +
                     "' is a creation abandoned by its creator (" + u.why +
@@ -546,6 +644,7 @@ inline mapped_table mapped_table::open_or_create(const create_params& p) {
   const fork_registry::no_fork_scope no_fork;
   mapped_table t;
   t.name_ = table_object_name(p.domain, p.key, p.access);
+  t.expected_ = p.access;
   if (p.slot_count == 0 || p.slot_count > max_slot_count)
     throw error(errc::invalid_argument, "slot count " + std::to_string(p.slot_count) +
                                             " is out of range (1.." +
@@ -578,26 +677,45 @@ inline mapped_table mapped_table::open_or_create(const create_params& p) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   const int err = errno;
-  if (err == EACCES)
+  if (err == EACCES) {
+    // The name carries our own uid (or gid), so whoever owns this object took our name.
+    struct stat st {};
+    const std::string path = object_path(t.name_);
+    if (::stat(path.c_str(), &st) == 0)
+      throw error(errc::permission_denied,
+                  "permission denied opening table '" + t.name_ + "': '" + path + "' has " +
+                      describe_owner(st) + "; the name is taken by uid " +
+                      std::to_string(st.st_uid) +
+                      ", and /dev/shm lets only that user or root remove it: use another "
+                      "GPUSHARE_DOMAIN, or ask root to remove it" +
+                      (p.access == table_access::group
+                           ? std::string()
+                           : " (to share a table with a group, set GPUSHARE_TABLE_MODE=group in "
+                             "every process of the group)"));
     throw error(errc::permission_denied,
                 "permission denied opening table '" + t.name_ +
                     "': it belongs to another user or group; share it by setting "
                     "GPUSHARE_TABLE_MODE=group in every process of the group, or pick another "
                     "GPUSHARE_DOMAIN");
+  }
   if (err == ENOSPC)
     throw error(errc::no_space, "no space in /dev/shm to create table '" + t.name_ + "'");
   throw system_failure(errc::system_error, "cannot open table '" + t.name_ + "'", err);
 }
 
 inline mapped_table mapped_table::open_existing(const std::string& name, std::uint64_t timeout_ns,
-                                                abandoned_creation on_abandoned) {
+                                                abandoned_creation on_abandoned,
+                                                open_intent intent) {
   const fork_registry::no_fork_scope no_fork; // we may take the init lock (steal_and_unlink)
   mapped_table t;
   t.name_ = name;
+  t.intent_ = intent;
+  if (intent != open_intent::participant) on_abandoned = abandoned_creation::keep;
+  const int flags = (intent == open_intent::observer ? O_RDONLY : O_RDWR) | O_CLOEXEC;
   const std::uint64_t deadline = monotonic_ns() + timeout_ns;
   unready_watch unready;
   for (;;) {
-    const int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
+    const int fd = ::shm_open(name.c_str(), flags, 0);
     if (fd < 0) {
       const int err = errno;
       if (err == ENOENT) throw error(errc::invalid_argument, "no table named '" + name + "'");
