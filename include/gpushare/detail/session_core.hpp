@@ -416,9 +416,8 @@ private:
   /// (which zeroes the count) may have come between this guard's entry and its exit.
   static void leave_lease_guard(slot_record& s) noexcept {
     std::uint32_t cur = s.lease_guards.load(std::memory_order_relaxed);
-    while (cur > 0 &&
-           !s.lease_guards.compare_exchange_weak(cur, cur - 1, std::memory_order_seq_cst,
-                                                 std::memory_order_relaxed)) {
+    while (cur > 0 && !s.lease_guards.compare_exchange_weak(cur, cur - 1, std::memory_order_seq_cst,
+                                                            std::memory_order_relaxed)) {
     }
   }
 
