@@ -300,7 +300,8 @@ inline bool name_has_owner(std::string_view name, char kind, std::uint64_t id) {
 /// "uid 65534, gid 65534, mode 0666, 2 links": the owner and mode of an object, for messages.
 inline std::string describe_owner(const struct stat& st) {
   char mode[8];
-  std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777u));
+  const unsigned bits = st.st_mode & 07777u; // mode_t is unsigned: no cast (-Wuseless-cast)
+  std::snprintf(mode, sizeof mode, "%04o", bits);
   return "uid " + std::to_string(st.st_uid) + ", gid " + std::to_string(st.st_gid) + ", mode " +
          mode + ", " + std::to_string(st.st_nlink) + (st.st_nlink == 1 ? " link" : " links");
 }
@@ -310,7 +311,7 @@ inline std::string describe_owner(const struct stat& st) {
 /// mode the object and its name agree on will do (open_existing).
 inline void check_trust(const struct stat& st, const std::string& name, open_intent intent,
                         std::optional<table_access> expected) {
-  const auto mode = static_cast<unsigned>(st.st_mode & 07777u);
+  const unsigned mode = st.st_mode & 07777u;
   // 0 links: unlinked since we opened it (a cleaner, a remover); the join protocol deals with
   // that (it re-checks the name under the table lock). More than one: a link made elsewhere.
   const bool regular = S_ISREG(st.st_mode) && st.st_nlink <= 1;
