@@ -49,7 +49,7 @@ struct test_domain {
   std::string name;
   test_domain() {
     static int counter = 0;
-    name = test::numbered("trust-" + std::to_string(::getpid()) + "-", counter++);
+    name = test::numbered(std::string("trust-") + std::to_string(::getpid()) + "-", counter++);
   }
   ~test_domain() {
     for (const auto& e : list_tables(name)) ::shm_unlink(e.object_name.c_str());
@@ -96,7 +96,7 @@ public:
       ws();
       if (i_ != s_.size()) fail("trailing bytes");
     } catch (const std::string& why) {
-      return why + " at byte " + std::to_string(i_);
+      return why + std::string(" at byte ") + std::to_string(i_);
     }
     return "";
   }
@@ -245,7 +245,7 @@ std::string check_prometheus(const std::string& text) {
     const std::string line = text.substr(pos, end - pos);
     pos = end + 1;
     ++line_no;
-    const std::string where = "line " + std::to_string(line_no) + ": ";
+    const std::string where = std::string("line ") + std::to_string(line_no) + ": ";
     for (const char ch : line)
       if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) return where + "raw control byte";
     if (line.empty()) continue;

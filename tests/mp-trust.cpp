@@ -65,7 +65,8 @@ void record(outcome& o, const gpushare::error& e) {
 
 /// A domain of its own for one test; every object of it is removed at the end.
 struct test_domain {
-  std::string name = "trust" + std::to_string(::getpid()) + "x" + std::to_string(counter()++);
+  std::string name = std::string("trust") + std::to_string(::getpid()) + std::string("x") +
+                     std::to_string(counter()++);
   static std::atomic<int>& counter() {
     static std::atomic<int> c{0};
     return c;
@@ -81,7 +82,7 @@ struct test_domain {
     o.domain = name;
     o.access = a;
     o.capacity = 1 << 20;
-    o.name = "s" + std::to_string(::getpid());
+    o.name = std::string("s") + std::to_string(::getpid());
     return o;
   }
 };
@@ -123,8 +124,9 @@ std::vector<unsigned char> make_table_as(uid_t uid, const test_domain& d, const 
             (void)gpushare::table::open(key, d.options(access));
             return 0;
           }) == 0);
-  const std::string own =
-      d.object((access == gpushare::table_access::group ? "g" : "u") + std::to_string(uid), key);
+  std::string owner = access == gpushare::table_access::group ? "g" : "u";
+  owner += std::to_string(uid); // appended: see options()
+  const std::string own = d.object(owner, key);
   auto bytes = test::object_bytes(own);
   REQUIRE(bytes.has_value());
   REQUIRE(bytes->size() > 4096);
