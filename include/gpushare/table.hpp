@@ -312,19 +312,7 @@ inline table_snapshot copy_snapshot(const std::string& name, std::uint64_t timeo
     throw error(code, "table '" + name + "' " + why);
   };
   for (;;) {
-    const int raw = ::shm_open(name.c_str(), O_RDONLY | O_CLOEXEC, 0);
-    if (raw < 0) {
-      const int err = errno;
-      if (err == ENOENT) throw error(errc::invalid_argument, "no table named '" + name + "'");
-      if (err == EACCES)
-        throw error(errc::permission_denied,
-                    "permission denied opening table '" + name +
-                        "': it belongs to another user or group; run as its owner, or have "
-                        "its processes share it with GPUSHARE_TABLE_MODE=group and join "
-                        "their group");
-      throw system_failure(errc::system_error, "cannot open table '" + name + "'", err);
-    }
-    const unique_fd fd(raw);
+    const unique_fd fd = detail::open_table_object(name, O_RDONLY | O_CLOEXEC);
     struct stat st {};
     if (::fstat(fd.get(), &st) != 0)
       throw system_failure(errc::system_error, "cannot stat table '" + name + "'", errno);

@@ -346,6 +346,21 @@ inline void check_trust(const struct stat& st, const std::string& name, open_int
                   "GPUSHARE_DOMAIN, or ask root to remove it");
 }
 
+/// shm_open(name, flags) of an existing table object, with the errors a reader gets: no such
+/// table (invalid_argument), another user's (permission_denied), anything else (system_error).
+inline unique_fd open_table_object(const std::string& name, int flags) {
+  const int fd = ::shm_open(name.c_str(), flags, 0);
+  if (fd >= 0) return unique_fd(fd);
+  const int err = errno;
+  if (err == ENOENT) throw error(errc::invalid_argument, "no table named '" + name + "'");
+  if (err == EACCES)
+    throw error(errc::permission_denied,
+                "permission denied opening table '" + name +
+                    "': it belongs to another user or group; run as its owner, or have its "
+                    "processes share it with GPUSHARE_TABLE_MODE=group and join their group");
+  throw system_failure(errc::system_error, "cannot open table '" + name + "'", err);
+}
+
 /// What open_existing() does with a creation it proves abandoned.
 enum class abandoned_creation {
   keep,   ///< leave it in place and report it (errc::invalid_argument): what observers do
@@ -716,19 +731,7 @@ inline mapped_table mapped_table::open_existing(const std::string& name, std::ui
   const std::uint64_t deadline = monotonic_ns() + timeout_ns;
   unready_watch unready;
   for (;;) {
-    const int fd = ::shm_open(name.c_str(), flags, 0);
-    if (fd < 0) {
-      const int err = errno;
-      if (err == ENOENT) throw error(errc::invalid_argument, "no table named '" + name + "'");
-      if (err == EACCES)
-        throw error(errc::permission_denied,
-                    "permission denied opening table '" + name +
-                        "': it belongs to another user or group; run as its owner, or have "
-                        "its processes share it with GPUSHARE_TABLE_MODE=group and join "
-                        "their group");
-      throw system_failure(errc::system_error, "cannot open table '" + name + "'", err);
-    }
-    switch (t.attach(unique_fd(fd), unready, on_abandoned)) {
+    switch (t.attach(open_table_object(name, flags), unready, on_abandoned)) {
     case attach_result::ready: return t;
     case attach_result::removed: // only with abandoned_creation::remove
       throw error(errc::invalid_argument,
