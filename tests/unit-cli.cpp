@@ -3,7 +3,9 @@
 // Prometheus output, the recent device-time figure and the reading of table file names.
 #include <doctest/doctest.h>
 
+#include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <gpushare/discovery.hpp>
@@ -346,9 +348,22 @@ TEST_CASE("table file names are read into domain, owner and key") {
   CHECK_FALSE(parse_table_file_name("gpushare.ab.u1.k", "a").has_value());
 }
 
-TEST_CASE("error codes have stable names for JSON and metrics") {
-  CHECK(std::string(errc_name(errc::permission_denied)) == "permission_denied");
-  CHECK(std::string(errc_name(errc::table_incompatible)) == "table_incompatible");
-  CHECK(std::string(errc_name(errc::table_corrupt)) == "table_corrupt");
-  CHECK(std::string(errc_name(errc::table_busy)) == "table_busy");
+TEST_CASE("error codes have stable names for JSON and metrics (gpushare::to_string)") {
+  static_assert(std::string_view(gpushare::to_string(errc::no_free_slot)) == "no_free_slot");
+  CHECK(std::string(gpushare::to_string(errc::permission_denied)) == "permission_denied");
+  CHECK(std::string(gpushare::to_string(errc::table_incompatible)) == "table_incompatible");
+  CHECK(std::string(gpushare::to_string(errc::table_corrupt)) == "table_corrupt");
+  CHECK(std::string(gpushare::to_string(errc::table_busy)) == "table_busy");
+  CHECK(std::string(gpushare::to_string(errc::cuda_error)) == "cuda_error");
+  // Every code has its own name, and the name is the enumerator's spelling (lower case, '_').
+  std::set<std::string> names;
+  for (int c = static_cast<int>(errc::invalid_argument); c <= static_cast<int>(errc::cuda_error);
+       ++c) {
+    const std::string n = gpushare::to_string(static_cast<errc>(c));
+    CHECK(n != "unknown");
+    CHECK(n.find_first_not_of("abcdefghijklmnopqrstuvwxyz_") == std::string::npos);
+    names.insert(n);
+  }
+  CHECK(names.size() == static_cast<std::size_t>(errc::cuda_error));
+  CHECK(std::string(gpushare::to_string(static_cast<errc>(999))) == "unknown");
 }

@@ -105,7 +105,7 @@ inline std::string metrics_text(const sample& s) {
           {"table", t.entry.object_name}, {"key", t.entry.key}, {"domain", t.entry.domain}};
       x.sample("gpushare_table_up", labels, 0);
       label_set with_reason = labels;
-      with_reason.emplace_back("reason", errc_name(t.error.value_or(errc::system_error)));
+      with_reason.emplace_back("reason", gpushare::to_string(t.error.value_or(errc::system_error)));
       x.sample("gpushare_table_error", with_reason, 1);
       continue;
     }

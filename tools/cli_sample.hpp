@@ -42,29 +42,6 @@ struct sample {
   }
 };
 
-/// "permission_denied", "table_corrupt", ...: the stable name of an error code, for JSON.
-inline const char* errc_name(errc e) {
-  switch (e) {
-  case errc::invalid_argument: return "invalid_argument";
-  case errc::invalid_environment: return "invalid_environment";
-  case errc::table_incompatible: return "table_incompatible";
-  case errc::table_corrupt: return "table_corrupt";
-  case errc::table_busy: return "table_busy";
-  case errc::no_space: return "no_space";
-  case errc::permission_denied: return "permission_denied";
-  case errc::no_free_slot: return "no_free_slot";
-  case errc::guarantee_unavailable: return "guarantee_unavailable";
-  case errc::over_limit: return "over_limit";
-  case errc::exceeds_capacity: return "exceeds_capacity";
-  case errc::timeout: return "timeout";
-  case errc::session_closed: return "session_closed";
-  case errc::system_error: return "system_error";
-  case errc::no_device: return "no_device";
-  case errc::cuda_error: return "cuda_error";
-  }
-  return "other"; // a value outside the enumeration
-}
-
 /// One sentence for a human on why the table could not be read.
 inline std::string unreadable_text(const table_reading& t) {
   const table_entry& e = t.entry;

@@ -243,7 +243,7 @@ inline void unreadable_json(json_writer& w, const table_reading& t) {
   w.field("file_uid", t.entry.file_uid);
   w.field("file_gid", t.entry.file_gid);
   w.field("file_mode", mode_text(t.entry.file_mode));
-  w.field("error", errc_name(t.error.value_or(errc::system_error)));
+  w.field("error", gpushare::to_string(t.error.value_or(errc::system_error)));
   w.field("message", t.message);
   w.end_object();
 }

@@ -33,6 +33,31 @@ enum class errc {
   cuda_error,            ///< a CUDA call failed (CUDA layer; the message names the call)
 };
 
+/// The stable name of an error code, spelled as the enumerator: "no_free_slot", "timeout", ...
+/// Meant for logs, JSON and metrics labels; it never changes for an existing code. A value outside
+/// the enumeration (a cast integer) gives "unknown".
+constexpr const char* to_string(errc e) noexcept {
+  switch (e) {
+  case errc::invalid_argument: return "invalid_argument";
+  case errc::invalid_environment: return "invalid_environment";
+  case errc::table_incompatible: return "table_incompatible";
+  case errc::table_corrupt: return "table_corrupt";
+  case errc::table_busy: return "table_busy";
+  case errc::no_space: return "no_space";
+  case errc::permission_denied: return "permission_denied";
+  case errc::no_free_slot: return "no_free_slot";
+  case errc::guarantee_unavailable: return "guarantee_unavailable";
+  case errc::over_limit: return "over_limit";
+  case errc::exceeds_capacity: return "exceeds_capacity";
+  case errc::timeout: return "timeout";
+  case errc::session_closed: return "session_closed";
+  case errc::system_error: return "system_error";
+  case errc::no_device: return "no_device";
+  case errc::cuda_error: return "cuda_error";
+  }
+  return "unknown";
+}
+
 /// std::error_category for gpushare::errc, so codes can be compared with std::error_code.
 inline const std::error_category& category() noexcept {
   struct category_impl final : std::error_category {
