@@ -22,7 +22,7 @@ class session;
 ///
 /// A reservation keeps its session's state alive, but once the session has left (or was moved
 /// into a forked child), releasing it is a no-op: leaving already returned every byte.
-class reservation {
+class [[nodiscard]] reservation {
 public:
   reservation() = default;
   reservation(reservation&& o) noexcept
@@ -56,7 +56,7 @@ public:
     bytes_ += bytes;
   }
   /// Grows by `bytes` if that fits now; false otherwise (over-limit still throws).
-  bool try_grow(std::uint64_t bytes) {
+  [[nodiscard]] bool try_grow(std::uint64_t bytes) {
     if (!require_core().grow(bytes, 0, false)) return false;
     bytes_ += bytes;
     return true;

@@ -28,9 +28,9 @@ inline namespace v0 {
 /// time with set_device_time() (the CUDA layer does, from CUDA events). Guards of one session may
 /// be used from several threads; they hold the device together and each accounts its own time.
 /// Not copyable or movable: a guard belongs to the scope that waited for it.
-class scoped_kernel {
+class [[nodiscard]] scoped_kernel {
 public:
-  explicit scoped_kernel(session& s)
+  [[nodiscard]] explicit scoped_kernel(session& s)
       : core_(s.shared_core()), requested_ns_(detail::monotonic_ns()),
         on_lease_(core_->try_enter_on_lease()),
         start_ns_(on_lease_ ? requested_ns_ : core_->enter_guard(requested_ns_)) {}
@@ -39,7 +39,7 @@ public:
   /// guard: it is alive, so liveness never frees the device from it). Nothing is held after the
   /// throw: the waiter is no longer counted.
   template <class Rep, class Period>
-  scoped_kernel(session& s, std::chrono::duration<Rep, Period> timeout)
+  [[nodiscard]] scoped_kernel(session& s, std::chrono::duration<Rep, Period> timeout)
       : core_(s.shared_core()), requested_ns_(detail::monotonic_ns()),
         on_lease_(core_->try_enter_on_lease()),
         start_ns_(on_lease_ ? requested_ns_

@@ -36,7 +36,7 @@ class session {
 public:
   /// Joins the table for `key` (creating it if needed). Options not set here come from the
   /// environment (GPUSHARE_*), then from the defaults; see session_options.
-  explicit session(std::string_view key, const session_options& opts = {})
+  [[nodiscard]] explicit session(std::string_view key, const session_options& opts = {})
       : core_(std::make_shared<detail::session_core>(key, opts)) {}
 
   session(session&&) noexcept = default;
@@ -55,18 +55,21 @@ public:
   /// Throws errc::over_limit (over this session's memory limit) or errc::exceeds_capacity at
   /// once: those never fit. Throws errc::timeout if the memory did not become free in time.
   template <class Rep, class Period>
-  reservation reserve(std::uint64_t bytes, std::chrono::duration<Rep, Period> timeout) {
+  [[nodiscard]] reservation reserve(std::uint64_t bytes,
+                                    std::chrono::duration<Rep, Period> timeout) {
     core().grow(bytes, detail::to_ns(timeout), true);
     return reservation(core_, bytes);
   }
-  /// Reserves `bytes`, waiting as long as it takes. Waiting re-checks liveness every 100 ms, so
-  /// memory held by a peer that died is reclaimed and handed out.
-  reservation reserve(std::uint64_t bytes) {
+  /// Reserves `bytes` with no timeout: **blocks until they fit, forever if they never do** (a peer
+  /// holding memory and never releasing it keeps this call waiting). Waiting re-checks liveness
+  /// every 100 ms, so memory held by a peer that died is reclaimed and handed out. Prefer
+  /// reserve(bytes, timeout) unless waiting indefinitely is what the caller wants.
+  [[nodiscard]] reservation reserve(std::uint64_t bytes) {
     core().grow(bytes, detail::wait_forever_ns, true);
     return reservation(core_, bytes);
   }
   /// Reserves `bytes` if they fit now, else nullopt. Over-limit requests still throw.
-  std::optional<reservation> try_reserve(std::uint64_t bytes) {
+  [[nodiscard]] std::optional<reservation> try_reserve(std::uint64_t bytes) {
     if (!core().grow(bytes, 0, false)) return std::nullopt;
     return reservation(core_, bytes);
   }

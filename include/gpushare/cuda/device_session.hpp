@@ -47,8 +47,8 @@ class device_session {
 public:
   /// `device`: the CUDA ordinal as this process sees it; -1 for the calling thread's current
   /// device. Session options and the GPUSHARE_* environment work as for gpushare::session.
-  explicit device_session(int device = -1, const session_options& opts = {},
-                          const device_options& dopts = {}) {
+  [[nodiscard]] explicit device_session(int device = -1, const session_options& opts = {},
+                                        const device_options& dopts = {}) {
     const resolved_device_options r = resolve_device_options(dopts);
     info_ = describe_device(device < 0 ? current_device() : device);
 
@@ -126,7 +126,7 @@ public:
   /// sessions to free memory), then allocates them on this device; if cudaMalloc fails the
   /// reservation is rolled back. Over this session's limit: errc::over_limit at once, naming the
   /// session, its limit and the request. Returns nullptr for 0 bytes.
-  void* malloc(std::size_t bytes) {
+  [[nodiscard]] void* malloc(std::size_t bytes) {
     void* p = usable().allocate(bytes);
     remember_or_free(p, bytes, nullptr, false);
     return p;
@@ -138,7 +138,7 @@ public:
     usable().deallocate(p, state_->forget(p));
   }
   /// Budgeted cudaMallocAsync on `stream` (stream-ordered allocation from the device's pool).
-  void* malloc_async(std::size_t bytes, cudaStream_t stream) {
+  [[nodiscard]] void* malloc_async(std::size_t bytes, cudaStream_t stream) {
     void* p = usable().allocate_async(bytes, stream);
     remember_or_free(p, bytes, stream, true);
     return p;

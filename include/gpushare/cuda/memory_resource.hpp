@@ -49,7 +49,7 @@ public:
 
   explicit memory_resource(const device_session& s) : state_(s.shared_state()) {}
 
-  void* allocate(std::size_t bytes, std::size_t alignment = default_alignment) {
+  [[nodiscard]] void* allocate(std::size_t bytes, std::size_t alignment = default_alignment) {
     check_alignment(alignment);
     return state_->allocate(bytes);
   }
@@ -58,7 +58,8 @@ public:
     state_->deallocate(p, bytes);
   }
 
-  void* allocate_async(std::size_t bytes, std::size_t alignment, cudaStream_t stream) {
+  [[nodiscard]] void* allocate_async(std::size_t bytes, std::size_t alignment,
+                                     cudaStream_t stream) {
     check_alignment(alignment);
     return state_->allocate_async(bytes, stream);
   }
@@ -68,7 +69,8 @@ public:
   }
 
 #if GPUSHARE_CUDA_MR
-  void* allocate_async(std::size_t bytes, std::size_t alignment, ::cuda::stream_ref stream) {
+  [[nodiscard]] void* allocate_async(std::size_t bytes, std::size_t alignment,
+                                     ::cuda::stream_ref stream) {
     return allocate_async(bytes, alignment, stream.get());
   }
   void deallocate_async(void* p, std::size_t bytes, std::size_t alignment,

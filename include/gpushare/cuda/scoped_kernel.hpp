@@ -34,9 +34,9 @@ namespace cuda {
 ///
 /// A stream being captured into a CUDA Graph is not timed (nothing runs during capture); guard
 /// the cudaGraphLaunch instead. Not copyable or movable.
-class scoped_kernel {
+class [[nodiscard]] scoped_kernel {
 public:
-  explicit scoped_kernel(device_session& s, cudaStream_t stream = nullptr)
+  [[nodiscard]] explicit scoped_kernel(device_session& s, cudaStream_t stream = nullptr)
       : state_(s.shared_state()), stream_(stream), requested_ns_(gpushare::detail::monotonic_ns()),
         start_ns_(state_->core().enter_guard(requested_ns_)) {
     try {
