@@ -128,7 +128,8 @@ void print_table(const gpushare::table_snapshot& snap) {
 int run(pid_t& trainer_pid, pid_t& inference_pid) {
   std::printf("gpushare two-process demo: a host-only demo of the shared table (no GPU used)\n");
   std::printf("Capacity: 1 GiB of simulated device memory, shared by two processes.\n\n");
-  auto table = gpushare::table::open(key, options("observer")); // observes; holds no session
+  auto table = gpushare::table::open(key, gpushare::open_mode::open_or_create,
+                                     options("observer")); // observes; holds no session
 
   trainer_pid = spawn("trainer", trainer);
   check(wait_for(shared->trainer_ready), "the trainer did not reserve its memory");

@@ -533,7 +533,9 @@ TEST_CASE("tables whose locks a stopped process holds stall neither status nor s
     for (int i = 0; i < 3; ++i) {
       const std::string name =
           detail::table_object_name(d.name, test::numbered("GPU-stuck-", i), table_access::user);
-      if (i > 0) (void)table::open(test::numbered("GPU-stuck-", i), d.options("x"));
+      if (i > 0)
+        (void)table::open(test::numbered("GPU-stuck-", i), gpushare::open_mode::open_or_create,
+                          d.options("x"));
       cores.emplace_back(detail::mapped_table::open_existing(name, 1'000'000'000));
     }
     for (auto& c : cores) guards.push_back(std::make_unique<detail::table_core::guard>(c));

@@ -520,7 +520,7 @@ TEST_CASE("status with no tables in the domain says so and succeeds") {
 TEST_CASE("status reports a table of another layout and a table it may not open, and goes on") {
   test_domain d;
   session ok("good", d.options("fine"));
-  { auto t = table::open("old", d.options("x")); }
+  { auto t = table::open("old", gpushare::open_mode::open_or_create, d.options("x")); }
   {
     const int fd = ::shm_open(d.object_name("old").c_str(), O_RDWR, 0);
     REQUIRE(fd >= 0);
@@ -616,7 +616,9 @@ TEST_CASE("set changes a live session's settings, seen by the session and by sta
 
 TEST_CASE("set reaches a session of another process, by slot number with --table") {
   test_domain d;
-  { auto t = table::open("gpu-b", d.options("x")); } // a second table: the slot needs --table
+  {
+    auto t = table::open("gpu-b", gpushare::open_mode::open_or_create, d.options("x"));
+  } // a second table: the slot needs --table
   const pid_t holder = spawn_holder(d, "gpu", "remote", 0, 100 * MiB);
   auto t = table::open_existing(d.object_name("gpu"));
   const auto ids = t.find("remote");
@@ -693,7 +695,9 @@ TEST_CASE("clean removes a table whose only session was killed and keeps one wit
   const pid_t victim = spawn_holder(d, "dead", "victim", 3 * MiB);
   kill_holder(victim);
   session alive("live", d.options("survivor"));
-  { auto t = table::open("empty", d.options("x")); } // never had a session
+  {
+    auto t = table::open("empty", gpushare::open_mode::open_or_create, d.options("x"));
+  } // never had a session
   REQUIRE(d.exists("dead"));
 
   const cli_result dry = run_cli({"clean", "--domain", d.name(), "--dry-run"});
@@ -722,7 +726,7 @@ TEST_CASE("clean removes a table whose only session was killed and keeps one wit
 TEST_CASE("clean --force removes tables in use and tables of another layout") {
   test_domain d;
   session alive("live", d.options("user"));
-  { auto t = table::open("odd", d.options("x")); }
+  { auto t = table::open("odd", gpushare::open_mode::open_or_create, d.options("x")); }
   {
     const int fd = ::shm_open(d.object_name("odd").c_str(), O_RDWR, 0);
     REQUIRE(fd >= 0);
@@ -795,7 +799,9 @@ int check_in_named_table(session& s) {
 
 TEST_CASE("a join that opened a table just before clean removed it joins the table now named") {
   test_domain d;
-  { auto t = table::open("gpu", d.options("x")); } // exists, with no session
+  {
+    auto t = table::open("gpu", gpushare::open_mode::open_or_create, d.options("x"));
+  } // exists, with no session
   test::shared_block<std::atomic<int>> shared(2);
   race_domain = d.name();
   race_clean_exit = &shared[0];

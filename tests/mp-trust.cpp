@@ -121,7 +121,8 @@ outcome join_as(uid_t uid, gid_t gid, const test_domain& d, const std::string& k
 std::vector<unsigned char> make_table_as(uid_t uid, const test_domain& d, const std::string& key,
                                          gpushare::table_access access) {
   REQUIRE(run_as(uid, uid, [&] {
-            (void)gpushare::table::open(key, d.options(access));
+            (void)gpushare::table::open(key, gpushare::open_mode::open_or_create,
+                                        d.options(access));
             return 0;
           }) == 0);
   std::string owner = access == gpushare::table_access::group ? "g" : "u";

@@ -60,7 +60,9 @@ public:
   gpushare::session join(const std::string& name = "test") const {
     return gpushare::session(key_, options(name));
   }
-  gpushare::table open() const { return gpushare::table::open(key_, opts_); }
+  gpushare::table open() const {
+    return gpushare::table::open(key_, gpushare::open_mode::open_or_create, opts_);
+  }
 
 private:
   std::string key_;

@@ -355,15 +355,16 @@ TEST_CASE("error codes have stable names for JSON and metrics (gpushare::to_stri
   CHECK(std::string(gpushare::to_string(errc::table_corrupt)) == "table_corrupt");
   CHECK(std::string(gpushare::to_string(errc::table_busy)) == "table_busy");
   CHECK(std::string(gpushare::to_string(errc::cuda_error)) == "cuda_error");
+  CHECK(std::string(gpushare::to_string(errc::no_such_table)) == "no_such_table");
   // Every code has its own name, and the name is the enumerator's spelling (lower case, '_').
   std::set<std::string> names;
-  for (int c = static_cast<int>(errc::invalid_argument); c <= static_cast<int>(errc::cuda_error);
+  for (int c = static_cast<int>(errc::invalid_argument); c <= static_cast<int>(errc::no_such_table);
        ++c) {
     const std::string n = gpushare::to_string(static_cast<errc>(c));
     CHECK(n != "unknown");
     CHECK(n.find_first_not_of("abcdefghijklmnopqrstuvwxyz_") == std::string::npos);
     names.insert(n);
   }
-  CHECK(names.size() == static_cast<std::size_t>(errc::cuda_error));
+  CHECK(names.size() == static_cast<std::size_t>(errc::no_such_table));
   CHECK(std::string(gpushare::to_string(static_cast<errc>(999))) == "unknown");
 }

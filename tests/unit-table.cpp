@@ -147,7 +147,7 @@ TEST_CASE("tables are created 0600 by default and 0660 only when asked") {
 
   session_options o = t.options();
   o.access = table_access::group;
-  auto shared = table::open(t.key(), o);
+  auto shared = table::open(t.key(), gpushare::open_mode::open_or_create, o);
   const std::string gname = d::table_object_name("gpusharetest", t.key(), table_access::group);
   CHECK(shared.object_name() == gname);
   REQUIRE(::stat(shm_path(gname).c_str(), &st) == 0);
@@ -325,7 +325,7 @@ TEST_CASE("an empty object (creator died before writing) is recreated, open_exis
     if (e == entry::open_existing) {
       const std::optional<gpushare::error> err = test::thrown([&] { (void)open_via(t, e); });
       REQUIRE(err.has_value());
-      CHECK(err->code() == errc::invalid_argument);
+      CHECK(err->code() == errc::no_such_table);
       const std::string msg = err->what();
       CHECK(msg.find(quoted_path(t.object_name())) != std::string::npos);
       CHECK(msg.find("abandoned") != std::string::npos);
@@ -348,7 +348,8 @@ TEST_CASE("an empty object whose init lock is held is waited for, not taken over
   REQUIRE(d::try_lock_byte(fd, d::init_lock_byte) == 0); // a creator, alive, not yet sizing
   session_options o = t.options();
   o.open_timeout = 300ms;
-  const std::optional<gpushare::error> err = test::thrown([&] { (void)table::open(t.key(), o); });
+  const std::optional<gpushare::error> err =
+      test::thrown([&] { (void)table::open(t.key(), gpushare::open_mode::open_or_create, o); });
   REQUIRE(err.has_value());
   CHECK(err->code() == errc::table_busy);
   CHECK(test::object_bytes(t.object_name()) == std::vector<unsigned char>{});
@@ -377,7 +378,7 @@ TEST_CASE("a creator killed at each step of creating is recovered, never by open
       if (e == entry::open_existing) {
         const std::optional<gpushare::error> err = test::thrown([&] { (void)open_via(t, e); });
         REQUIRE(err.has_value());
-        CHECK(err->code() == errc::invalid_argument);
+        CHECK(err->code() == errc::no_such_table);
         CHECK(std::string(err->what()).find(shm_path(t.object_name())) != std::string::npos);
         CHECK(test::object_bytes(t.object_name()) == left); // left in place, unchanged
       }
@@ -463,7 +464,7 @@ TEST_CASE("opening waits for a live creator, boundedly, then reports table_busy"
   o.open_timeout = 300ms;
   const auto start = test::now_ns();
   try {
-    (void)table::open(t.key(), o);
+    (void)table::open(t.key(), gpushare::open_mode::open_or_create, o);
     FAIL("expected table_busy");
   } catch (const gpushare::error& e) {
     CHECK(e.code() == errc::table_busy);
@@ -473,7 +474,7 @@ TEST_CASE("opening waits for a live creator, boundedly, then reports table_busy"
   CHECK(waited >= 250'000'000ull);
   CHECK(waited < 2'000'000'000ull);
   ::close(fd); // the "creator" dies: now the table is taken over
-  auto tab = table::open(t.key(), o);
+  auto tab = table::open(t.key(), gpushare::open_mode::open_or_create, o);
   CHECK(tab.created());
 }
 
@@ -517,13 +518,61 @@ TEST_CASE("strings read from the table are bounded even when scribbled over") {
   CHECK(snap.key.size() == d::key_capacity);
 }
 
+TEST_CASE("table::open creates only with open_mode::open_or_create") {
+  test::unique_table t("mode-open", 10 * MiB);
+  // open_existing on a missing table: no_such_table, and nothing is left behind.
+  const std::optional<gpushare::error> err = test::thrown(
+      [&] { (void)table::open(t.key(), gpushare::open_mode::open_existing, t.options()); });
+  REQUIRE(err.has_value());
+  CHECK(err->code() == errc::no_such_table);
+  CHECK(std::string(err->what()).find(t.object_name()) != std::string::npos);
+  struct stat st {};
+  CHECK(::stat(shm_path(t.object_name()).c_str(), &st) != 0);
+  // open_or_create creates it, with the options' capacity.
+  auto created = table::open(t.key(), gpushare::open_mode::open_or_create, t.options());
+  CHECK(created.created());
+  CHECK(created.snapshot().capacity == 10 * MiB);
+  // Now open_existing finds it, and a capacity asked for by an opener changes nothing.
+  session_options bigger = t.options();
+  bigger.capacity = 20 * MiB;
+  auto existing = table::open(t.key(), gpushare::open_mode::open_existing, bigger);
+  CHECK_FALSE(existing.created());
+  CHECK(existing.object_name() == t.object_name());
+  CHECK(existing.snapshot().capacity == 10 * MiB);
+}
+
+TEST_CASE("table::remove removes an unused table and never one a live session uses") {
+  test::unique_table t("remove", 10 * MiB);
+  struct stat st {};
+  // No table: gone, nothing thrown.
+  CHECK(table::remove(t.key(), t.options()).status == removal_status::gone);
+  {
+    session s = t.join("user");
+    const removal_result busy = table::remove(t.key(), t.options());
+    CHECK(busy.status == removal_status::in_use);
+    CHECK(busy.live_sessions == 1);
+    CHECK(::stat(shm_path(t.object_name()).c_str(), &st) == 0); // still there
+    CHECK(t.open().snapshot().sessions.size() == 1);            // and the session with it
+  }
+  // The session left: the table is unused now and goes.
+  const removal_result done = table::remove(t.key(), t.options());
+  CHECK(done.status == removal_status::removed);
+  CHECK(::stat(shm_path(t.object_name()).c_str(), &st) != 0);
+  // Another domain's options name another object: this one is not touched.
+  (void)t.open();
+  session_options other = t.options();
+  other.domain = "gpusharetest2";
+  CHECK(table::remove(t.key(), other).status == removal_status::gone);
+  CHECK(::stat(shm_path(t.object_name()).c_str(), &st) == 0);
+}
+
 TEST_CASE("open_existing never creates a table") {
   test::unique_table t("existing", 10 * MiB);
   try {
     (void)table::open_existing(t.object_name());
     FAIL("expected an error");
   } catch (const gpushare::error& e) {
-    CHECK(e.code() == errc::invalid_argument);
+    CHECK(e.code() == errc::no_such_table);
     CHECK(std::string(e.what()).find("no table named") != std::string::npos);
   }
   (void)t.open();

@@ -75,9 +75,9 @@ inline sample take_sample(const std::optional<std::string>& domain) {
       // A name can read as several domains (see parse_table_file_name); the header decides.
       if (domain && t.snapshot->domain != *domain) continue;
     } catch (const gpushare::error& err) {
-      // invalid_argument: the name vanished, or it is a creation abandoned by its creator (not
-      // a table: the next session of its key recreates it, `gpushare clean` removes it).
-      if (err.code() == errc::invalid_argument) continue;
+      // no_such_table: the name vanished, or it is a creation abandoned by its creator (not a
+      // table: the next session of its key recreates it, `gpushare clean` removes it).
+      if (err.code() == errc::no_such_table) continue;
       t.error = err.code();
       t.message = err.what();
     }

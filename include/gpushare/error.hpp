@@ -31,6 +31,8 @@ enum class errc {
   system_error,          ///< an operating-system call failed unexpectedly (see the message)
   no_device,             ///< no usable GPU (CUDA layer)
   cuda_error,            ///< a CUDA call failed (CUDA layer; the message names the call)
+  no_such_table,         ///< opening without creating: there is no table of that name (or only
+                         ///< a creation its creator abandoned, which is not a table)
 };
 
 /// The stable name of an error code, spelled as the enumerator: "no_free_slot", "timeout", ...
@@ -54,6 +56,7 @@ constexpr const char* to_string(errc e) noexcept {
   case errc::system_error: return "system_error";
   case errc::no_device: return "no_device";
   case errc::cuda_error: return "cuda_error";
+  case errc::no_such_table: return "no_such_table";
   }
   return "unknown";
 }
@@ -80,6 +83,7 @@ inline const std::error_category& category() noexcept {
       case errc::system_error: return "system error";
       case errc::no_device: return "no CUDA device available";
       case errc::cuda_error: return "CUDA error";
+      case errc::no_such_table: return "no such table";
       }
       return "unknown gpushare error";
     }

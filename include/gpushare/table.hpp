@@ -21,6 +21,7 @@
 
 #include <gpushare/detail/table_core.hpp>
 #include <gpushare/options.hpp>
+#include <gpushare/removal.hpp>
 
 namespace gpushare {
 inline namespace v0 {
@@ -303,7 +304,7 @@ struct table_copy_deleter {
 /// from the copy. Sessions whose owners are dead (their slot lock is free) are left out, but not
 /// reclaimed. Nothing holds the copy consistent: a snapshot taken while sessions work may be
 /// torn (totals that do not add up, a session half updated); it is meant for display.
-/// Throws errc::invalid_argument if there is no such table or it is an unfinished creation whose
+/// Throws errc::no_such_table if there is no such table or it is an unfinished creation whose
 /// creator is gone, errc::table_busy if its creator still initialises it after `timeout_ns`,
 /// errc::permission_denied, errc::table_corrupt or errc::table_incompatible.
 inline table_snapshot copy_snapshot(const std::string& name, std::uint64_t timeout_ns) {
@@ -341,7 +342,7 @@ inline table_snapshot copy_snapshot(const std::string& name, std::uint64_t timeo
     if (!ready && (got < sizeof(table_prefix) || pre.magic == table_magic)) {
       // An unfinished creation: wait while its creator holds the init lock, else leave it.
       if (probe_byte(fd.get(), init_lock_byte) != holder::other)
-        throw error(errc::invalid_argument,
+        throw error(errc::no_such_table,
                     "table '" + name + "' is a creation abandoned by its creator");
       if (monotonic_ns() > deadline)
         throw error(errc::table_busy, "table '" + name + "' is still being initialised");
@@ -389,17 +390,37 @@ inline void record_device_observation(table_core& core_, std::string_view name, 
 
 } // namespace detail
 
+/// What table::open() does when the key has no table yet. There is no default: whether a call
+/// may create a table is the caller's decision, written where it is made.
+enum class open_mode {
+  /// Never create: a missing table is errc::no_such_table. What observers want (a monitoring
+  /// script, a dashboard): looking must not leave a table behind.
+  open_existing,
+  /// Create it if needed, with the capacity, access mode and domain of the options (as a
+  /// session joining the key does). Only the creator's capacity counts: a table that already
+  /// exists keeps its own.
+  open_or_create,
+};
+
 /// A handle on a table for observing and administering it (the CLI, tests, monitoring). It holds
 /// no session: opening one never appears in a snapshot.
 ///
-///     auto t = gpushare::table::open("GPU-1234");
+///     auto t = gpushare::table::open("GPU-1234", gpushare::open_mode::open_existing);
 ///     for (const auto& s : t.snapshot().sessions) std::cout << s.name << ' ' << s.reserved;
+///
+/// Which calls create a table: gpushare::session (and cuda::device_session) always may;
+/// table::open only with open_mode::open_or_create; nothing else does.
 class table {
 public:
-  /// Opens the table for `key` (creating it if needed), with domain, access and capacity from
-  /// `opts` and the environment.
-  static table open(std::string_view key, const session_options& opts = {}) {
+  /// Opens the table for `key` in the domain and access mode of `opts` and the environment
+  /// (GPUSHARE_DOMAIN, GPUSHARE_ACCESS). With open_mode::open_existing a missing table is
+  /// errc::no_such_table; with open_mode::open_or_create it is created with `opts.capacity`.
+  static table open(std::string_view key, open_mode mode, const session_options& opts = {}) {
     const resolved_options r = resolve_options(opts);
+    if (mode == open_mode::open_existing)
+      return table(detail::mapped_table::open_existing(
+          detail::table_object_name(r.domain, key, r.access), detail::to_ns(r.open_timeout),
+          detail::abandoned_creation::keep));
     detail::create_params p;
     p.domain = r.domain;
     p.key = std::string(key);
@@ -407,6 +428,22 @@ public:
     p.capacity = r.capacity;
     p.open_timeout_ns = detail::to_ns(r.open_timeout);
     return table(detail::mapped_table::open_or_create(p));
+  }
+
+  /// Removes the table for `key` (domain and access mode from `opts` and the environment, as for
+  /// open()) if no session uses it: a table with a live session, or one being created or joined,
+  /// is never removed; the result then says removal_status::in_use and how many sessions live
+  /// in it. Sessions that died are no obstacle (their slots go with the table). Returns
+  /// removal_status::gone if there was no table. Uses the clean protocol (docs/cli.md), so a
+  /// process joining at the same moment joins a table that exists, never the removed one.
+  /// Throws errc::permission_denied (another user's table), errc::table_incompatible,
+  /// errc::table_corrupt, errc::table_busy (its lock held by a stopped process).
+  static removal_result remove(std::string_view key, const session_options& opts = {}) {
+    const resolved_options r = resolve_options(opts);
+    removal_options o;
+    o.domain = r.domain;
+    o.open_timeout = r.open_timeout;
+    return remove_unused_table(detail::table_object_name(r.domain, key, r.access), o);
   }
 
   /// Opens an existing table by its shm object name ("/gpushare.<domain>.<owner>.<key>").

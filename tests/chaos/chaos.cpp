@@ -283,7 +283,8 @@ int run(const options& o) {
   gpushare::session_options so;
   so.domain = "gpusharechaos";
   so.capacity = capacity;
-  auto table = gpushare::table::open(o.key, so); // creates it; holds no session
+  auto table = gpushare::table::open(o.key, gpushare::open_mode::open_or_create,
+                                     so); // creates it; holds no session
   gpushare::detail::table_core raw(
       gpushare::detail::mapped_table::open_existing(table.object_name(), 1'000'000'000));
 

@@ -352,7 +352,11 @@ inline unique_fd open_table_object(const std::string& name, int flags) {
   const int fd = ::shm_open(name.c_str(), flags, 0);
   if (fd >= 0) return unique_fd(fd);
   const int err = errno;
-  if (err == ENOENT) throw error(errc::invalid_argument, "no table named '" + name + "'");
+  if (err == ENOENT)
+    throw error(errc::no_such_table,
+                "no table named '" + name +
+                    "' (a table exists once a session of its key has joined; `gpushare status` "
+                    "lists the tables there are)");
   if (err == EACCES)
     throw error(errc::permission_denied,
                 "permission denied opening table '" + name +
@@ -363,7 +367,7 @@ inline unique_fd open_table_object(const std::string& name, int flags) {
 
 /// What open_existing() does with a creation it proves abandoned.
 enum class abandoned_creation {
-  keep,   ///< leave it in place and report it (errc::invalid_argument): what observers do
+  keep,   ///< leave it in place and report it (errc::no_such_table): what observers do
   remove, ///< unlink it, then report it removed: what `gpushare clean` does
 };
 
@@ -643,7 +647,7 @@ inline mapped_table::attach_result mapped_table::attach(unique_fd fd, unready_wa
   if (now - watch.since_ns < abandon_grace_ns) return attach_result::initialising;
   // Ours, unfinished, and its init lock free for the whole grace period: the creator died.
   if (on_abandoned == abandoned_creation::keep || intent_ != open_intent::participant)
-    throw error(errc::invalid_argument,
+    throw error(errc::no_such_table,
                 "table '" + name_ + "' does not exist yet: '" + path +
                     "' is a creation abandoned by its creator (" + u.why +
                     "); it was left in place, and the next gpushare::session or "
@@ -734,7 +738,7 @@ inline mapped_table mapped_table::open_existing(const std::string& name, std::ui
     switch (t.attach(open_table_object(name, flags), unready, on_abandoned)) {
     case attach_result::ready: return t;
     case attach_result::removed: // only with abandoned_creation::remove
-      throw error(errc::invalid_argument,
+      throw error(errc::no_such_table,
                   "table '" + name + "' was abandoned by its creator and has been removed");
     case attach_result::initialising: break;
     }
