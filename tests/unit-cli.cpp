@@ -3,6 +3,7 @@
 // Prometheus output, the recent device-time figure and the reading of table file names.
 #include <doctest/doctest.h>
 
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -11,11 +12,13 @@
 #include <gpushare/discovery.hpp>
 
 #include "cli_args.hpp"
+#include "cli_clean.hpp"
 #include "cli_format.hpp"
 #include "cli_json.hpp"
 #include "cli_prometheus.hpp"
 #include "cli_sample.hpp"
 #include "cli_set.hpp"
+#include "cli_status.hpp"
 
 using namespace gpushare;
 using namespace gpushare::cli;
@@ -367,4 +370,153 @@ TEST_CASE("error codes have stable names for JSON and metrics (gpushare::to_stri
   }
   CHECK(names.size() == static_cast<std::size_t>(errc::no_such_table));
   CHECK(std::string(gpushare::to_string(static_cast<errc>(999))) == "unknown");
+}
+
+TEST_CASE("plural: singular for exactly one, plural otherwise") {
+  CHECK(plural(0, "table") == "0 tables");
+  CHECK(plural(1, "table") == "1 table");
+  CHECK(plural(2, "table") == "2 tables");
+  CHECK(plural(1, "live session") == "1 live session");
+  CHECK(plural(3, "live session") == "3 live sessions");
+  CHECK(plural(1, "entry", "entries") == "1 entry");
+  CHECK(plural(2, "entry", "entries") == "2 entries");
+  CHECK(sessions_text(1, "live") == "1 live session");
+  CHECK(sessions_text(2, "dead") == "2 dead sessions");
+}
+
+TEST_CASE("a mistyped command or option suggests the nearest one") {
+  constexpr std::string_view commands[] = {"status", "top", "set", "clean", "metrics", "help"};
+  CHECK(nearest("stat", commands) == "status");   // the only command it begins
+  CHECK(nearest("stauts", commands) == "status"); // two letters swapped
+  CHECK(nearest("tpo", commands) == "top");
+  CHECK(nearest("sett", commands) == "set");
+  CHECK(nearest("cleen", commands) == "clean");
+  CHECK(nearest("metric", commands) == "metrics");
+  CHECK_FALSE(nearest("frobnicate", commands).has_value());
+  CHECK_FALSE(nearest("s", commands).has_value()); // status and set: too short to pick one
+  CHECK_FALSE(nearest("", commands).has_value());
+  CHECK(did_you_mean("stat", commands) == "; did you mean 'status'?");
+  CHECK(did_you_mean("xyzzy", commands).empty());
+  CHECK(edit_distance("status", "status") == 0);
+  CHECK(edit_distance("stauts", "status") == 1);
+  CHECK(edit_distance("", "top") == 3);
+
+  constexpr std::string_view options[] = {"--domain", "--json"};
+  CHECK(nearest("--dommain", options) == "--domain");
+  CHECK(nearest("-json", options) == "--json");
+  CHECK(nearest("--dom", options) == "--domain");
+  CHECK(usage_message([] {
+          parse({"--domian", "x"});
+        }) == "unknown option '--domian'; did you mean '--domain'?");
+  CHECK(usage_message([] { parse({"--hepl"}); }) ==
+        "unknown option '--hepl'; did you mean '--help'?");
+  CHECK(usage_message([] { parse({"--xyzzy"}); }) == "unknown option '--xyzzy'");
+}
+
+namespace {
+constexpr flag_spec domain_specs[] = {{"--domain", true}, {"--all-domains", false}};
+
+/// domain_option() over `words`, with GPUSHARE_DOMAIN unset (nullopt) or set to `env`.
+domain_choice domain_of(std::vector<std::string> words, std::optional<std::string> env) {
+  const parsed_args a = parse_command_line(words, domain_specs, 0);
+  return domain_option(a, [env](const char* name) -> std::optional<std::string> {
+    if (std::string_view(name) == "GPUSHARE_DOMAIN") return env;
+    return std::nullopt;
+  });
+}
+} // namespace
+
+TEST_CASE(
+    "the domain is --domain, else GPUSHARE_DOMAIN, else every domain, or all with --all-domains") {
+  const domain_choice every = domain_of({}, std::nullopt);
+  CHECK_FALSE(every.name.has_value());
+  CHECK(every.text() == "every domain");
+
+  const domain_choice env = domain_of({}, "team-a");
+  CHECK(env.name == "team-a");
+  CHECK(env.from_environment);
+  CHECK(env.text() == "domain \"team-a\" (from GPUSHARE_DOMAIN)");
+
+  const domain_choice flag = domain_of({"--domain", "team-b"}, "team-a");
+  CHECK(flag.name == "team-b");
+  CHECK_FALSE(flag.from_environment);
+  CHECK(flag.text() == "domain \"team-b\"");
+  // A bad GPUSHARE_DOMAIN does not matter when --domain or --all-domains overrides it.
+  CHECK(domain_of({"--domain", "team-b"}, "bad/domain").name == "team-b");
+  CHECK_FALSE(domain_of({"--all-domains"}, "bad/domain").name.has_value());
+  CHECK_FALSE(domain_of({"--all-domains"}, "team-a").name.has_value());
+
+  CHECK(usage_message([] {
+          domain_of({}, "bad/domain");
+        }).starts_with("environment variable GPUSHARE_DOMAIN=\"bad/domain\" is invalid"));
+  CHECK(usage_message([] {
+          domain_of({}, "bad/domain");
+        }).ends_with("(or override it with --domain D or --all-domains)"));
+  CHECK(usage_message([] {
+          domain_of({}, "");
+        }).starts_with("environment variable GPUSHARE_DOMAIN is set but empty"));
+  CHECK(usage_message([] {
+          domain_of({"--domain", "bad/domain"}, std::nullopt);
+        }).starts_with("--domain: "));
+  CHECK(usage_message([] {
+          domain_of({"--domain", "a", "--all-domains"}, std::nullopt);
+        }) == "give --domain or --all-domains, not both");
+}
+
+TEST_CASE("no tables: says which domain has none and which domains have some") {
+  domain_choice every;
+  domain_choice one;
+  one.name = "nosuch";
+  domain_choice from_env = one;
+  from_env.from_environment = true;
+  CHECK(no_tables_text({}, every) == "there are no gpushare tables in /dev/shm");
+  CHECK(no_tables_text({}, one) ==
+        "domain \"nosuch\" has no tables (there are no gpushare tables in /dev/shm at all)");
+  CHECK(no_tables_text({"a"}, one) ==
+        "domain \"nosuch\" has no tables; tables exist in domain \"a\" (see `gpushare status "
+        "--all-domains`)");
+  CHECK(no_tables_text({"a", "b"}, from_env) ==
+        "domain \"nosuch\" (from GPUSHARE_DOMAIN) has no tables; tables exist in domains \"a\", "
+        "\"b\" (see `gpushare status --all-domains`)");
+
+  sample empty;
+  empty.other_domains = {"a"};
+  CHECK(status_text(nullptr, empty, one) == no_tables_text({"a"}, one) + "\n");
+}
+
+TEST_CASE("status text: counts of tables, sessions and slots agree in number") {
+  auto reading = [](std::uint32_t slots, std::uint32_t sessions) {
+    table_reading t;
+    t.entry.object_name = std::string("/gpushare.d.u0.k") + std::to_string(slots);
+    t.snapshot.emplace();
+    t.snapshot->object_name = t.entry.object_name;
+    t.snapshot->slot_count = slots;
+    for (std::uint32_t i = 0; i < sessions; ++i) {
+      session_info s;
+      s.id = {i, 1};
+      s.name = std::string("s") + std::to_string(i);
+      t.snapshot->sessions.push_back(s);
+    }
+    return t;
+  };
+  const domain_choice every;
+  sample one;
+  one.tables.push_back(reading(1, 1));
+  const std::string one_text = status_text(nullptr, one, every);
+  CHECK(one_text.starts_with("1 table, 1 live session\n"));
+  CHECK(one_text.find(", 1 slot, created by pid") != std::string::npos);
+
+  sample two;
+  two.tables.push_back(reading(2, 2));
+  two.tables.push_back(reading(3, 0));
+  const std::string two_text = status_text(nullptr, two, every);
+  CHECK(two_text.starts_with("2 tables, 2 live sessions\n"));
+  CHECK(two_text.find(", 2 slots, created by pid") != std::string::npos);
+
+  domain_choice from_env;
+  from_env.name = "d";
+  from_env.from_environment = true;
+  CHECK(status_text(nullptr, one, from_env)
+            .starts_with("1 table, 1 live session (only domain \"d\", from GPUSHARE_DOMAIN; "
+                         "--all-domains shows every domain)\n"));
 }

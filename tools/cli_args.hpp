@@ -3,6 +3,7 @@
 // Every mistake becomes a usage_error, which main() reports with the usage and exit code 2.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -43,6 +44,61 @@ struct parsed_args {
   }
 };
 
+/// Edit distance between `a` and `b`: insertions, deletions, substitutions and swaps of two
+/// neighbouring characters count 1 each ("stauts" is 1 from "status").
+inline std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i)
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min(
+          {d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
+
+/// The candidate the user most likely meant by `word`, if one is close enough: the only candidate
+/// that `word` begins ("stat" -> "status"), else the nearest by edit_distance, at most 1 away for
+/// a word of up to 4 characters and at most 2 for a longer one. Leading dashes are ignored, so
+/// "-domain" and "--domian" both find "--domain". nullopt when nothing is close.
+inline std::optional<std::string_view> nearest(std::string_view word,
+                                               std::span<const std::string_view> candidates) {
+  const auto bare = [](std::string_view s) {
+    return s.substr(std::min(s.find_first_not_of('-'), s.size()));
+  };
+  const std::string_view w = bare(word);
+  if (w.empty()) return std::nullopt;
+  std::optional<std::string_view> prefix_of;
+  int prefixes = 0;
+  for (const std::string_view c : candidates)
+    if (bare(c).starts_with(w)) {
+      prefix_of = c;
+      ++prefixes;
+    }
+  if (prefixes == 1) return prefix_of;
+  const std::size_t limit = w.size() <= 4 ? 1 : 2;
+  std::optional<std::string_view> best;
+  std::size_t best_distance = limit + 1;
+  for (const std::string_view c : candidates) {
+    const std::size_t distance = edit_distance(w, bare(c));
+    if (distance < best_distance) {
+      best = c;
+      best_distance = distance;
+    }
+  }
+  return best;
+}
+
+/// "; did you mean 'status'?" when a candidate is close to `word`; "" otherwise.
+inline std::string did_you_mean(std::string_view word,
+                                std::span<const std::string_view> candidates) {
+  const auto n = nearest(word, candidates);
+  return n ? "; did you mean '" + std::string(*n) + "'?" : std::string();
+}
+
 /// Parses `args` (the words after the subcommand) against `specs`. "--" ends the flags; every word
 /// after it is a positional. At most `max_positionals` positionals are accepted.
 inline parsed_args parse_command_line(std::span<const std::string> args,
@@ -72,8 +128,11 @@ inline parsed_args parse_command_line(std::span<const std::string> args,
     const flag_spec* spec = nullptr;
     for (const auto& s : specs)
       if (s.name == name) spec = &s;
-    if (spec == nullptr || name.size() < 3 || name[1] != '-')
-      throw usage_error("unknown option '" + name + "'");
+    if (spec == nullptr || name.size() < 3 || name[1] != '-') {
+      std::vector<std::string_view> known = {"--help"};
+      for (const auto& s : specs) known.push_back(s.name);
+      throw usage_error("unknown option '" + name + "'" + did_you_mean(name, known));
+    }
     if (out.has(name)) throw usage_error("option " + name + " is given more than once");
     std::string value;
     if (spec->takes_value) {
@@ -159,15 +218,50 @@ inline std::uint64_t parse_count(std::string_view flag, std::string_view s, std:
   return *v;
 }
 
-/// The value of --domain, checked like GPUSHARE_DOMAIN; nullopt when not given.
-inline std::optional<std::string> domain_option(const parsed_args& a) {
+/// The domains a command looks at: one domain, or every domain.
+struct domain_choice {
+  std::optional<std::string> name; ///< nullopt: every domain
+  bool from_environment = false;   ///< `name` came from GPUSHARE_DOMAIN, not from --domain
+
+  /// `domain "x"`, with ` (from GPUSHARE_DOMAIN)` when it came from there; "every domain".
+  std::string text() const {
+    if (!name) return "every domain";
+    return "domain " + detail::quote(*name) +
+           (from_environment ? std::string(" (from GPUSHARE_DOMAIN)") : std::string());
+  }
+};
+
+/// The domain a command is limited to, as a session picks its own: --domain D, else the
+/// GPUSHARE_DOMAIN variable (checked as a session checks it), else every domain. --all-domains
+/// looks at every domain whatever GPUSHARE_DOMAIN says. A bad value is a usage_error.
+inline domain_choice domain_option(const parsed_args& a,
+                                   const env_lookup& env = process_environment) {
   const auto d = a.value("--domain");
-  if (!d) return std::nullopt;
-  parse_value("--domain", *d, [](std::string_view s) {
-    detail::validate_domain(s);
-    return 0;
-  });
-  return d;
+  if (d && a.has("--all-domains")) throw usage_error("give --domain or --all-domains, not both");
+  domain_choice c;
+  if (d) {
+    parse_value("--domain", *d, [](std::string_view s) {
+      detail::validate_domain(s);
+      return 0;
+    });
+    c.name = d;
+    return c;
+  }
+  if (a.has("--all-domains")) return c;
+  const auto from_env = env("GPUSHARE_DOMAIN");
+  if (!from_env) return c;
+  try {
+    c.name = detail::parse_env_value("GPUSHARE_DOMAIN", detail::domain_forms, *from_env,
+                                     [](std::string_view s) {
+                                       detail::validate_domain(s);
+                                       return std::string(s);
+                                     });
+  } catch (const gpushare::error& e) {
+    if (e.code() != errc::invalid_environment) throw;
+    throw usage_error(std::string(e.what()) + " (or override it with --domain D or --all-domains)");
+  }
+  c.from_environment = true;
+  return c;
 }
 
 } // namespace gpushare::cli

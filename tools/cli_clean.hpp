@@ -17,19 +17,21 @@
 
 namespace gpushare::cli {
 
+/// "1 live session", "2 dead sessions".
 inline std::string sessions_text(std::uint32_t n, const char* kind) {
-  return std::to_string(n) + " " + kind + (n == 1 ? " session" : " sessions");
+  return plural(n, std::string(kind) + " session");
 }
 
 inline int run_clean(std::span<const std::string> args) {
   static constexpr flag_spec specs[] = {
-      {"--domain", true}, {"--force", false}, {"--dry-run", false}};
+      {"--domain", true}, {"--all-domains", false}, {"--force", false}, {"--dry-run", false}};
   const parsed_args a = parse_command_line(args, specs, 0);
   if (a.help) {
     write_stdout(std::string(clean_usage));
     return 0;
   }
-  const auto domain = domain_option(a);
+  const domain_choice choice = domain_option(a);
+  const std::optional<std::string>& domain = choice.name;
   const bool force = a.has("--force"), dry_run = a.has("--dry-run");
   removal_options o;
   o.dry_run = dry_run;
@@ -94,8 +96,9 @@ inline int run_clean(std::span<const std::string> args) {
         ++matching;
         if (force && !foreign)
           remove_forcibly(e, "it had " + sessions_text(r.live_sessions, "live") +
-                                 ", which go on using the removed table, no longer arbitrated "
-                                 "with processes that start later");
+                                 (r.live_sessions == 1 ? ", which goes" : ", which go") +
+                                 " on using the removed table, no longer arbitrated with "
+                                 "processes that start later");
         else
           out += "kept " + e.object_name + ": " + sessions_text(r.live_sessions, "live") + "\n";
         break;
@@ -117,8 +120,13 @@ inline int run_clean(std::span<const std::string> args) {
     }
   }
   out += (dry_run ? "would remove " : "removed ") + std::to_string(removed) + " of " +
-         std::to_string(matching) + (matching == 1 ? " table" : " tables") +
-         (dry_run ? " (dry run: nothing was removed)" : "") + "\n";
+         plural(matching, "table") + (dry_run ? " (dry run: nothing was removed)" : "");
+  if (matching == 0 && domain)
+    out += ": " + no_tables_text(domains_other_than(*domain), choice);
+  else if (choice.from_environment)
+    out += " (only domain " + detail::quote(*domain) +
+           ", from GPUSHARE_DOMAIN; --all-domains cleans every domain)";
+  out += "\n";
   write_stdout(out);
   return failed > 0 ? 1 : 0;
 }

@@ -39,6 +39,15 @@ inline std::string safe_text(std::string_view s) {
   return out;
 }
 
+/// A count and its noun, singular for exactly one: plural(1, "table") == "1 table",
+/// plural(2, "table") == "2 tables", plural(0, "table") == "0 tables". `many` is the plural form
+/// when adding an "s" is wrong.
+inline std::string plural(std::uint64_t n, std::string_view one, std::string_view many = {}) {
+  std::string out = std::to_string(n) + " ";
+  if (n == 1) return out + std::string(one);
+  return many.empty() ? out + std::string(one) + "s" : out + std::string(many);
+}
+
 /// "4.00 GiB"; "unlimited" for 2^63 bytes or more (the capacity of an unlimited table).
 inline std::string bytes_text(std::uint64_t bytes) {
   if (bytes >= detail::unlimited_capacity) return "unlimited";

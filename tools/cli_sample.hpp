@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include <gpushare/error.hpp>
 #include <gpushare/table.hpp>
 
+#include "cli_args.hpp"
 #include "cli_format.hpp"
 
 namespace gpushare::cli {
@@ -34,6 +36,9 @@ struct table_reading {
 struct sample {
   std::uint64_t taken_unix_ns = 0;
   std::vector<table_reading> tables;
+  /// When a domain was asked for and it has no tables: the domains that have some (from the file
+  /// names), sorted, so that "no tables" can say where the tables are.
+  std::vector<std::string> other_domains;
 
   std::size_t readable() const {
     std::size_t n = 0;
@@ -58,13 +63,23 @@ inline std::string unreadable_text(const table_reading& t) {
   }
 }
 
+/// The domains other than `domain` that have tables in /dev/shm (going by the file names),
+/// sorted.
+inline std::vector<std::string> domains_other_than(const std::string& domain) {
+  std::set<std::string> others;
+  for (const table_entry& e : list_tables())
+    if (e.domain != domain) others.insert(e.domain);
+  return {others.begin(), others.end()};
+}
+
 /// Snapshots every table in /dev/shm (of `domain` only, when given). Tables that disappear
 /// meanwhile are left out; tables that cannot be read are kept with their error. Every table is
 /// read lock-free into a private copy (table::read_unlocked): nothing is locked or written, so a
 /// table of another user, or one whose lock a stopped process holds, is read all the same; the
 /// snapshot may be torn (docs/cli.md, "Other users' tables"). Throws errc::system_error if
 /// /dev/shm cannot be listed.
-inline sample take_sample(const std::optional<std::string>& domain) {
+inline sample take_sample(const domain_choice& choice) {
+  const std::optional<std::string>& domain = choice.name;
   sample s;
   for (table_entry& e : list_tables(domain)) {
     table_reading t;
@@ -84,7 +99,22 @@ inline sample take_sample(const std::optional<std::string>& domain) {
     s.tables.push_back(std::move(t));
   }
   s.taken_unix_ns = detail::realtime_ns();
+  if (domain && s.tables.empty()) s.other_domains = domains_other_than(*domain);
   return s;
+}
+
+/// Why there is nothing to show: "there are no gpushare tables in /dev/shm", or for one domain
+/// `domain "x" has no tables; tables exist in domains "a", "b" (see gpushare status
+/// --all-domains)`.
+inline std::string no_tables_text(const std::vector<std::string>& other_domains,
+                                  const domain_choice& choice) {
+  if (!choice.name) return "there are no gpushare tables in /dev/shm";
+  std::string out = choice.text() + " has no tables";
+  if (other_domains.empty()) return out + " (there are no gpushare tables in /dev/shm at all)";
+  out += std::string("; tables exist in ") + (other_domains.size() == 1 ? "domain " : "domains ");
+  for (std::size_t i = 0; i < other_domains.size(); ++i)
+    out += (i == 0 ? std::string() : std::string(", ")) + detail::quote(other_domains[i]);
+  return out + " (see `gpushare status --all-domains`)";
 }
 
 /// The reading of the same table (same name, same creation time) in `before`, if any.

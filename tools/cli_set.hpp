@@ -155,15 +155,11 @@ inline void check_own_table(const table::file_owner& o, const std::string& objec
 }
 
 inline int run_set(std::span<const std::string> args) {
-  static constexpr flag_spec specs[] = {{"--table", true},
-                                        {"--domain", true},
-                                        {"--share", true},
-                                        {"--priority", true},
-                                        {"--compute-limit", true},
-                                        {"--memory-limit", true},
-                                        {"--memory-guarantee", true},
-                                        {"--quantum", true},
-                                        {"--handover", true}};
+  static constexpr flag_spec specs[] = {{"--table", true},        {"--domain", true},
+                                        {"--all-domains", false}, {"--share", true},
+                                        {"--priority", true},     {"--compute-limit", true},
+                                        {"--memory-limit", true}, {"--memory-guarantee", true},
+                                        {"--quantum", true},      {"--handover", true}};
   const parsed_args a = parse_command_line(args, specs, 1);
   if (a.help) {
     write_stdout(std::string(set_usage));
@@ -175,21 +171,28 @@ inline int run_set(std::span<const std::string> args) {
   if (!change.priority && !change.share && !change.compute_limit_ppm && !change.memory_limit &&
       !change.memory_guarantee && !change.quantum && !change.handover)
     throw usage_error("nothing to change: give at least one setting, e.g. --share 2");
-  const auto domain = domain_option(a);
+  const domain_choice domain = domain_option(a);
 
   const sample s = take_sample(domain);
+  // Where the search found nothing to search: why, and where the tables are.
+  const std::string nothing_to_search =
+      s.tables.empty() ? ": " + no_tables_text(s.other_domains, domain) : std::string();
+  const std::string where = domain.name ? " in " + domain.text() : std::string();
+  if (a.value("--table") && s.tables.empty())
+    throw runtime_failure("no table matches --table " + *a.value("--table") + nothing_to_search);
   const std::vector<const table_reading*> tables = tables_for(s, a.value("--table"));
   std::vector<std::pair<const table_reading*, session_info>> matches;
   if (target.slot) {
     std::vector<const table_reading*> readable;
     for (const auto* t : tables)
       if (t->snapshot) readable.push_back(t);
-    if (readable.empty()) throw runtime_failure("no table to look in" + unreadable_note(tables));
+    if (readable.empty())
+      throw runtime_failure("no table to look in" + nothing_to_search + unreadable_note(tables));
     if (readable.size() > 1) {
       std::string names;
       for (const auto* t : readable) names += "\n  " + t->entry.object_name;
       throw runtime_failure("a slot number needs --table: there are " +
-                            std::to_string(readable.size()) + " tables:" + names);
+                            plural(readable.size(), "table") + where + ":" + names);
     }
     for (const auto& i : readable[0]->snapshot->sessions)
       if (i.id.slot == *target.slot) matches.emplace_back(readable[0], i);
@@ -202,10 +205,8 @@ inline int run_set(std::span<const std::string> args) {
         for (const auto& i : t->snapshot->sessions)
           if (i.name == *target.name) matches.emplace_back(t, i);
     if (matches.empty())
-      throw runtime_failure(
-          "no live session named " + detail::quote(*target.name) +
-          (tables.empty() ? std::string(" (there are no tables)") : std::string()) +
-          unreadable_note(tables));
+      throw runtime_failure("no live session named " + detail::quote(*target.name) +
+                            (tables.empty() ? nothing_to_search : where) + unreadable_note(tables));
     if (matches.size() > 1) {
       std::string list;
       for (const auto& [t, i] : matches)

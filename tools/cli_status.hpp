@@ -53,7 +53,7 @@ inline std::string table_text(const table_reading& t, const recent_usage& recent
   std::string out = safe_text(s.object_name) + "  key " + safe_text(s.key) + ", domain " +
                     safe_text(s.domain) + ", " + (s.access_mode == 0660 ? "group" : "user") +
                     " table (" + mode_text(t.entry.file_mode ? t.entry.file_mode : s.access_mode) +
-                    "), " + std::to_string(s.slot_count) + " slots, created by pid " +
+                    "), " + plural(s.slot_count, "slot") + ", created by pid " +
                     std::to_string(s.creator_pid) + "\n";
   out += "  memory: capacity " + bytes_text(s.capacity) + ", free " +
          (s.capacity >= detail::unlimited_capacity ? std::string("unlimited")
@@ -105,17 +105,17 @@ inline std::string table_text(const table_reading& t, const recent_usage& recent
 
 /// `gpushare status` as text. `before` (may be null) is the earlier sample for recent %.
 inline std::string status_text(const sample* before, const sample& now,
-                               const std::optional<std::string>& domain) {
+                               const domain_choice& domain) {
   std::size_t sessions = 0;
   for (const auto& t : now.tables) sessions += t.snapshot ? t.snapshot->sessions.size() : 0;
-  std::string out;
-  if (now.tables.empty())
-    return "no gpushare tables in /dev/shm" + (domain ? " of domain " + *domain : std::string()) +
-           "\n";
-  out += std::to_string(now.tables.size()) + (now.tables.size() == 1 ? " table, " : " tables, ") +
-         std::to_string(sessions) + (sessions == 1 ? " live session" : " live sessions");
+  if (now.tables.empty()) return no_tables_text(now.other_domains, domain) + "\n";
+  std::string out = plural(now.tables.size(), "table") + ", " + plural(sessions, "live session");
   if (now.readable() < now.tables.size())
     out += ", " + std::to_string(now.tables.size() - now.readable()) + " unreadable";
+  // A filter the user did not type is easy to forget: say where it comes from.
+  if (domain.from_environment)
+    out += " (only domain " + detail::quote(*domain.name) +
+           ", from GPUSHARE_DOMAIN; --all-domains shows every domain)";
   out += "\n";
   for (const auto& t : now.tables) {
     out += "\n";
@@ -285,13 +285,13 @@ inline void write_stdout(const std::string& text) {
 
 inline int run_status(std::span<const std::string> args) {
   static constexpr flag_spec specs[] = {
-      {"--domain", true}, {"--json", false}, {"--interval", true}};
+      {"--domain", true}, {"--all-domains", false}, {"--json", false}, {"--interval", true}};
   const parsed_args a = parse_command_line(args, specs, 0);
   if (a.help) {
     write_stdout(std::string(status_usage));
     return 0;
   }
-  const auto domain = domain_option(a);
+  const domain_choice domain = domain_option(a);
   const std::uint64_t interval_ns =
       a.value("--interval")
           ? parse_interval_ns("--interval", *a.value("--interval"), 0, 60'000'000'000ull)
@@ -303,7 +303,7 @@ inline int run_status(std::span<const std::string> args) {
   }
   const sample now = take_sample(domain);
   const sample* before = first ? &*first : nullptr;
-  write_stdout(a.has("--json") ? status_json(before, now, domain, interval_ns)
+  write_stdout(a.has("--json") ? status_json(before, now, domain.name, interval_ns)
                                : status_text(before, now, domain));
   return 0;
 }

@@ -45,13 +45,13 @@ inline std::string clock_text(std::uint64_t unix_ns) {
 
 inline int run_top(std::span<const std::string> args) {
   static constexpr flag_spec specs[] = {
-      {"--domain", true}, {"--interval", true}, {"--iterations", true}};
+      {"--domain", true}, {"--all-domains", false}, {"--interval", true}, {"--iterations", true}};
   const parsed_args a = parse_command_line(args, specs, 0);
   if (a.help) {
     write_stdout(std::string(top_usage));
     return 0;
   }
-  const auto domain = domain_option(a);
+  const domain_choice domain = domain_option(a);
   const std::uint64_t interval_ns =
       a.value("--interval")
           ? parse_interval_ns("--interval", *a.value("--interval"), 10'000'000, 3'600'000'000'000)

@@ -22,37 +22,42 @@ Options:
   -h, --help     this text; `gpushare <command> --help` describes a command
   --version      print the version
 
+Every command looks at the tables of every domain, or of one: --domain D, else the domain in
+GPUSHARE_DOMAIN when it is set (as a session's default domain is); --all-domains ignores it.
+
 Exit codes: 0 success, 1 run-time error, 2 bad command line. See docs/cli.md.
 )";
 
 inline constexpr std::string_view status_usage =
-    R"(Usage: gpushare status [--domain D] [--json] [--interval S]
+    R"(Usage: gpushare status [--domain D | --all-domains] [--json] [--interval S]
 
 Lists every table on this machine with its capacity and free memory, and each live session:
 name, pid, priority, share, limits, reserved memory, device time and state. Tables that cannot
 be read (another user's, another gpushare version's, corrupt) are listed with the reason.
 
 Options:
-  --domain D     only tables of domain D (as in GPUSHARE_DOMAIN)
+  --domain D     only tables of domain D (default: GPUSHARE_DOMAIN when it is set)
+  --all-domains  tables of every domain, even when GPUSHARE_DOMAIN is set
   --json         machine-readable output (schema in docs/cli.md)
   --interval S   time between the two readings used for the recent device-time % (default
                  0.2 s; 0 skips it). Seconds, or a number with a unit: 500ms
 )";
 
 inline constexpr std::string_view top_usage =
-    R"(Usage: gpushare top [--domain D] [--interval S] [--iterations N]
+    R"(Usage: gpushare top [--domain D | --all-domains] [--interval S] [--iterations N]
 
 Shows what `gpushare status` shows, refreshed every interval until Ctrl-C, with each session's
 share of device time over the last interval.
 
 Options:
-  --domain D       only tables of domain D
+  --domain D       only tables of domain D (default: GPUSHARE_DOMAIN when it is set)
+  --all-domains    tables of every domain, even when GPUSHARE_DOMAIN is set
   --interval S     refresh interval (default 1 s; 0.01 s to 3600 s)
   --iterations N   stop after N refreshes
 )";
 
 inline constexpr std::string_view set_usage =
-    R"(Usage: gpushare set <session> [--table T] [--domain D] [settings...]
+    R"(Usage: gpushare set <session> [--table T] [--domain D | --all-domains] [settings...]
 
 Changes the settings of a live session. <session> is a session name, or a slot number (digits
 only; it then needs --table when there is more than one table). To give a name made only of
@@ -60,7 +65,8 @@ digits, write it as name:<digits>.
 
 Where:
   --table T       the table: its key (GPU-8f1e...), or its object name (/gpushare....)
-  --domain D      only tables of domain D
+  --domain D      only tables of domain D (default: GPUSHARE_DOMAIN when it is set)
+  --all-domains   tables of every domain, even when GPUSHARE_DOMAIN is set
 
 Settings (the forms of the GPUSHARE_* environment variables):
   --share N              1 to 1000000
@@ -73,17 +79,19 @@ Settings (the forms of the GPUSHARE_* environment variables):
 )";
 
 inline constexpr std::string_view clean_usage =
-    R"(Usage: gpushare clean [--domain D] [--dry-run] [--force]
+    R"(Usage: gpushare clean [--domain D | --all-domains] [--dry-run] [--force]
 
 Removes tables that no live session uses. A table with a live session is never removed unless
 --force is given.
 
 Options:
-  --domain D    only tables of domain D
-  --dry-run     say what would be removed; remove nothing
-  --force       also remove your own tables with live sessions, and your own objects that cannot
-                be read (corrupt, another layout). Dangerous: processes still using a removed
-                table keep using it, but are no longer arbitrated with processes that start later
+  --domain D     only tables of domain D (default: GPUSHARE_DOMAIN when it is set)
+  --all-domains  tables of every domain, even when GPUSHARE_DOMAIN is set
+  --dry-run      say what would be removed; remove nothing
+  --force        also remove your own tables with live sessions, and your own objects that cannot
+                 be read (corrupt, another layout). Dangerous: processes still using a removed
+                 table keep using it, but are no longer arbitrated with processes that start
+                 later
 
 Only objects you own are removed. Another user's objects are kept, except that root with --force
 removes another user's table when it has verified, under the table's own lock, that it is a valid
@@ -92,7 +100,7 @@ table (junk, an unfinished creation, a table in use), with or without --force.
 )";
 
 inline constexpr std::string_view metrics_usage =
-    R"(Usage: gpushare metrics [--domain D]
+    R"(Usage: gpushare metrics [--domain D | --all-domains]
 
 Prints every table's and every live session's figures in the Prometheus text format. For node
 exporter's textfile collector:
@@ -101,7 +109,8 @@ exporter's textfile collector:
     mv /var/lib/node_exporter/textfile/gpushare.prom.$$ /var/lib/node_exporter/textfile/gpushare.prom
 
 Options:
-  --domain D    only tables of domain D
+  --domain D     only tables of domain D (default: GPUSHARE_DOMAIN when it is set)
+  --all-domains  tables of every domain, even when GPUSHARE_DOMAIN is set
 )";
 
 } // namespace gpushare::cli

@@ -46,6 +46,20 @@ const command* find_command(std::string_view name) {
   return nullptr;
 }
 
+constexpr std::string_view command_names[] = {"status", "top", "set", "clean", "metrics", "help"};
+constexpr std::string_view main_options[] = {"--help", "--version"};
+
+/// "unknown command 'stat'; did you mean 'status'?", or the same for an option.
+std::string unknown_word(const std::string& word) {
+  if (!word.empty() && word[0] == '-') {
+    // "-status" or "--stat" may be a command typed as an option.
+    std::string text = "unknown option '" + word + "'";
+    const std::string suggestion = did_you_mean(word, main_options);
+    return text + (suggestion.empty() ? did_you_mean(word, command_names) : suggestion);
+  }
+  return "unknown command '" + word + "'" + did_you_mean(word, command_names);
+}
+
 void print_stderr(const std::string& text) { std::fputs(text.c_str(), stderr); }
 
 /// A bad command line: the error, then the usage, on stderr; exit code 2.
@@ -63,17 +77,19 @@ int main(int argc, char** argv) {
   const std::vector<std::string> words(argv + 1, argv + argc);
   if (words.empty()) return usage_failure("gpushare", "no command given", main_usage);
   const std::string& first = words[0];
-  if (first == "-h" || first == "--help") {
-    write_stdout(std::string(main_usage));
-    return 0;
-  }
   if (first == "--version") {
+    if (words.size() > 1)
+      return usage_failure("gpushare", "--version takes no arguments, got '" + words[1] + "'",
+                           main_usage);
     write_stdout("gpushare " GPUSHARE_VERSION_STRING " (table layout " +
                  std::to_string(gpushare::table_layout_version) + ")\n");
     return 0;
   }
-  if (first == "help") {
-    if (words.size() == 1) {
+  // `help [command]`, `--help [command]`, `-h [command]`.
+  if (first == "help" || first == "-h" || first == "--help") {
+    if (words.size() > 2)
+      return usage_failure("gpushare", "unexpected extra argument '" + words[2] + "'", main_usage);
+    if (words.size() == 1 || words[1] == "help") {
       write_stdout(std::string(main_usage));
       return 0;
     }
@@ -81,13 +97,10 @@ int main(int argc, char** argv) {
       write_stdout(std::string(c->usage));
       return 0;
     }
-    return usage_failure("gpushare", "unknown command '" + words[1] + "'", main_usage);
+    return usage_failure("gpushare", unknown_word(words[1]), main_usage);
   }
   const command* c = find_command(first);
-  if (c == nullptr)
-    return usage_failure("gpushare",
-                         (first[0] == '-' ? "unknown option '" : "unknown command '") + first + "'",
-                         main_usage);
+  if (c == nullptr) return usage_failure("gpushare", unknown_word(first), main_usage);
   const std::string prefix = "gpushare " + std::string(c->name);
   // Display commands never lock (they read tables lock-free); where the CLI still locks (set,
   // clean), a table whose lock a stopped process holds is reported busy after this, not 10 s.
