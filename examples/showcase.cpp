@@ -49,23 +49,36 @@ int main(int argc, char** argv) {
 
     std::printf("\nSummary (%s mode; every figure above was measured in this run)\n",
                 mode.gpu ? "GPU" : "simulated");
-    std::printf("  latency:    inference p99 %.2f ms co-located without gpushare, %.2f ms with it "
-                "(%.1fx lower);\n              %.2f ms alone\n",
-                q.without_gpushare.p99_ms, q.with_gpushare.p99_ms,
-                demo::qos::ratio(q.without_gpushare.p99_ms, q.with_gpushare.p99_ms),
-                q.inference_alone.p99_ms);
-    std::printf(
-        "  throughput: training kept %.0f%% of its solo throughput with gpushare (%.0f%% "
-        "without)\n",
-        100 * demo::qos::ratio(q.with_gpushare.training_per_s, q.training_alone.training_per_s),
-        100 * demo::qos::ratio(q.without_gpushare.training_per_s, q.training_alone.training_per_s));
-    std::printf("  shares:     1:1:2 -> %.1f / %.1f / %.1f %% with gpushare (%.1f / %.1f / %.1f "
-                "%% without)\n",
-                f.with_shares.achieved[0], f.with_shares.achieved[1], f.with_shares.achieved[2],
-                f.without_gpushare.achieved[0], f.without_gpushare.achieved[1],
-                f.without_gpushare.achieved[2]);
-    std::printf("  cap:        worker-c, capped at %.0f%%, used %.1f%% of the wall time\n",
-                static_cast<double>(fp.cap_ppm) / 10'000, f.with_cap.capped_of_wall);
+    if (q.trust.trustworthy) {
+      std::printf(
+          "  latency:    inference p99 with gpushare %.2f ms, %.2fx its p99 alone (%.2f ms);"
+          "\n              without gpushare %.2f ms, which grows with the length of the "
+          "run\n",
+          q.with_gpushare.p99_ms,
+          demo::qos::ratio(q.with_gpushare.p99_ms, q.inference_alone.p99_ms),
+          q.inference_alone.p99_ms, q.without_gpushare.p99_ms);
+      std::printf(
+          "  throughput: training kept %.0f%% of its solo throughput with gpushare (%.0f%% "
+          "without)\n",
+          100 * demo::qos::ratio(q.with_gpushare.training_per_s, q.training_alone.training_per_s),
+          100 *
+              demo::qos::ratio(q.without_gpushare.training_per_s, q.training_alone.training_per_s));
+    } else {
+      std::printf("  latency, throughput: no findings: the QoS figures are NOT trustworthy (see "
+                  "the warning above)\n");
+    }
+    if (f.trust.trustworthy) {
+      std::printf("  shares:     1:1:2 -> %.1f / %.1f / %.1f %% with gpushare (%.1f / %.1f / %.1f "
+                  "%% without)\n",
+                  f.with_shares.achieved[0], f.with_shares.achieved[1], f.with_shares.achieved[2],
+                  f.without_gpushare.achieved[0], f.without_gpushare.achieved[1],
+                  f.without_gpushare.achieved[2]);
+      std::printf("  cap:        worker-c, capped at %.0f%%, used %.1f%% of the wall time\n",
+                  static_cast<double>(fp.cap_ppm) / 10'000, f.with_cap.capped_of_wall);
+    } else {
+      std::printf("  shares, cap: no findings: the fair-share figures are NOT trustworthy (see the "
+                  "warning above)\n");
+    }
     std::printf("  (memory budgets: the memory_budget demo)\n\n");
     demo::result_line("mode", mode.gpu ? "gpu" : "simulated");
     demo::qos::print_results(q);

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Two processes share one table (host only, no GPU): a "trainer" holds most of the memory, an
 // "inference" process waits for its turn, and when the trainer is killed its memory comes back.
-// Each process has its own session; the parent only observes, through table::open().snapshot().
+// Each process has its own session; the parent only observes, through table::open(...).snapshot().
+//
+//   ./build/examples/two_process_demo [--duration SECONDS] [--simulate]
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -19,6 +21,9 @@
 
 #include <gpushare/gpushare.hpp>
 
+#include "demo/cli.hpp"
+#include "demo/report.hpp"
+
 using namespace std::chrono_literals;
 using gpushare::detail::format_bytes;
 
@@ -32,8 +37,10 @@ const std::string key = "two-process-demo-" + std::to_string(::getpid());
 // only choreography for the demo: gpushare itself needs nothing but the table's key.)
 struct stage {
   std::atomic<int> trainer_ready{0}, inference_waiting{0}, inference_served{0}, finish{0};
+  std::atomic<long long> inference_waited_ms{-1};
 };
 stage* shared = nullptr;
+std::chrono::milliseconds epoch{2000}; // how long the trainer holds its memory (--duration)
 
 // Polls `done` every millisecond for up to `timeout`.
 bool eventually(const std::function<bool()>& done, std::chrono::milliseconds timeout = 10s) {
@@ -90,7 +97,7 @@ void trainer() {
   say("trainer", "reserved 768 MiB for an epoch (guarantee: 256 MiB)");
   shared->trainer_ready = 1;
   check(wait_for(shared->inference_waiting), "inference never started waiting");
-  std::this_thread::sleep_for(2s); // the "epoch"
+  std::this_thread::sleep_for(epoch);
   say("trainer", "epoch done: releasing 512 MiB of activations, keeping 256 MiB");
   weights.shrink(512 * MiB); // releasing wakes the waiters in every process at once
   // Hold the rest until the parent kills us: a crash with memory in hand.
@@ -108,6 +115,7 @@ void inference() {
   const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::steady_clock::now() - start);
   say("inference", "got 512 MiB after waiting " + std::to_string(waited.count()) + " ms");
+  shared->inference_waited_ms = waited.count();
   shared->inference_served = 1;
   check(wait_for(shared->finish), "the parent never said finish");
 } // leaving returns the 512 MiB
@@ -126,8 +134,12 @@ void print_table(const gpushare::table_snapshot& snap) {
 }
 
 int run(pid_t& trainer_pid, pid_t& inference_pid) {
-  std::printf("gpushare two-process demo: a host-only demo of the shared table (no GPU used)\n");
-  std::printf("Capacity: 1 GiB of simulated device memory, shared by two processes.\n\n");
+  std::printf("mode: table only (no GPU used, simulated or real: the memory is a number in "
+              "gpushare's table)\n");
+  std::printf("gpushare two-process demo: a process waits for memory, then its holder is "
+              "SIGKILLed\nand its memory is reclaimed. Capacity: 1 GiB, shared by two processes; "
+              "the trainer's\nepoch lasts %.1f s.\n\n",
+              static_cast<double>(epoch.count()) / 1e3);
   auto table = gpushare::table::open(key, gpushare::open_mode::open_or_create,
                                      options("observer")); // observes; holds no session
 
@@ -177,14 +189,31 @@ int run(pid_t& trainer_pid, pid_t& inference_pid) {
   inference_pid = 0;
   check(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the inference process failed");
   check(table.snapshot().committed_total == 0, "memory is still committed after both ended");
-  std::printf("\nBoth processes are gone and the table is empty again. Demo OK.\n");
+  std::printf("\nBoth processes are gone and the table is empty again. Demo OK.\n\n");
+  demo::result_line("mode", "table-only");
+  demo::result_line("two_process.inference_waited_ms",
+                    static_cast<double>(shared->inference_waited_ms.load()));
+  demo::result_line("two_process.reserved_before_kill_mib",
+                    static_cast<double>(before.reserved_total / MiB));
+  demo::result_line("two_process.reserved_after_kill_mib",
+                    static_cast<double>(after.reserved_total / MiB));
+  demo::result_line("two_process.sessions_reclaimed",
+                    static_cast<double>(after.sessions_reclaimed - before.sessions_reclaimed));
   return 0;
 }
 
 } // namespace
 
-int main() {
+int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0); // keep the processes' lines in order when piped
+  demo::cli_spec spec;
+  spec.summary = "The shared table alone (no GPU used): a process waits for memory, then its "
+                 "holder is\nSIGKILLed and its memory is reclaimed.";
+  spec.default_duration = 2;
+  spec.duration_help = "how long the trainer holds its memory before releasing part of it";
+  spec.simulate_help = "accepted, like every demo's; this one never uses a GPU";
+  const demo::cli_options cli = demo::parse_cli(argc, argv, spec);
+  epoch = std::chrono::milliseconds(static_cast<long long>(cli.duration_s * 1e3));
   void* p =
       ::mmap(nullptr, sizeof(stage), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {

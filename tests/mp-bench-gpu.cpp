@@ -90,6 +90,11 @@ TEST_CASE(
   CHECK(r.json.find("\"mode\": \"simulated\"") != std::string::npos);
   CHECK(r.json.find("\"device\": null") != std::string::npos);
   CHECK(r.json.find("\"error\"") == std::string::npos);
+  // Simulated, the share rows' device-time measure is labelled as such, not as CUDA events.
+  CHECK(r.output.find("max split error, pp (guard time, simulated)") != std::string::npos);
+  CHECK(r.output.find("CUDA events") == std::string::npos);
+  CHECK(r.json.find("CUDA events") == std::string::npos);
+  CHECK(r.output.find("raw figures: " + json_path()) != std::string::npos);
 
   // QoS: with gpushare the inference tail is far below the time-sliced one, and training runs.
   CHECK(r.figure("qos.rate_per_s") > 0);
@@ -144,6 +149,28 @@ TEST_CASE("bench-gpu: repeats are recorded one by one and summarised with their 
   // Each summary side lists one value per repeat.
   CHECK(r.json.find("\"values\": [\n") != std::string::npos);
   CHECK(r.output.find("over 2 repeats") != std::string::npos);
+}
+
+TEST_CASE("bench-gpu: without --json it writes no file, and says so") {
+  char dir[] = "/tmp/gpushare-bench-cwd-XXXXXX";
+  REQUIRE(::mkdtemp(dir) != nullptr);
+  const test::command_result ran =
+      test::run_command(std::string("cd ") + dir + " && " + GPUSHARE_BENCH_GPU_PATH +
+                        " --simulate --quick --scenarios memory 2>&1");
+  MESSAGE("its output:\n" << ran.output);
+  CHECK(ran.exit_code == 0);
+  CHECK(ran.output.find("raw figures: not written (--json PATH writes them)") != std::string::npos);
+  std::size_t entries = 0;
+  if (DIR* d = ::opendir(dir)) {
+    while (const dirent* e = ::readdir(d))
+      if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") {
+        MESSAGE("left in the working directory: " << e->d_name);
+        ++entries;
+      }
+    ::closedir(d);
+  }
+  CHECK(entries == 0);
+  ::rmdir(dir);
 }
 
 TEST_CASE("bench-gpu: bad input is refused with status 2 and says what was wrong") {

@@ -29,7 +29,7 @@ struct config {
   bool quick = false;       ///< --quick: short phases (checks the harness; figures are rough)
   int repeats = 0;          ///< 0: 3 on a GPU, 1 simulated
   std::vector<std::string> scenarios{all_scenarios, all_scenarios + 5};
-  std::string json_path = "gpushare-bench.json";
+  std::string json_path; ///< --json: where to write the JSON ("": nowhere)
 
   // How long (0: the mode's default, filled in by resolve()).
   double phase_s = 0;           ///< qos: each of its four phases
@@ -59,8 +59,11 @@ struct config {
   double sim_gemm_us = 900, sim_act_us = 100, sim_infer_us = 500, sim_small_us = 20;
   double sim_large_us = 2000, sim_stamp_us = 5;
 
+  bool gpu = false; ///< the mode, set by resolve()
+
   /// Fills in what depends on the mode and --quick.
-  void resolve(bool gpu) {
+  void resolve(bool real_gpu) {
+    gpu = real_gpu;
     if (repeats == 0) repeats = gpu ? 3 : 1;
     if (infer_layers == 0) infer_layers = gpu ? 16 : 4;
     if (train_layers == 0) train_layers = gpu ? 8 : 2;
@@ -104,12 +107,13 @@ inline void print_usage(std::FILE* to, const char* program) {
       to,
       "usage: %s [options]\n"
       "Runs gpushare's GPU benchmark scenarios, each against unmanaged sharing in the same run,\n"
-      "prints a table (scenario, metric, unmanaged, gpushare, goal, met?) and writes every raw\n"
-      "figure as JSON. Without a usable GPU it runs on a simulated GPU and says so.\n"
+      "prints a table (scenario, metric, unmanaged, gpushare, goal, met?) and, with --json,\n"
+      "writes every raw figure as JSON. Without a usable GPU it runs on a simulated GPU and says "
+      "so.\n"
       "\n"
       "  --scenarios LIST       comma-separated, from qos,share,overhead,handover,memory (all)\n"
       "  --repeats N            repeat each scenario N times (default 3 on a GPU, 1 simulated)\n"
-      "  --json PATH            where to write the JSON (default gpushare-bench.json)\n"
+      "  --json PATH            write every raw figure as JSON to PATH (default: no JSON)\n"
       "  --simulate             use the simulated GPU even if a CUDA device is here\n"
       "  --require-gpu          exit 1 instead of simulating when no GPU is usable\n"
       "  --quick                short phases: checks the harness, figures are rough\n"

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // gpushare's GPU benchmark: one command runs every scenario (QoS, share accuracy, solo overhead,
 // handover, memory), each against unmanaged sharing of the same device in the same run, prints
-// a table and writes every raw figure as JSON. See bench/gpu/README.md.
+// a table and, with --json PATH, writes every raw figure as JSON. See bench/gpu/README.md.
 //
 //   ./build/bench/gpu/gpushare_bench_gpu [--repeats N] [--scenarios LIST] [--json PATH] ...
 //
@@ -277,7 +277,7 @@ int main(int argc, char** argv) {
                  dev.mode.why_simulated.c_str());
     return 1;
   }
-  {
+  if (!cfg.json_path.empty()) {
     // Find out now, not after minutes of measuring, that the results cannot be written.
     std::ofstream probe(cfg.json_path, std::ios::binary | std::ios::app);
     if (!probe) {
@@ -311,16 +311,20 @@ int main(int argc, char** argv) {
     }
 
   bench::print_summary(cfg, results, dev.mode.gpu, cfg.repeats);
-  const std::string json = to_json(cfg, dev, started, join_command(argc, argv), results);
-  std::ofstream out(cfg.json_path, std::ios::binary | std::ios::trunc);
-  out << json;
-  out.close();
-  if (!out) {
-    std::fprintf(stderr, "%s: could not write the JSON results to '%s'\n", argv[0],
-                 cfg.json_path.c_str());
-    return 1;
+  if (cfg.json_path.empty()) {
+    std::printf("raw figures: not written (--json PATH writes them)\n");
+  } else {
+    const std::string json = to_json(cfg, dev, started, join_command(argc, argv), results);
+    std::ofstream out(cfg.json_path, std::ios::binary | std::ios::trunc);
+    out << json;
+    out.close();
+    if (!out) {
+      std::fprintf(stderr, "%s: could not write the JSON results to '%s'\n", argv[0],
+                   cfg.json_path.c_str());
+      return 1;
+    }
+    std::printf("raw figures: %s\n", cfg.json_path.c_str());
   }
-  std::printf("raw figures: %s\n", cfg.json_path.c_str());
   if (failed) {
     std::fprintf(stderr, "%s: a scenario failed (see ERROR above); its figures are incomplete\n",
                  argv[0]);

@@ -17,6 +17,7 @@
 #include <gpushare/cuda.hpp>
 #endif
 
+#include "demo/no_gpu.hpp"
 #include "demo/run_in_child.hpp"
 #include "phase.hpp"
 
@@ -56,7 +57,15 @@ inline std::string nvidia_driver_version() {
 inline probe_report probe_device() {
   probe_report r;
   try {
-    gpushare::cuda::device_count(); // throws errc::no_device with CUDA's reason
+    int count = 0;
+    const cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count <= 0) {
+      const char* name = e != cudaSuccess ? cudaGetErrorName(e) : "";
+      std::snprintf(
+          r.reason, sizeof r.reason, "%s",
+          demo::no_gpu_reason(name ? name : "cudaError", demo::find_nvidia_driver()).c_str());
+      return r;
+    }
     const gpushare::cuda::device_info info = gpushare::cuda::describe_device(0);
     std::snprintf(r.name, sizeof r.name, "%s", info.name.c_str());
     std::snprintf(r.uuid, sizeof r.uuid, "%s", info.uuid.c_str());

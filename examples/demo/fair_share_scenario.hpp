@@ -9,13 +9,16 @@
 // device_ns of each session. Without gpushare each worker counts the kernel time it completed.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <optional>
 #include <string>
 
+#include "conditions.hpp"
 #include "context.hpp"
 #include "processes.hpp"
 #include "report.hpp"
@@ -40,10 +43,13 @@ struct phase_result {
   std::array<double, workers> achieved{}; ///< percent of the device time used by the three
   double capped_of_wall = 0;              ///< percent of the wall time used by the capped one
   double busy = 0;                        ///< percent of the wall time the device was used
+  double cpu_wait_pct = NAN;              ///< the worst worker's run-queue wait, % of the wall time
 };
 
 struct result {
   phase_result without_gpushare, with_shares, with_cap;
+  conditions measured; ///< of the whole run
+  verdict trust;       ///< judged from `measured`
 };
 
 struct board {
@@ -98,10 +104,13 @@ inline phase_result run_phase(const run_context& run, const params& p, bool with
   const std::uint64_t go = procs.open_gate(b->gate, workers);
   sleep_until_ns(go + 200'000'000); // let the split settle
   const auto used0 = used_ns(run, *b, with_gpushare);
+  const auto cpu0 = procs.cpu_samples();
   const std::uint64_t t0 = now_ns();
   sleep_until_ns(t0 + p.phase_ns);
   const auto used1 = used_ns(run, *b, with_gpushare);
-  const double wall = static_cast<double>(now_ns() - t0);
+  const auto cpu1 = procs.cpu_samples();
+  const std::uint64_t t1 = now_ns();
+  const double wall = static_cast<double>(t1 - t0);
   b->gate.stop.store(1);
   procs.wait_all();
 
@@ -112,6 +121,7 @@ inline phase_result run_phase(const run_context& run, const params& p, bool with
     r.achieved[i] = total > 0 ? 100 * static_cast<double>(used1[i] - used0[i]) / total : 0;
   r.capped_of_wall = 100 * static_cast<double>(used1[capped] - used0[capped]) / wall;
   r.busy = 100 * total / wall;
+  r.cpu_wait_pct = worst_cpu_wait_pct(cpu0, cpu1, t1 - t0);
   if (with_gpushare && !cap) {
     double sum = 0;
     for (auto s : shares) sum += s;
@@ -132,6 +142,12 @@ inline result run(const run_context& run, const params& p) {
   r.without_gpushare = run_phase(run, p, false, false);
   r.with_shares = run_phase(run, p, true, false);
   r.with_cap = run_phase(run, p, true, true);
+  r.measured.cpu_wait_pct = 0;
+  for (const phase_result* x : {&r.without_gpushare, &r.with_shares, &r.with_cap})
+    r.measured.cpu_wait_pct = std::isnan(x->cpu_wait_pct) || std::isnan(r.measured.cpu_wait_pct)
+                                  ? NAN
+                                  : std::max(r.measured.cpu_wait_pct, x->cpu_wait_pct);
+  r.trust = judge(r.measured);
   return r;
 }
 
@@ -163,6 +179,9 @@ inline void print_report(const result& r, const params& p) {
   std::snprintf(capped_name, sizeof capped_name, "same, worker-c capped at %.0f%%",
                 static_cast<double>(p.cap_ppm) / 10'000);
   row(capped_name, r.with_cap, "");
+  std::printf("  (busy: the device time the three used, as a share of the wall time)\n\n");
+  print_verdict(r.trust);
+  if (!r.trust.trustworthy) return; // the table above is what was measured, not a finding
   std::printf("\n  worker-c used %.1f%% of the wall time under its %.0f%% cap\n",
               r.with_cap.capped_of_wall, static_cast<double>(p.cap_ppm) / 10'000);
 }
@@ -188,6 +207,8 @@ inline void print_results(const result& r, const params& p) {
   result_line("fair_share.capped_max_error_pp", max_error_pp(r.with_cap));
   result_line("fair_share.cap_pct", static_cast<double>(p.cap_ppm) / 10'000);
   result_line("fair_share.capped_of_wall_pct", r.with_cap.capped_of_wall);
+  result_line("fair_share.cpu_wait_pct", r.measured.cpu_wait_pct);
+  result_line("fair_share.trustworthy", r.trust.trustworthy ? "yes" : "no");
 }
 
 } // namespace demo::fair_share

@@ -16,6 +16,7 @@
 #include <gpushare/cuda.hpp>
 
 #include "kernels.hpp"
+#include "no_gpu.hpp"
 
 namespace demo::gpu {
 
@@ -91,8 +92,9 @@ inline probe_report probe() {
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || count <= 0) {
-    std::snprintf(r.reason, sizeof r.reason, "no CUDA device: %s",
-                  e != cudaSuccess ? cudaGetErrorName(e) : "the runtime reports 0 devices");
+    const char* name = e != cudaSuccess ? cudaGetErrorName(e) : "";
+    std::snprintf(r.reason, sizeof r.reason, "%s",
+                  no_gpu_reason(name ? name : "cudaError", find_nvidia_driver()).c_str());
     return r;
   }
   try {

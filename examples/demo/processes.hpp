@@ -20,12 +20,14 @@
 #include <exception>
 #include <functional>
 #include <new>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "conditions.hpp"
 #include "sim_device.hpp"
 
 namespace demo {
@@ -146,7 +148,14 @@ public:
     names_.clear();
   }
 
-private:
+  /// Each child's CPU time and run-queue wait so far (conditions.hpp), in the order spawned.
+  /// Readable until the child is reaped, so also after it ended.
+  std::vector<std::optional<cpu_sample>> cpu_samples() const {
+    std::vector<std::optional<cpu_sample>> out;
+    for (pid_t pid : pids_) out.push_back(read_cpu_sample(pid));
+    return out;
+  }
+
   /// Whether a child has ended (without reaping it).
   bool any_ended() const {
     for (pid_t pid : pids_) {
@@ -158,6 +167,7 @@ private:
     return false;
   }
 
+private:
   std::vector<pid_t> pids_;
   std::vector<std::string> names_;
 };

@@ -132,6 +132,16 @@ public:
 #endif
   }
 
+  /// How many of this worker's reservations had to wait for memory that another session held
+  /// (the table's count; 0 without gpushare).
+  std::uint64_t reserve_waits() {
+    if (host_) return host_->info().reserve_waits;
+#ifdef GPUSHARE_DEMO_CUDA
+    if (device_) return device_->info().reserve_waits;
+#endif
+    return 0;
+  }
+
   /// Allocates `bytes` of device memory. Without gpushare it fails at once with out_of_memory
   /// when the device is full; with gpushare it first reserves the bytes in the shared budget,
   /// waiting up to 60 s for other sessions to release memory.
