@@ -4,6 +4,8 @@
 // Thrust integration is separate: <gpushare/cuda/thrust.hpp>.
 #pragma once
 
+#include <gpushare/detail/require_cpp20.hpp>
+
 #include <gpushare/gpushare.hpp>
 
 #include <gpushare/cuda/device.hpp>

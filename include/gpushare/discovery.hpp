@@ -8,6 +8,8 @@
 // Removing unused tables (remove_unused_table(), table::remove()) is in <gpushare/removal.hpp>.
 #pragma once
 
+#include <gpushare/detail/require_cpp20.hpp>
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -3,6 +3,8 @@
 // This umbrella header is the whole GPU-free core API.
 #pragma once
 
+#include <gpushare/detail/require_cpp20.hpp>
+
 #include <gpushare/discovery.hpp>
 #include <gpushare/error.hpp>
 #include <gpushare/options.hpp>

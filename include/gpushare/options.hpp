@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include <gpushare/detail/require_cpp20.hpp>
+
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>

@@ -10,6 +10,8 @@
 // removed. Either way no session ends up in an unlinked table.
 #pragma once
 
+#include <gpushare/detail/require_cpp20.hpp>
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include <gpushare/detail/require_cpp20.hpp>
+
 /// Library version (semantic versioning).
 #define GPUSHARE_VERSION_MAJOR 0
 #define GPUSHARE_VERSION_MINOR 1

@@ -2,6 +2,8 @@
 // Which GPUs this process sees, and the name of each one's table.
 #pragma once
 
+#include <gpushare/detail/require_cpp20.hpp>
+
 #include <cuda_runtime_api.h>
 
 #include <cstdint>

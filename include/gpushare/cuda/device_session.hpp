@@ -3,6 +3,8 @@
 // the process's context overhead accounted, budgeted allocation.
 #pragma once
 
+#include <gpushare/detail/require_cpp20.hpp>
+
 #include <cuda_runtime_api.h>
 
 #include <cstdint>

@@ -2,6 +2,8 @@
 // Turning CUDA runtime errors into gpushare::error with a message that says what to do.
 #pragma once
 
+#include <gpushare/detail/require_cpp20.hpp>
+
 #include <cuda_runtime_api.h>
 
 #include <string>

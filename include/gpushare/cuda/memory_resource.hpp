@@ -2,6 +2,8 @@
 // A memory resource whose allocations are charged to a device session's budget.
 #pragma once
 
+#include <gpushare/detail/require_cpp20.hpp>
+
 #include <cuda_runtime_api.h>
 
 #include <cstddef>

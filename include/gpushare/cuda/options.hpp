@@ -4,6 +4,8 @@
 // check every rule here without a GPU.
 #pragma once
 
+#include <gpushare/detail/require_cpp20.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>

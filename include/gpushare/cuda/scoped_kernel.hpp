@@ -2,6 +2,8 @@
 // A guard over the work a region puts on a CUDA stream, timed by CUDA events.
 #pragma once
 
+#include <gpushare/detail/require_cpp20.hpp>
+
 #include <cuda_runtime_api.h>
 
 #include <chrono>

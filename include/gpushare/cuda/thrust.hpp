@@ -5,6 +5,8 @@
 // host compiler's include path).
 #pragma once
 
+#include <gpushare/detail/require_cpp20.hpp>
+
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
