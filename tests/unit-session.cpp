@@ -3,6 +3,13 @@
 // exactly as sessions of different processes do: each has its own descriptor and liveness lock).
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <optional>
+#include <string>
+
 #include "test_util.hpp"
 
 using namespace gpushare;
@@ -124,6 +131,96 @@ TEST_CASE("over-limit and over-capacity requests fail at once with their own err
   session other = t.join("other");
   CHECK(code_of([&] { (void)other.reserve(101 * MiB, 10s); }) == errc::exceeds_capacity);
   CHECK(code_of([&] { (void)r.try_grow(11 * MiB); }) == errc::over_limit);
+}
+
+namespace {
+/// Runs `f` with stderr sent to a temporary file; returns what was written to it.
+template <class F> std::string capture_stderr(F f) {
+  std::fflush(stderr);
+  char path[] = "/tmp/gpushare-test-stderr-XXXXXX";
+  const int fd = ::mkstemp(path);
+  REQUIRE(fd >= 0);
+  const int saved = ::dup(2);
+  ::dup2(fd, 2);
+  try {
+    f();
+  } catch (...) {
+    std::fflush(stderr);
+    ::dup2(saved, 2);
+    throw;
+  }
+  std::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(saved);
+  std::string text;
+  char buf[4096];
+  ::lseek(fd, 0, SEEK_SET);
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) text.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  ::unlink(path);
+  return text;
+}
+
+std::size_t count_of(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+} // namespace
+
+TEST_CASE("a leftover table's capacity: the joiner is told once, and an oversized request says "
+          "why") {
+  test::unique_table t("leftover", 100 * MiB);
+  (void)t.open(); // "an earlier run" created it with 100 MiB
+  session_options o = t.options("bigger");
+  o.capacity = 800 * MiB;
+  std::optional<session> first;
+  const std::string said = capture_stderr([&] {
+    first.emplace(t.key(), o);
+    session second(t.key(), o); // same table, same request: not said again
+  });
+  CHECK(count_of(said, "asked for a table capacity of 800.00 MiB") == 1);
+  CHECK(said.find(t.object_name()) != std::string::npos);
+  CHECK(said.find("already existed with a capacity of 100.00 MiB") != std::string::npos);
+  CHECK(said.find("created by pid " + std::to_string(::getpid())) != std::string::npos);
+  CHECK(said.find(" UTC") != std::string::npos);
+  CHECK(said.find("gpushare clean") != std::string::npos);
+  CHECK(first->snapshot().capacity == 100 * MiB); // the table's capacity applies
+  try {
+    (void)first->reserve(200 * MiB, 10s);
+    FAIL("expected exceeds_capacity");
+  } catch (const gpushare::error& e) {
+    CHECK(e.code() == errc::exceeds_capacity);
+    const std::string msg = e.what();
+    CHECK(msg.find("(100.00 MiB)") != std::string::npos);
+    CHECK(msg.find("already existed when this session joined") != std::string::npos);
+    CHECK(msg.find("created by pid " + std::to_string(::getpid())) != std::string::npos);
+    CHECK(msg.find("this session asked for 800.00 MiB") != std::string::npos);
+    CHECK(msg.find("gpushare clean") != std::string::npos);
+  }
+  // A session asking for the table's own capacity, or for none, is told nothing.
+  session_options same = t.options("same");
+  same.capacity = 100 * MiB;
+  session_options none = t.options("none");
+  none.capacity.reset();
+  CHECK(capture_stderr([&] {
+          session a(t.key(), same);
+          session b(t.key(), none);
+        }).empty());
+}
+
+TEST_CASE("a session that created its table says so when a request exceeds its capacity") {
+  test::unique_table t("own-capacity", 100 * MiB);
+  session s = t.join("creator");
+  try {
+    (void)s.reserve(200 * MiB, 10s);
+    FAIL("expected exceeds_capacity");
+  } catch (const gpushare::error& e) {
+    CHECK(e.code() == errc::exceeds_capacity);
+    const std::string msg = e.what();
+    CHECK(msg.find("the capacity this session created the table with") != std::string::npos);
+    CHECK(msg.find("already existed") == std::string::npos);
+  }
 }
 
 TEST_CASE("a guarantee is always available to its session and never to others") {

@@ -4,13 +4,17 @@
 // that outlives its session never dangles.
 #pragma once
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <ctime>
 #include <mutex>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,6 +27,29 @@
 namespace gpushare {
 inline namespace v0 {
 namespace detail {
+
+/// "created by pid 4242 (uid 1000) at 2026-11-22 21:03:11 UTC": who made the table and when, from
+/// its header (the pid is in the creator's PID namespace) and its file's owner.
+inline std::string creation_text(const table_header& h, int fd) {
+  std::string t = "created by pid " + std::to_string(h.creator_pid);
+  struct stat st {};
+  if (::fstat(fd, &st) == 0) t += " (uid " + std::to_string(st.st_uid) + ")";
+  const std::time_t secs = static_cast<std::time_t>(h.created_unix_ns / 1'000'000'000u);
+  std::tm tm{};
+  char when[32];
+  if (h.created_unix_ns != 0 && ::gmtime_r(&secs, &tm) != nullptr &&
+      std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &tm) != 0)
+    t += std::string(" at ") + when;
+  return t;
+}
+
+/// True the first time this process asks about `what`: for notices printed once per process.
+inline bool first_time_in_process(const std::string& what) {
+  static std::mutex m;
+  static std::set<std::string> seen;
+  const std::lock_guard<std::mutex> lock(m);
+  return seen.insert(what).second;
+}
 
 /// The longest a waiter sleeps before re-checking for dead sessions that may hold memory.
 inline constexpr std::uint64_t liveness_recheck_ns = 100'000'000; // 100 ms
@@ -69,7 +96,28 @@ public:
                         "' was joining it; is `gpushare clean` running in a loop?");
     }
     owner_pid_ = ::getpid();
+    created_table_ = table_.mapping().created();
+    requested_capacity_ = opts.capacity.value_or(0);
     fork_registry::instance().add(this);
+    if (requested_capacity_ != 0 && !created_table_ &&
+        table_.header().capacity != requested_capacity_ &&
+        first_time_in_process(table_.name() + '\n' + std::to_string(requested_capacity_)))
+      std::fprintf(stderr, "gpushare: %s\n", capacity_mismatch_text().c_str());
+  }
+
+  /// Why the table's capacity is not the one this session asked for (empty if it is, or if the
+  /// session asked for none): the table existed already, and a table keeps the capacity it was
+  /// created with. Printed once per process and table to stderr when the session joins.
+  std::string capacity_mismatch_text() const {
+    const table_header& h = table_.header();
+    if (requested_capacity_ == 0 || created_table_ || h.capacity == requested_capacity_) return {};
+    return "session '" + name_ + "' asked for a table capacity of " +
+           format_bytes(requested_capacity_) + ", but table '" + table_.name() +
+           "' already existed with a capacity of " + format_bytes(h.capacity) + " (" +
+           creation_text(h, table_.fd()) +
+           "); a table keeps the capacity it was created with, so " + format_bytes(h.capacity) +
+           " applies. To use another capacity, remove the table once no session uses it "
+           "(`gpushare clean`, or gpushare::table::remove) and the next session creates it anew";
   }
 
   session_core(const session_core&) = delete;
@@ -642,6 +690,8 @@ private:
 
   table_core table_;
   std::string name_;
+  bool created_table_ = false;           ///< this session's join created the table
+  std::uint64_t requested_capacity_ = 0; ///< session_options::capacity; 0: none asked for
   std::uint32_t slot_ = 0;
   std::uint32_t generation_ = 0;
   std::int32_t owner_pid_ = 0;
@@ -759,11 +809,25 @@ inline bool session_core::activate(const resolved_options& r) {
 
 inline error session_core::never_fits(budget_verdict v, const slot_record& s,
                                       std::uint64_t bytes) const {
-  if (v == budget_verdict::exceeds_capacity)
-    return error(errc::exceeds_capacity,
-                 "session '" + name_ + "': a reservation of " + format_bytes(bytes) +
-                     " exceeds the whole capacity of table '" + table_.name() + "' (" +
-                     format_bytes(table_.header().capacity) + ")");
+  if (v == budget_verdict::exceeds_capacity) {
+    const table_header& h = table_.header();
+    std::string why = "session '" + name_ + "': a reservation of " + format_bytes(bytes) +
+                      " exceeds the whole capacity of table '" + table_.name() + "' (" +
+                      format_bytes(h.capacity) + ")";
+    if (created_table_) {
+      why += ", the capacity this session created the table with";
+    } else {
+      why += ". The table already existed when this session joined: it was " +
+             creation_text(h, table_.fd()) + ", and a table keeps the capacity it was created with";
+      why += requested_capacity_ != 0 ? std::string(" (this session asked for ") +
+                                            format_bytes(requested_capacity_) + ")"
+                                      : std::string(" (this session set no capacity)");
+      why += ". If it is a table left from an earlier run, remove it once no session uses it "
+             "(`gpushare clean`, or gpushare::table::remove) and the next session creates it "
+             "with its own capacity";
+    }
+    return error(errc::exceeds_capacity, why);
+  }
   return error(errc::over_limit, "session '" + name_ + "': reserving " + format_bytes(bytes) +
                                      " would exceed its memory limit of " +
                                      format_bytes(s.memory_limit) + " (reserved " +
