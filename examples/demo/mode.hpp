@@ -63,9 +63,10 @@ inline device_mode detect_mode(bool simulate) {
 /// What the simulated device is, for the demos that compare sharing with and without gpushare.
 inline const char* simulation_note(const device_mode& m) {
   if (m.gpu) return "";
-  return "The simulated device runs one kernel at a time and time-slices between processes in "
-         "2 ms slices,\nas a GPU shared without arbitration does; \"without gpushare\" uses it "
-         "directly.\n";
+  return "The simulated device runs one kernel at a time and time-slices between processes, "
+         "as a GPU\nshared without arbitration does, in 2 ms slices (a modelling choice: NVIDIA "
+         "does not publish\nits slice lengths, and none was measured here); \"without gpushare\" "
+         "uses it directly.\n";
 }
 
 /// The first line every demo prints.
