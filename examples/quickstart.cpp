@@ -115,6 +115,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "quickstart: FAILED: %s\n", e.what());
     rc = 1;
   }
-  ::shm_unlink(table.c_str());
+  // The table stays in /dev/shm after its sessions leave; remove it (never while a session lives).
+  try {
+    (void)gpushare::table::remove(key, o);
+  } catch (const gpushare::error& e) {
+    std::fprintf(stderr, "quickstart: could not remove table '%s': %s\n", table.c_str(), e.what());
+  }
   return rc;
 }

@@ -233,7 +233,13 @@ int main(int argc, char** argv) {
     ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
   }
-  ::shm_unlink(
-      gpushare::detail::table_object_name(domain, key, gpushare::table_access::user).c_str());
+  // The table stays in /dev/shm after its sessions leave; remove it (never while a session lives).
+  try {
+    gpushare::session_options o;
+    o.domain = domain;
+    (void)gpushare::table::remove(key, o);
+  } catch (const gpushare::error& e) {
+    std::fprintf(stderr, "two_process_demo: could not remove the table: %s\n", e.what());
+  }
   return rc;
 }
