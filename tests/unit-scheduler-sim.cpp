@@ -757,7 +757,8 @@ TEST_CASE("simulation: a holder with short pauses does not keep an idle device f
   }
 }
 
-TEST_CASE("simulation: a lone session runs on its lease, and a newcomer ends it at the next boundary") {
+TEST_CASE(
+    "simulation: a lone session runs on its lease, and a newcomer ends it at the next boundary") {
   for (const std::uint32_t mode : {d::handover_at_guard, d::handover_at_yield}) {
     scenario sc;
     sc.duration = 3 * sec;
