@@ -90,10 +90,10 @@ void print_config(const config& c, bool gpu) {
               c.planned_seconds());
   if (gpu)
     std::printf("workloads: training %d^3 bf16 GEMM + activation per step, %d steps per "
-                "iteration; inference %d GEMMs of (%d x %d) x (%d x %d) per request; small "
+                "iteration; inference %d GEMM%s of (%d x %d) x (%d x %d) per request; small "
                 "kernel %d elements\n",
-                c.train_size, 3 * c.train_layers, c.infer_layers, c.infer_hidden, c.infer_hidden,
-                c.infer_hidden, c.infer_batch, c.small_elements);
+                c.train_size, 3 * c.train_layers, c.infer_layers, c.infer_layers == 1 ? "" : "s",
+                c.infer_hidden, c.infer_hidden, c.infer_hidden, c.infer_batch, c.small_elements);
   else
     std::printf("workloads (simulated): training step %.0f+%.0f us, %d steps per iteration; "
                 "inference %d x %.0f us per request; small kernel %.0f us, large %.0f us\n",
