@@ -31,10 +31,10 @@ constexpr std::uint64_t kernel_ns = 2'000'000;
 
 // What the table says about this session at the end.
 void report(const gpushare::session_info& i, int steps) {
-  std::printf("%d steps: the table accounted %.1f ms of device time in %llu guards; this session "
-              "reserved at most %s\n",
-              steps, static_cast<double>(i.device_ns) / 1e6,
-              static_cast<unsigned long long>(i.guards),
+  std::printf("%d step%s: the table accounted %.1f ms of device time in %llu guard%s; this "
+              "session reserved at most %s\n",
+              steps, steps == 1 ? "" : "s", static_cast<double>(i.device_ns) / 1e6,
+              static_cast<unsigned long long>(i.guards), i.guards == 1 ? "" : "s",
               gpushare::detail::format_bytes(i.peak).c_str());
   demo::result_line("quickstart.steps", steps);
   demo::result_line("quickstart.guards", static_cast<double>(i.guards));

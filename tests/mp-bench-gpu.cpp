@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // The GPU benchmark harness (bench/gpu/), run as a program on the simulated GPU with short
-// phases: every scenario runs, its figures land in the JSON, and they tell unmanaged sharing and
-// gpushare apart the way the simulated device must (the bounds are generous: the phases are
-// short and other work may load the machine). Bad input is refused with status 2.
+// phases: every scenario runs and its figures land in the JSON, finite and in range. When the
+// bench judged its measurement conditions good (its workers seldom waited for a CPU), the
+// figures must tell unmanaged sharing and gpushare apart the way the simulated device does (the
+// bounds are generous: the phases are short); when it judged them bad (a busy machine), it must
+// say so plainly instead. Bad input is refused with status 2.
 #include <doctest/doctest.h>
 
 #include "test_util.hpp"
@@ -50,6 +52,50 @@ struct bench_run {
   }
 };
 
+bool in_range(double x, double low, double high) { return x >= low && x <= high; }
+
+/// Whether the bench judged the conditions of `scenario`'s (first) repeat good enough to trust
+/// its figures. Either way, checks that the verdict agrees with the conditions it recorded and
+/// that the output says it plainly: a warning naming the scenario, and its goals not judged.
+bool trusted(const bench_run& r, const std::string& scenario) {
+  CAPTURE(scenario);
+  const auto results = r.json.find("\"results\": {");
+  const auto at = r.json.find("\"" + scenario + "\": [", results);
+  const auto field = r.json.find("\"trustworthy\": ", at);
+  if (results == std::string::npos || at == std::string::npos || field == std::string::npos) {
+    FAIL_CHECK("the JSON does not say whether the " << scenario << " figures are trustworthy");
+    return false;
+  }
+  const bool ok = r.json.compare(field + 15, 4, "true") == 0;
+  const double wait = r.figure(scenario + ".cpu_wait_pct");
+  CHECK(wait >= 0); // measured (NaN fails): /proc/<pid>/schedstat is there on Linux
+  const std::string warning = "WARNING: these " + scenario + " figures are NOT trustworthy";
+  if (ok) {
+    CHECK(wait <= 10); // the limit (examples/demo/conditions.hpp)
+    CHECK(r.output.find(warning) == std::string::npos);
+  } else {
+    CHECK(r.json.find("\"not_trustworthy_because\"", at) != std::string::npos);
+    CHECK(r.output.find(warning) != std::string::npos);
+    if (wait > 10) CHECK(r.output.find("waited for a CPU up to") != std::string::npos);
+    CHECK(r.output.find("Their goals are not judged (n/t)") != std::string::npos);
+    MESSAGE("the bench judged the " << scenario << " figures not trustworthy (CPU wait " << wait
+                                    << "%): they are not checked");
+  }
+  if (scenario == "qos") { // also judged by the solo service time (simulated: nominal 2 ms)
+    const double service = r.figure("qos.service_over_nominal");
+    CHECK(service > 0.9);
+    if (ok) CHECK(service <= 1.5);
+    if (!ok && wait <= 10) CHECK(service > 1.5);
+    if (!ok && service > 1.5) {
+      CHECK(r.output.find("a request alone took") != std::string::npos);
+      MESSAGE("(QoS: a solo request took " << service << "x its nominal time)");
+    }
+  } else if (!ok) {
+    CHECK(wait > 10);
+  }
+  return ok;
+}
+
 std::string json_path() {
   return "/tmp/gpushare-bench-test-" + std::to_string(::getpid()) + ".json";
 }
@@ -96,39 +142,86 @@ TEST_CASE(
   CHECK(r.json.find("CUDA events") == std::string::npos);
   CHECK(r.output.find("raw figures: " + json_path()) != std::string::npos);
 
-  // QoS: with gpushare the inference tail is far below the time-sliced one, and training runs.
+  // The figures of every scenario are there, finite and in their possible ranges, however
+  // busy the machine is.
   CHECK(r.figure("qos.rate_per_s") > 0);
+  CHECK(r.figure("qos.service_ms") > 0);
+  CHECK(r.figure("qos.requests") > 0);
   CHECK(r.figure("qos.p99_ms.solo") > 0);
-  CHECK(r.figure("qos.p99_ratio.gpushare") < r.figure("qos.p99_ratio.unmanaged"));
-  CHECK(r.figure("qos.p99_ratio.gpushare") < 3);
-  CHECK(r.figure("qos.training_kept.gpushare") > 0.2);
-  // Inference at 50% load keeps the simulated device about half busy with exclusive guards, so
-  // training can keep at most about half of its solo throughput.
-  CHECK(r.figure("qos.training_ceiling.gpushare") > 0.3);
-  CHECK(r.figure("qos.training_ceiling.gpushare") < 0.7);
-  CHECK(r.figure("qos.training_kept.gpushare") < r.figure("qos.training_ceiling.gpushare") + 0.1);
+  for (const char* side : {"unmanaged", "gpushare"}) {
+    CAPTURE(side);
+    const std::string s(side);
+    CHECK(r.figure("qos.p99_ratio." + s) > 0);
+    CHECK(r.figure("qos.p50_ratio." + s) > 0);
+    CHECK(r.figure("qos.training_kept." + s) > 0);
+    CHECK(r.figure("qos.training_kept." + s) < 2);
+    CHECK(r.figure("qos.unserved." + s) >= 0);
+  }
+  CHECK(in_range(r.figure("qos.training_ceiling.gpushare"), 0, 1));
+  for (const char* split : {"3to1", "1to1to2"}) {
+    CAPTURE(split);
+    const std::string base = std::string("share.") + split;
+    CHECK(in_range(r.figure(base + ".error_pp_work.unmanaged"), 0, 100));
+    CHECK(in_range(r.figure(base + ".error_pp_work.gpushare"), 0, 100));
+    CHECK(in_range(r.figure(base + ".error_pp_events.gpushare"), 0, 100));
+    CHECK(in_range(r.figure(base + ".busy_pct_min.gpushare"), 0, 101));
+  }
+  for (const char* kind : {"small", "small_batched", "large"}) {
+    CAPTURE(kind);
+    const std::string base = std::string("overhead.") + kind;
+    CHECK(r.figure(base + ".per_s.unmanaged") > 0);
+    CHECK(r.figure(base + ".per_s.gpushare") > 0);
+    CHECK(r.figure(base + ".ratio.gpushare") > 0);
+  }
+  CHECK(r.figure("handover.g1.guard_ms") > 0);
+  CHECK(r.figure("handover.g4.guard_ms") > 0);
+  CHECK(r.figure("handover.g1.requests.gpushare") > 5);
+  CHECK(r.figure("handover.g4.requests.gpushare") > 5);
+
+  // The figures of the timing scenarios (QoS, share, overhead, handover) are findings only when
+  // the bench judged its own conditions good enough: on a busy machine the workers wait for a
+  // CPU at every wake-up and the figures show that load. Then the bench must say so, and the
+  // figures are not checked (speed belongs in the benchmark, not in a test that must hold on a
+  // busy machine).
+
+  const bool qos = trusted(r, "qos"), share = trusted(r, "share"),
+             overhead = trusted(r, "overhead"), handover = trusted(r, "handover");
+
+  // QoS: with gpushare the inference tail is far below the time-sliced one, and training runs.
+  if (qos) {
+    CHECK(r.figure("qos.p99_ratio.gpushare") < r.figure("qos.p99_ratio.unmanaged"));
+    CHECK(r.figure("qos.p99_ratio.gpushare") < 3);
+    CHECK(r.figure("qos.training_kept.gpushare") > 0.2);
+    // Inference at 50% load keeps the simulated device about half busy with exclusive guards,
+    // so training can keep at most about half of its solo throughput.
+    CHECK(r.figure("qos.training_ceiling.gpushare") > 0.3);
+    CHECK(r.figure("qos.training_ceiling.gpushare") < 0.7);
+    CHECK(r.figure("qos.training_kept.gpushare") < r.figure("qos.training_ceiling.gpushare") + 0.1);
+  }
 
   // Share accuracy: unmanaged ignores the shares (3:1 comes out near 50/50, 25 points off);
   // with gpushare both measures are close to the configured split.
-  CHECK(r.figure("share.3to1.error_pp_work.unmanaged") > 10);
-  CHECK(r.figure("share.3to1.error_pp_events.gpushare") < 8);
-  CHECK(r.figure("share.3to1.error_pp_work.gpushare") < 8);
-  CHECK(r.figure("share.1to1to2.error_pp_work.unmanaged") > 8);
-  CHECK(r.figure("share.1to1to2.error_pp_events.gpushare") < 8);
-  CHECK(r.figure("share.1to1to2.busy_pct_min.gpushare") > 50);
+  if (share) {
+    CHECK(r.figure("share.3to1.error_pp_work.unmanaged") > 10);
+    CHECK(r.figure("share.3to1.error_pp_events.gpushare") < 8);
+    CHECK(r.figure("share.3to1.error_pp_work.gpushare") < 8);
+    CHECK(r.figure("share.1to1to2.error_pp_work.unmanaged") > 8);
+    CHECK(r.figure("share.1to1to2.error_pp_events.gpushare") < 8);
+    CHECK(r.figure("share.1to1to2.busy_pct_min.gpushare") > 50);
+  }
 
-  // Overhead: both modes ran launches; guards on simulated kernels cost little.
-  CHECK(r.figure("overhead.small.per_s.unmanaged") > 0);
-  CHECK(r.figure("overhead.large.per_s.gpushare") > 0);
-  CHECK(std::fabs(r.figure("overhead.small.ratio.gpushare") - 1) < 0.5);
-  CHECK(std::fabs(r.figure("overhead.large.ratio.gpushare") - 1) < 0.5);
+  // Overhead: guards on simulated kernels cost little.
+  if (overhead) {
+    CHECK(std::fabs(r.figure("overhead.small.ratio.gpushare") - 1) < 0.5);
+    CHECK(std::fabs(r.figure("overhead.large.ratio.gpushare") - 1) < 0.5);
+  }
 
   // Handover: a longer low-priority guard is measured as longer and delays the request more. (The
-  // medians, not the tails: on a loaded machine a p99 is the CPU's wake-up latency, whatever the
-  // guard length.)
-  CHECK(r.figure("handover.g4.guard_ms") > 2 * r.figure("handover.g1.guard_ms"));
-  CHECK(r.figure("handover.g4.p50_us.gpushare") > r.figure("handover.g1.p50_us.gpushare"));
-  CHECK(r.figure("handover.g1.requests.gpushare") > 5);
+  // medians, not the tails: a p99 is easily the CPU's wake-up latency, whatever the guard length.)
+  if (handover) {
+    CHECK(r.figure("handover.g4.guard_ms") > 2 * r.figure("handover.g1.guard_ms"));
+    CHECK(r.figure("handover.g4.p50_us.gpushare") > r.figure("handover.g1.p50_us.gpushare"));
+  }
 
   // Memory: 4 jobs of 35% each; without gpushare some fail out-of-memory, with it none does.
   CHECK(r.figure("memory.out_of_memory.unmanaged") >= 1);
@@ -136,8 +229,11 @@ TEST_CASE(
   CHECK(r.figure("memory.out_of_memory.gpushare") == 0);
   CHECK(r.figure("memory.completed.gpushare") == 4);
 
-  // The summary judges the goals it has figures for.
-  CHECK(r.count("\"met\": true") + r.count("\"met\": false") >= 8);
+  // The summary judges the goals it has trustworthy figures for: QoS 2, share 4, overhead 3,
+  // memory 2 (handover has none); the others' "met" is null.
+  CHECK(r.count("\"goal\": \"") == 11);
+  CHECK(r.count("\"met\": true") + r.count("\"met\": false") ==
+        (qos ? 2u : 0u) + (share ? 4u : 0u) + (overhead ? 3u : 0u) + 2u);
 }
 
 TEST_CASE("bench-gpu: repeats are recorded one by one and summarised with their range") {

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The CUDA layer's GPU-free rules, checked with the plain host compiler: device options and their
 // environment variables, capacity from device memory, the in-flight allowance, the context
-// overhead's source, UUID text, and the device block of a table snapshot.
+// overhead's source, UUID text, the device block of a table snapshot, and the words of the
+// no-device error.
+#include <gpushare/cuda/detail/no_device.hpp>
 #include <gpushare/cuda/detail/uuid.hpp>
 #include <gpushare/cuda/options.hpp>
 #include <gpushare/gpushare.hpp>
@@ -15,6 +17,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <doctest/doctest.h>
 
@@ -225,4 +228,68 @@ TEST_CASE("a snapshot shows the device as last observed, and memory no session a
   const auto floored = table.snapshot();
   CHECK(floored.device_untracked == 0);
   CHECK(floored.device_name.size() == gpushare::detail::device_name_capacity - 1);
+}
+
+TEST_CASE("no-device message: no NVIDIA driver is not a driver to upgrade") {
+  const gc::detail::nvidia_driver none;
+  gc::detail::nvidia_driver installed;
+  installed.present = true;
+  installed.version = "470.82.01";
+  const gc::detail::nvidia_driver unreadable{true, ""};
+  const auto message = [](std::string_view name, const gc::detail::nvidia_driver& d,
+                          int runtime = 12040) {
+    return gc::detail::no_device_message(name, std::string(name) + " (CUDA's text)",
+                                         "cudaGetDeviceCount", d, runtime);
+  };
+
+  // No driver loaded: CUDA says "insufficient driver" or "no device"; either way, no driver.
+  CHECK(message("cudaErrorInsufficientDriver", none) ==
+        "no NVIDIA driver or GPU found (cudaErrorInsufficientDriver, from cudaGetDeviceCount)");
+  CHECK(message("cudaErrorNoDevice", none) ==
+        "no NVIDIA driver or GPU found (cudaErrorNoDevice, from cudaGetDeviceCount)");
+  // A driver that really is too old: said so, with its version and the runtime's.
+  CHECK(message("cudaErrorInsufficientDriver", installed) ==
+        "the NVIDIA driver 470.82.01 is too old for CUDA runtime 12.4 "
+        "(cudaErrorInsufficientDriver, from cudaGetDeviceCount); install a newer NVIDIA driver");
+  CHECK(message("cudaErrorInsufficientDriver", unreadable, 0) ==
+        "the NVIDIA driver is too old for this CUDA runtime (cudaErrorInsufficientDriver, from "
+        "cudaGetDeviceCount); install a newer NVIDIA driver");
+  // A driver and no device (every GPU hidden, say), or any other reason: CUDA's error and what
+  // to check, whether or not a driver is loaded.
+  CHECK(message("cudaErrorNoDevice", installed) ==
+        "no CUDA device available: cudaErrorNoDevice (CUDA's text) (from cudaGetDeviceCount); "
+        "check the driver (nvidia-smi) and CUDA_VISIBLE_DEVICES");
+  CHECK(message("cudaErrorStubLibrary", none) ==
+        "no CUDA device available: cudaErrorStubLibrary (CUDA's text) (from cudaGetDeviceCount); "
+        "check the driver (nvidia-smi) and CUDA_VISIBLE_DEVICES");
+  CHECK(message("cudaErrorDevicesUnavailable", installed)
+            .rfind("no CUDA device available: cudaErrorDevicesUnavailable", 0) == 0);
+}
+
+TEST_CASE("the NVIDIA driver's version is read from /proc/driver/nvidia/version") {
+  CHECK(gc::detail::parse_nvidia_driver_version(
+            "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC "
+            "2023") == "535.104.05");
+  CHECK(gc::detail::parse_nvidia_driver_version(
+            "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build  "
+            "(dvs-builder@U16-I3-B03-4-3)  Tue Sep 23 09:58:45 UTC 2025") == "580.95.05");
+  CHECK(gc::detail::parse_nvidia_driver_version("NVRM version: unknown").empty());
+  CHECK(gc::detail::parse_nvidia_driver_version("").empty());
+  CHECK(gc::detail::format_cuda_version(13000) == "13.0");
+  CHECK(gc::detail::format_cuda_version(12040) == "12.4");
+  CHECK(gc::detail::format_cuda_version(0).empty());
+
+  // A file that is not there: no driver. One that is: present, its version parsed.
+  CHECK_FALSE(gc::detail::find_nvidia_driver("/nonexistent/nvidia/version").present);
+  char path[] = "/tmp/gpushare-nvidia-version-XXXXXX";
+  const int fd = ::mkstemp(path);
+  REQUIRE(fd >= 0);
+  const std::string text = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  470.82.01  Tue\n"
+                           "GCC version:  gcc version 9.3.0\n";
+  REQUIRE(::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()));
+  ::close(fd);
+  const gc::detail::nvidia_driver d = gc::detail::find_nvidia_driver(path);
+  ::unlink(path);
+  CHECK(d.present);
+  CHECK(d.version == "470.82.01");
 }

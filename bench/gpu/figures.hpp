@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // What one run of a scenario measured: named numbers ("qos.p99_ratio.gpushare") and named series
 // of raw samples (latencies, per-window splits), in the order they were recorded, plus the
-// statistics the summary takes over repeats.
+// statistics the summary takes over repeats, and (for the timing scenarios) the conditions they
+// were measured in.
 #pragma once
 
 #include <algorithm>
@@ -11,6 +12,8 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "demo/conditions.hpp"
 
 namespace bench {
 
@@ -39,6 +42,14 @@ public:
   std::string error;
   /// Remarks worth reading next to the figures (e.g. a job's out-of-memory message).
   std::vector<std::string> notes;
+  /// What a timing scenario measured about its own conditions (the worst run-queue wait of its
+  /// workers over all its phases, ...); nullopt for a scenario whose figures do not depend on
+  /// timing. judged() says whether its figures can be trusted.
+  std::optional<demo::conditions> measured;
+
+  /// Judges `measured` (see demo::judge); trustworthy when nothing was measured.
+  demo::verdict judged() const { return measured ? demo::judge(*measured) : demo::verdict{}; }
+  bool trustworthy() const { return judged().trustworthy; }
 
 private:
   std::vector<std::pair<std::string, double>> values_;
@@ -59,6 +70,16 @@ inline double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/// The largest of some phases' CPU waits (%), or NaN when any could not be measured.
+inline double worst_cpu_wait(const std::vector<double>& phases) {
+  double worst = 0;
+  for (double x : phases) {
+    if (std::isnan(x)) return NAN;
+    worst = std::max(worst, x);
+  }
+  return worst;
 }
 
 /// a / b, or NaN when b is not positive (a ratio that cannot be formed is not a figure).

@@ -128,6 +128,7 @@ struct phase_result {
   std::vector<double> latency_us;
   double guard_ms = NAN;
   double clock_uncertainty_us = 0;
+  double cpu_wait_pct = NAN; ///< the workers' worst run-queue wait, % of the time (phase.hpp)
 };
 
 inline phase_result run_phase(const device_info& dev, const config& cfg, const std::string& tag,
@@ -139,9 +140,10 @@ inline phase_result run_phase(const device_info& dev, const config& cfg, const s
                      [&] { inference_worker(ph, cfg, *b, managed, with_training, seed); });
   if (with_training)
     ph.workers().spawn("training", [&] { training_worker(ph, cfg, *b, guard_steps, managed); });
-  ph.workers().open_gate(b->gate, with_training ? 2 : 1);
-  ph.workers().wait_all();
+  ph.start(b->gate, with_training ? 2 : 1);
+  const double cpu_wait_pct = ph.finish();
   phase_result r;
+  r.cpu_wait_pct = cpu_wait_pct;
   r.latency_us.assign(b->latency_us, b->latency_us + b->samples);
   r.clock_uncertainty_us = static_cast<double>(b->clock_uncertainty_ns) / 1e3;
   if (managed && b->guards > 0)
@@ -158,6 +160,7 @@ inline figures run(const device_info& dev, const config& cfg, int repeat) {
   f.set("handover.solo.p99_us", percentile(solo.latency_us, 99));
   f.add_series("handover.solo.latency_us", solo.latency_us);
   double uncertainty = solo.clock_uncertainty_us;
+  std::vector<double> cpu_waits = {solo.cpu_wait_pct};
   for (int g : cfg.guard_steps) {
     const std::string base = "handover.g" + std::to_string(g);
     const std::string tag = r + "-g" + std::to_string(g);
@@ -173,8 +176,15 @@ inline figures run(const device_info& dev, const config& cfg, int repeat) {
     f.add_series(base + ".latency_us.gpushare", managed.latency_us);
     uncertainty =
         std::max({uncertainty, unmanaged.clock_uncertainty_us, managed.clock_uncertainty_us});
+    cpu_waits.push_back(unmanaged.cpu_wait_pct);
+    cpu_waits.push_back(managed.cpu_wait_pct);
   }
   f.set("handover.clock_uncertainty_us", uncertainty);
+  // Start latencies on busy CPUs are the CPUs' wake-up latencies, whatever the guard length.
+  demo::conditions c;
+  c.cpu_wait_pct = worst_cpu_wait(cpu_waits);
+  f.set("handover.cpu_wait_pct", c.cpu_wait_pct);
+  f.measured = c;
   return f;
 }
 

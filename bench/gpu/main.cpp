@@ -90,10 +90,10 @@ void print_config(const config& c, bool gpu) {
               c.planned_seconds());
   if (gpu)
     std::printf("workloads: training %d^3 bf16 GEMM + activation per step, %d steps per "
-                "iteration; inference %d GEMMs of (%d x %d) x (%d x %d) per request; small "
+                "iteration; inference %d GEMM%s of (%d x %d) x (%d x %d) per request; small "
                 "kernel %d elements\n",
-                c.train_size, 3 * c.train_layers, c.infer_layers, c.infer_hidden, c.infer_hidden,
-                c.infer_hidden, c.infer_batch, c.small_elements);
+                c.train_size, 3 * c.train_layers, c.infer_layers, c.infer_layers == 1 ? "" : "s",
+                c.infer_hidden, c.infer_hidden, c.infer_hidden, c.infer_batch, c.small_elements);
   else
     std::printf("workloads (simulated): training step %.0f+%.0f us, %d steps per iteration; "
                 "inference %d x %.0f us per request; small kernel %.0f us, large %.0f us\n",
@@ -108,6 +108,21 @@ void print_figures(const std::string& name, int repeat, const figures& f, double
   for (const auto& [k, v] : f.values()) std::printf(" %s=%.4g", k.c_str(), v);
   std::printf("\n");
   for (const auto& n : f.notes) std::printf("  note: %s\n", n.c_str());
+  if (f.measured) {
+    const demo::verdict v = f.judged();
+    if (v.trustworthy) {
+      std::printf("  conditions OK:");
+      for (std::size_t i = 0; i < v.checked.size(); ++i)
+        std::printf("%s %s", i ? ";" : "", v.checked[i].c_str());
+      std::printf("\n");
+    } else {
+      std::printf("  WARNING: these %s figures are NOT trustworthy; they are not findings about "
+                  "gpushare:\n",
+                  name.c_str());
+      for (const std::string& r : v.reasons) std::printf("    - %s\n", r.c_str());
+      std::printf("    Run the benchmark again on a machine that is not busy with other work.\n");
+    }
+  }
   if (!f.error.empty()) std::printf("  ERROR: %s\n", f.error.c_str());
   std::fflush(stdout);
 }
@@ -208,6 +223,14 @@ std::string to_json(const config& cfg, const device_info& dev, const std::string
         for (const auto& n : f.notes) j.string(n);
         j.end_array();
       }
+      if (f.measured) { // a timing scenario: were its conditions good enough to trust it?
+        const demo::verdict v = f.judged();
+        j.field("trustworthy", v.trustworthy);
+        j.key(v.trustworthy ? "conditions_checked" : "not_trustworthy_because");
+        j.begin_array();
+        for (const auto& x : v.trustworthy ? v.checked : v.reasons) j.string(x);
+        j.end_array();
+      }
       j.key("figures");
       j.begin_object();
       for (const auto& [k, v] : f.values()) j.real_field(k, v);
@@ -253,7 +276,10 @@ std::string to_json(const config& cfg, const device_info& dev, const std::string
     } else {
       j.field("goal", row.goal);
     }
-    const std::string verdict = bench::verdict(row, bench::gather(it->second, row.gpushare));
+    const bool trusted = bench::trustworthy(it->second);
+    const std::string verdict =
+        bench::verdict(row, bench::gather(it->second, row.gpushare), trusted);
+    j.field("trustworthy", trusted);
     j.key("met");
     if (verdict == "yes" || verdict == "NO")
       j.boolean(verdict == "yes");

@@ -71,18 +71,20 @@ inline void worker(phase& ph, const config& cfg, board& b, variant v, bool manag
 }
 
 /// Launches per second of one measurement.
+/// `cpu_waits` gets the worker's run-queue wait (phase.hpp).
 inline double measure(const device_info& dev, const config& cfg, const std::string& tag, variant v,
-                      bool managed) {
+                      bool managed, std::vector<double>& cpu_waits) {
   phase ph(dev, tag);
   demo::shared<board> b;
   ph.workers().spawn("solo", [&] { worker(ph, cfg, *b, v, managed); });
-  ph.workers().open_gate(b->gate, 1);
-  ph.workers().wait_all();
+  ph.start(b->gate, 1);
+  cpu_waits.push_back(ph.finish());
   return ratio(static_cast<double>(b->launches) * 1e9, static_cast<double>(b->elapsed_ns));
 }
 
 inline figures run(const device_info& dev, const config& cfg, int repeat) {
   figures f;
+  std::vector<double> cpu_waits;
   for (const variant v : {variant::small, variant::small_batched, variant::large}) {
     const std::string base = std::string("overhead.") + name(v);
     const std::string tag =
@@ -90,7 +92,8 @@ inline figures run(const device_info& dev, const config& cfg, int repeat) {
     std::vector<double> without, with, ratios;
     for (int round = 0; round < 2; ++round) {
       const auto one = [&](bool managed) {
-        return measure(dev, cfg, tag + (managed ? "-g" : "-u") + std::to_string(round), v, managed);
+        return measure(dev, cfg, tag + (managed ? "-g" : "-u") + std::to_string(round), v, managed,
+                       cpu_waits);
       };
       double a = 0, b = 0; // without, with; the second round runs them in the other order
       if (round % 2 == 1) {
@@ -110,6 +113,11 @@ inline figures run(const device_info& dev, const config& cfg, int repeat) {
     f.add_series(base + ".rounds_per_s.unmanaged", without);
     f.add_series(base + ".rounds_per_s.gpushare", with);
   }
+  // A worker kept waiting for a CPU launches less, by chance more in one round than another.
+  demo::conditions c;
+  c.cpu_wait_pct = worst_cpu_wait(cpu_waits);
+  f.set("overhead.cpu_wait_pct", c.cpu_wait_pct);
+  f.measured = c;
   return f;
 }
 

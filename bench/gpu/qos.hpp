@@ -113,6 +113,7 @@ struct phase_result {
   std::uint32_t unserved = 0;
   double training_per_s = NAN;
   double inference_busy = NAN;
+  double cpu_wait_pct = NAN; ///< the workers' worst run-queue wait, % of the time (phase.hpp)
 };
 
 inline phase_result run_phase(const device_info& dev, const config& cfg, const std::string& tag,
@@ -126,13 +127,12 @@ inline phase_result run_phase(const device_info& dev, const config& cfg, const s
     ph.workers().spawn("inference",
                        [&] { inference_worker(ph, cfg, *b, calibrate, managed, seed); });
   if (training) ph.workers().spawn("training", [&] { training_worker(ph, cfg, *b, managed); });
-  const std::uint64_t go =
-      ph.workers().open_gate(b->gate, (inference ? 1 : 0) + (training ? 1 : 0));
+  const std::uint64_t go = ph.start(b->gate, (inference ? 1 : 0) + (training ? 1 : 0));
   if (!inference) {
     sleep_until_ns(go + warm_up_ns + static_cast<std::uint64_t>(cfg.phase_s * 1e9));
     b->gate.stop.store(1);
   }
-  ph.workers().wait_all();
+  const double cpu_wait_pct = ph.finish();
   if (calibrate) {
     rate_per_s = b->rate_per_s;
     service_ms = b->service_ms;
@@ -141,6 +141,7 @@ inline phase_result run_phase(const device_info& dev, const config& cfg, const s
   r.latency_ms.assign(b->latency_ms, b->latency_ms + b->samples);
   r.unserved = b->unserved;
   r.inference_busy = b->inference_busy;
+  r.cpu_wait_pct = cpu_wait_pct;
   if (training)
     r.training_per_s = ratio(static_cast<double>(b->training_iterations) * 1e9,
                              static_cast<double>(b->training_window_ns));
@@ -185,6 +186,16 @@ inline figures run(const device_info& dev, const config& cfg, int repeat) {
   // can keep at most the GPU time inference leaves.
   f.set("qos.inference_busy.gpushare", managed.inference_busy);
   f.set("qos.training_ceiling.gpushare", 1 - managed.inference_busy);
+  // The conditions: on a machine busy with other work the workers wait for a CPU at every
+  // wake-up, and the latencies and throughputs above show that load (demo/conditions.hpp).
+  demo::conditions c;
+  c.cpu_wait_pct = worst_cpu_wait(
+      {solo.cpu_wait_pct, train.cpu_wait_pct, unmanaged.cpu_wait_pct, managed.cpu_wait_pct});
+  // Simulated, a request's nominal service time is known: its kernels' durations.
+  if (!dev.mode.gpu) c.service_over_nominal = service / (cfg.infer_layers * cfg.sim_infer_us / 1e3);
+  f.set("qos.cpu_wait_pct", c.cpu_wait_pct);
+  if (!dev.mode.gpu) f.set("qos.service_over_nominal", c.service_over_nominal);
+  f.measured = c;
   f.add_series("qos.latency_ms.solo", solo.latency_ms);
   f.add_series("qos.latency_ms.unmanaged", unmanaged.latency_ms);
   f.add_series("qos.latency_ms.gpushare", managed.latency_ms);

@@ -75,13 +75,14 @@ struct window_split {
 };
 
 inline std::vector<window_split> run_phase(const device_info& dev, const config& cfg,
-                                           const std::string& tag, const split& sp, bool managed) {
+                                           const std::string& tag, const split& sp, bool managed,
+                                           std::vector<double>& cpu_waits) {
   phase ph(dev, tag);
   demo::shared<board> b;
   const int n = static_cast<int>(sp.shares.size());
   for (int i = 0; i < n; ++i)
     ph.workers().spawn(names[i], [&, i] { trainer(ph, cfg, *b, i, sp.shares[i], managed); });
-  const std::uint64_t go = ph.workers().open_gate(b->gate, n);
+  const std::uint64_t go = ph.start(b->gate, n);
 
   struct reading {
     std::uint64_t at = 0;
@@ -109,7 +110,7 @@ inline std::vector<window_split> run_phase(const device_info& dev, const config&
     boundary += static_cast<std::uint64_t>(cfg.window_s * 1e9);
   }
   b->gate.stop.store(1);
-  ph.workers().wait_all();
+  cpu_waits.push_back(ph.finish());
 
   std::vector<window_split> out;
   for (std::size_t w = 1; w < readings.size(); ++w) {
@@ -159,12 +160,13 @@ inline double max_error(const std::vector<window_split>& windows, bool events,
 
 inline figures run(const device_info& dev, const config& cfg, int repeat) {
   figures f;
+  std::vector<double> cpu_waits; // of every phase's workers (phase.hpp)
   for (const split& sp : splits()) {
     const std::string base = std::string("share.") + sp.key;
     const std::string tag = "s" + std::to_string(repeat) + "-" + sp.key;
     const std::vector<double> want = configured(sp);
-    const auto unmanaged = run_phase(dev, cfg, tag + "-u", sp, false);
-    const auto managed = run_phase(dev, cfg, tag + "-g", sp, true);
+    const auto unmanaged = run_phase(dev, cfg, tag + "-u", sp, false, cpu_waits);
+    const auto managed = run_phase(dev, cfg, tag + "-g", sp, true, cpu_waits);
     f.set(base + ".error_pp_work.unmanaged", max_error(unmanaged, false, want));
     f.set(base + ".error_pp_work.gpushare", max_error(managed, false, want));
     f.set(base + ".error_pp_events.gpushare", max_error(managed, true, want));
@@ -183,6 +185,11 @@ inline figures run(const device_info& dev, const config& cfg, int repeat) {
     f.add_series(base + ".windows_work_pct.gpushare", flatten(managed, false));
     f.add_series(base + ".windows_events_pct.gpushare", flatten(managed, true));
   }
+  // Busy CPUs delay the workers' iterations unevenly, and the splits show that.
+  demo::conditions c;
+  c.cpu_wait_pct = worst_cpu_wait(cpu_waits);
+  f.set("share.cpu_wait_pct", c.cpu_wait_pct);
+  f.measured = c;
   return f;
 }
 

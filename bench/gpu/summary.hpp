@@ -123,10 +123,19 @@ inline std::string cell(const spread& s, int decimals, bool has_key) {
   return buf;
 }
 
-/// The verdict for a row: "yes", "NO", "-" (no goal) or "n/a" (no figure).
-inline std::string verdict(const row& r, const spread& gpushare) {
+/// Whether every repeat's figures were measured in conditions good enough to trust them.
+inline bool trustworthy(const std::vector<figures>& repeats) {
+  for (const figures& f : repeats)
+    if (!f.trustworthy()) return false;
+  return true;
+}
+
+/// The verdict for a row: "yes", "NO", "-" (no goal), "n/a" (no figure) or "n/t" (figures
+/// not trustworthy: not judged).
+inline std::string verdict(const row& r, const spread& gpushare, bool trusted) {
   if (!r.met) return "-";
   if (gpushare.values.empty()) return "n/a";
+  if (!trusted) return "n/t";
   return r.met(gpushare.median) ? "yes" : "NO";
 }
 
@@ -150,8 +159,16 @@ inline void print_summary(const config& cfg,
     std::printf("%-12s %-40s %-24s %-24s %-8s %s\n", r.scenario.c_str(), r.metric.c_str(),
                 cell(u, r.decimals, !r.unmanaged.empty()).c_str(),
                 cell(g, r.decimals, !r.gpushare.empty()).c_str(),
-                r.goal.empty() ? "-" : r.goal.c_str(), verdict(r, g).c_str());
+                r.goal.empty() ? "-" : r.goal.c_str(), verdict(r, g, trustworthy(reps)).c_str());
   }
+  std::string untrusted;
+  for (const auto& [name, reps] : results)
+    if (!trustworthy(reps)) untrusted += (untrusted.empty() ? "" : ", ") + name;
+  if (!untrusted.empty())
+    std::printf("WARNING: the %s figures are NOT trustworthy: other work kept the CPUs busy while "
+                "they were measured (see the WARNING after each). Their goals are not judged "
+                "(n/t). Run the benchmark again on a machine that is not busy with other work.\n",
+                untrusted.c_str());
 }
 
 } // namespace bench

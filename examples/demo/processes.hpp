@@ -167,6 +167,38 @@ public:
     return false;
   }
 
+  /// A child's CPU sample taken once it had ended, and when it was seen ended.
+  struct ended_sample {
+    std::optional<cpu_sample> cpu; ///< nullopt: not read (it had not ended, or no schedstat)
+    std::uint64_t at_ns = 0;
+  };
+
+  /// Waits, without reaping, until every child has ended, and samples each one's CPU time and
+  /// run-queue wait as it ends (a child that ended keeps them until it is reaped). Stops early,
+  /// leaving the rest unsampled, when a child fails: wait_all() then reports it. Polls every 2 ms.
+  std::vector<ended_sample> wait_ended() const {
+    std::vector<ended_sample> out(pids_.size());
+    std::vector<bool> ended(pids_.size(), false);
+    for (;;) {
+      bool all = true;
+      for (std::size_t i = 0; i < pids_.size(); ++i) {
+        if (ended[i]) continue;
+        siginfo_t info{};
+        if (::waitid(P_PID, static_cast<id_t>(pids_[i]), &info, WEXITED | WNOHANG | WNOWAIT) != 0 ||
+            info.si_pid == 0) {
+          all = false;
+          continue;
+        }
+        ended[i] = true;
+        out[i].cpu = read_cpu_sample(pids_[i]);
+        out[i].at_ns = now_ns();
+        if (info.si_code != CLD_EXITED || info.si_status != 0) return out;
+      }
+      if (all) return out;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+
 private:
   std::vector<pid_t> pids_;
   std::vector<std::string> names_;

@@ -261,8 +261,9 @@ inline void print_report(const result& r) {
       std::printf(" %14s", "-");
     std::printf(" %5.0f%%\n", x.busy_pct);
     if (x.unserved > 0)
-      std::printf("  %-30s (%zu requests not served in time; counted with their wait so far)\n", "",
-                  x.unserved);
+      std::printf("  %-30s (%zu %s not served in time; counted with %s wait so far)\n", "",
+                  x.unserved, x.unserved == 1 ? "request" : "requests",
+                  x.unserved == 1 ? "its" : "their");
   };
   row("inference alone", r.inference_alone, true, false);
   row("training alone", r.training_alone, false, true);

@@ -26,15 +26,16 @@ struct device_info {
   int compute_major = 0, compute_minor = 0;
 };
 
-/// Number of CUDA devices this process sees. Throws errc::no_device ("no CUDA device available:
-/// <CUDA's error>") when there is none, no driver, or the driver is too old; never crashes.
+/// Number of CUDA devices this process sees. Throws errc::no_device when there is none, no
+/// driver, or the driver is too old ("no NVIDIA driver or GPU found (<CUDA's error>, from
+/// cudaGetDeviceCount)" on a machine without the NVIDIA driver; see detail::no_device_error());
+/// never crashes.
 inline int device_count() {
   int n = 0;
   const cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
-    throw error(errc::no_device, "no CUDA device available: " + detail::describe(e) +
-                                     "; check the driver (nvidia-smi) and CUDA_VISIBLE_DEVICES");
+    throw detail::no_device_error(e, "cudaGetDeviceCount");
   }
   if (n <= 0)
     throw error(errc::no_device, "no CUDA device available: the runtime reports 0 devices; check "

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include <gpushare/cuda/detail/no_device.hpp>
 #include <gpushare/error.hpp>
 
 namespace gpushare {
@@ -40,14 +41,22 @@ inline std::string describe(cudaError_t e) {
   return std::string(name ? name : "cudaError") + " (" + (text ? text : "unknown error") + ")";
 }
 
+/// The errc::no_device error for `e`, from the CUDA call `what` (see no_device_message(): "no
+/// NVIDIA driver or GPU found (...)" on a machine without the NVIDIA driver, "the NVIDIA driver
+/// ... is too old ..." when it is, else "no CUDA device available: <CUDA's error> ...").
+inline error no_device_error(cudaError_t e, std::string_view what) {
+  const char* name = cudaGetErrorName(e);
+  int runtime = 0;
+  if (cudaRuntimeGetVersion(&runtime) != cudaSuccess) runtime = 0;
+  return error(errc::no_device, no_device_message(name ? name : "cudaError", describe(e), what,
+                                                  find_nvidia_driver(), runtime));
+}
+
 /// Throws for a failed CUDA call `what`: errc::no_device when the error means there is no
 /// usable GPU, else errc::cuda_error. Clears the runtime's last (non-sticky) error first.
 [[noreturn]] inline void throw_cuda(cudaError_t e, std::string_view what) {
   (void)cudaGetLastError();
-  if (means_no_device(e))
-    throw error(errc::no_device, "no CUDA device available: " + describe(e) + " (from " +
-                                     std::string(what) +
-                                     "); check the driver (nvidia-smi) and CUDA_VISIBLE_DEVICES");
+  if (means_no_device(e)) throw no_device_error(e, what);
   throw error(errc::cuda_error, std::string(what) + " failed: " + describe(e));
 }
 
