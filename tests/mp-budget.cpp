@@ -114,22 +114,39 @@ TEST_CASE("256 processes join one table at once, into distinct slots") {
     std::atomic<std::uint32_t> slot{UINT32_MAX};
   };
   test::shared_block<result> res(joiners);
-  test::shared_block<std::atomic<int>> gate(2); // [0] go, [1] joined count
+  test::shared_block<std::atomic<int>> joined(1);
+  // The children block on pipes, not by polling: 256 processes polling a flag burn the CPU that
+  // the joins need, which under TSan next to another busy test took this test past its timeout.
+  // Reading a pipe returns at end of file, once every copy of its write end is closed: each
+  // child closes its own copies at once, the parent closes its copy to release them.
+  int go[2], done[2];
+  REQUIRE(::pipe(go) == 0);
+  REQUIRE(::pipe(done) == 0);
   std::vector<pid_t> pids;
   for (int i = 0; i < joiners; ++i) {
     pids.push_back(test::spawn([&, i] {
-      while (gate[0].load() == 0) ::usleep(100);
+      ::close(go[1]);
+      ::close(done[1]);
+      char c;
+      if (::read(go[0], &c, 1) != 0) return 2; // blocks until the parent lets all go at once
       const auto start = test::now_ns();
       session s = t.join(test::numbered("j", i));
       res[i].join_ns = test::now_ns() - start;
       res[i].slot = s.id().slot;
-      gate[1]++;
-      while (gate[1].load() < joiners) ::usleep(1000); // stay joined until all are in
+      joined[0]++;
+      if (::read(done[0], &c, 1) != 0) return 3; // stay joined until all are in
       return 0;
     }));
   }
   const auto start = test::now_ns();
-  gate[0] = 1;
+  ::close(go[1]); // go
+  // Every child joined (or the wait gave up: a child that failed exits non-zero, counted below).
+  for (int waited_ms = 0; joined[0].load() < joiners && waited_ms < 60'000; waited_ms += 10)
+    ::usleep(10'000);
+  CHECK(joined[0].load() == joiners);
+  ::close(done[1]);
+  ::close(go[0]);
+  ::close(done[0]);
   int ok = 0;
   for (pid_t p : pids) ok += test::wait_exit(p) == 0;
   const auto all_ns = test::now_ns() - start;
