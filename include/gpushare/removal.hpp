@@ -101,7 +101,7 @@ inline std::uint32_t count_live_slots(int fd, std::uint32_t slot_count) noexcept
 inline removal_result remove_unused_table(const std::string& object_name,
                                           const removal_options& o = {}) {
   removal_result r;
-  const std::string path = std::string(shm_directory) + object_name;
+  const std::string path = detail::object_path(object_name);
   if (::access(path.c_str(), F_OK) != 0 && errno == ENOENT) return r; // gone
   std::optional<detail::table_core> core;
   try {

@@ -351,23 +351,7 @@ inline table_snapshot copy_snapshot(const std::string& name, std::uint64_t timeo
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
       continue;
     }
-    if (pre.magic != table_magic) fail(errc::table_corrupt, "is not a gpushare table (bad magic)");
-    if (pre.layout_version != table_layout_version)
-      fail(errc::table_incompatible,
-           "has layout version " + std::to_string(pre.layout_version) + " but this gpushare (" +
-               GPUSHARE_VERSION_STRING ") uses layout " + std::to_string(table_layout_version));
-    if (pre.header_size != sizeof(table_header) || pre.slot_size != sizeof(slot_record) ||
-        pre.lock_size != table_lock_size)
-      fail(errc::table_incompatible, "was created with other structure sizes");
-    if (pre.slot_count == 0 || pre.slot_count > max_slot_count)
-      fail(errc::table_corrupt, "claims " + std::to_string(pre.slot_count) +
-                                    " slots (allowed: 1.." + std::to_string(max_slot_count) + ")");
-    if (pre.total_size != table_size(pre.slot_count) || got != pre.total_size)
-      fail(errc::table_corrupt, "has size " + std::to_string(got) + " but its header says " +
-                                    std::to_string(pre.total_size) + ": truncated or damaged");
-    if (h->monotonic_offset_ns != monotonic_offset_ns())
-      fail(errc::table_incompatible, "was created in another time namespace (its monotonic "
-                                     "clock is offset from this process's)");
+    validate_table_header(*h, got, name, "");
     table_view v;
     v.header = reinterpret_cast<table_header*>(buf.get());
     v.slots = reinterpret_cast<slot_record*>(buf.get() + sizeof(table_header));
@@ -415,7 +399,7 @@ enum class open_mode {
 class table {
 public:
   /// Opens the table for `key` in the domain and access mode of `opts` and the environment
-  /// (GPUSHARE_DOMAIN, GPUSHARE_ACCESS). With open_mode::open_existing a missing table is
+  /// (GPUSHARE_DOMAIN, GPUSHARE_TABLE_MODE). With open_mode::open_existing a missing table is
   /// errc::no_such_table; with open_mode::open_or_create it is created with `opts.capacity`.
   static table open(std::string_view key, open_mode mode, const session_options& opts = {}) {
     const resolved_options r = resolve_options(opts);

@@ -99,10 +99,10 @@ public:
     created_table_ = table_.mapping().created();
     requested_capacity_ = opts.capacity.value_or(0);
     fork_registry::instance().add(this);
-    if (requested_capacity_ != 0 && !created_table_ &&
-        table_.header().capacity != requested_capacity_ &&
+    if (const std::string note = capacity_mismatch_text();
+        !note.empty() &&
         first_time_in_process(table_.name() + '\n' + std::to_string(requested_capacity_)))
-      std::fprintf(stderr, "gpushare: %s\n", capacity_mismatch_text().c_str());
+      std::fprintf(stderr, "gpushare: %s\n", note.c_str());
   }
 
   /// Why the table's capacity is not the one this session asked for (empty if it is, or if the

@@ -540,10 +540,16 @@ inline bool mapped_table::create_in(unique_fd fd, const create_params& p) {
   return true;
 }
 
-inline void mapped_table::validate_ready(std::size_t file_size) const {
-  const table_prefix& pre = static_cast<const table_header*>(base_)->prefix;
+/// Checks the header of a ready table of `file_size` bytes against this build: magic, layout
+/// version, structure sizes, slot count, total size, and the creator's time namespace. Throws
+/// errc::table_corrupt or errc::table_incompatible naming `name`; `advice` ("; stop its users
+/// ...", or empty) follows the corruption and layout messages. Used on a mapping
+/// (mapped_table::validate_ready) and on a private copy (copy_snapshot), so both refuse the same.
+inline void validate_table_header(const table_header& h, std::size_t file_size,
+                                  const std::string& name, const std::string& advice) {
+  const table_prefix& pre = h.prefix;
   auto fail = [&](errc code, const std::string& why) {
-    throw error(code, "table '" + name_ + "' " + why + "; " + removal_hint(name_));
+    throw error(code, "table '" + name + "' " + why + advice);
   };
   if (pre.magic != table_magic) fail(errc::table_corrupt, "is not a gpushare table (bad magic)");
   if (pre.layout_version != table_layout_version)
@@ -570,7 +576,7 @@ inline void mapped_table::validate_ready(std::size_t file_size) const {
   // waiting...) are written by one process and compared with another's CLOCK_MONOTONIC: across
   // time namespaces with different offsets a waiter would wait for a grace period to end
   // thousands of seconds away, or forever. Refused, clearly, rather than translated.
-  const std::int64_t theirs = static_cast<const table_header*>(base_)->monotonic_offset_ns;
+  const std::int64_t theirs = h.monotonic_offset_ns;
   if (const std::int64_t mine = monotonic_offset_ns(); theirs != mine) {
     auto seconds = [](std::int64_t ns) {
       char buf[48];
@@ -578,13 +584,18 @@ inline void mapped_table::validate_ready(std::size_t file_size) const {
       return std::string(buf);
     };
     throw error(errc::table_incompatible,
-                "table '" + name_ + "' was created in a time namespace whose monotonic clock is " +
+                "table '" + name + "' was created in a time namespace whose monotonic clock is " +
                     "offset by " + seconds(theirs) + " from the host's, and this process's by " +
                     seconds(mine) +
                     " (`unshare -T`, a restored checkpoint): processes whose monotonic clocks "
                     "differ cannot share a table, since they compare each other's timestamps; run "
                     "them in one time namespace, or give each namespace its own GPUSHARE_DOMAIN");
   }
+}
+
+inline void mapped_table::validate_ready(std::size_t file_size) const {
+  validate_table_header(*static_cast<const table_header*>(base_), file_size, name_,
+                        "; " + removal_hint(name_));
 }
 
 inline mapped_table::attach_result mapped_table::attach(unique_fd fd, unready_watch& watch,

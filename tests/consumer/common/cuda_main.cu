@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// A .cu consumer: compiled by nvcc with nothing but target_link_libraries(... gpushare::cuda), no
-// CUDA_STANDARD and no -std flag of its own (nvcc 13 defaults to C++17, and gpushare's headers
-// are C++20). No GPU must be the documented error (errc::no_device), not a crash.
+// A .cu consumer, built by tests/consumer/common/cu_consumer.cmake for both consumer projects:
+// compiled by nvcc with nothing but target_link_libraries(... gpushare::cuda), no CUDA_STANDARD
+// and no -std flag of its own (nvcc 13 defaults to C++17, and gpushare's headers are C++20). No
+// GPU must be the documented error (errc::no_device), not a crash.
 #include <gpushare/cuda.hpp>
 
 #include <cstdio>
