@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include <cudasim/cudasim.h>
 #include <gpushare/cuda.hpp>
 
 extern char** environ;
@@ -46,6 +47,18 @@ inline bool gpu_available(std::string* why = nullptr) {
     std::string why_;                                                                              \
     if (!cutest::gpu_available(&why_)) {                                                           \
       std::printf("GPUSHARE_SKIP: no CUDA device (%s)\n", why_.c_str());                           \
+      std::fflush(stdout);                                                                         \
+      return;                                                                                      \
+    }                                                                                              \
+  } while (0)
+
+/// For checks of what device code computes (Thrust results): they need a real GPU, so on the
+/// simulated runtime (docs/cudasim.md), which runs no device code, the test is skipped.
+#define CUTEST_REQUIRE_DEVICE_CODE()                                                               \
+  do {                                                                                             \
+    CUTEST_REQUIRE_GPU();                                                                          \
+    if (cudasim::active()) {                                                                       \
+      std::printf("GPUSHARE_SKIP: device code does not run on the simulated CUDA runtime\n");      \
       std::fflush(stdout);                                                                         \
       return;                                                                                      \
     }                                                                                              \

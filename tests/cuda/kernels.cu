@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "kernels.hpp"
 
+#include <cudasim/cudasim.h>
+
 namespace gpushare_test {
 namespace {
 
@@ -20,6 +22,28 @@ __global__ void fill_kernel(std::uint32_t* out, std::uint32_t n) {
   const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) out[i] = i * 3 + 1;
 }
+
+// On the simulated runtime (docs/cudasim.md) device code does not run: these models say how long
+// each kernel occupies the device and, for fill_kernel, what it writes. On a GPU they are unused.
+std::uint64_t spin_duration(const cudasimLaunch* l) {
+  return *static_cast<const std::uint64_t*>(l->args[0]);
+}
+std::uint64_t fill_duration(const cudasimLaunch* l) {
+  return 1000 + *static_cast<const std::uint32_t*>(l->args[1]) / 4; // ~4 values per ns
+}
+void fill_execute(const cudasimLaunch* l) {
+  std::uint32_t* out = *static_cast<std::uint32_t* const*>(l->args[0]);
+  const std::uint32_t n = *static_cast<const std::uint32_t*>(l->args[1]);
+  for (std::uint32_t i = 0; i < n; ++i) out[i] = i * 3 + 1;
+}
+[[maybe_unused]] const bool models_declared = [] {
+  cudasim::set_kernel_model<std::uint64_t>(
+      reinterpret_cast<const void*>(&spin_kernel),
+      [](const cudasimLaunch* l) -> unsigned long long { return spin_duration(l); });
+  return cudasim::set_kernel_model<std::uint32_t*, std::uint32_t>(
+      reinterpret_cast<const void*>(&fill_kernel),
+      [](const cudasimLaunch* l) -> unsigned long long { return fill_duration(l); }, &fill_execute);
+}();
 
 } // namespace
 

@@ -1,0 +1,375 @@
+// SPDX-License-Identifier: Apache-2.0
+// Runtime API: devices, versions, errors, driver entry points, cudasim's own functions.
+#include <cuda_runtime_api.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "config.hpp"
+#include "runtime.hpp"
+#include "shared.hpp"
+
+using namespace cudasim;
+
+namespace {
+
+constexpr int sim_runtime_version = 13000;
+constexpr int sim_driver_version = 13000;
+
+const unit_info& unit_of(const context* ctx) { return shared::get().units()[ctx->unit]; }
+
+/// Current device's context, created: the common prologue of calls that need a context.
+cudaError_t current_context(context*& ctx) {
+  runtime& rt = runtime::get();
+  if (const cudaError_t e = rt.context_of(current_device(), true, ctx); e != cudaSuccess) return e;
+  return static_cast<cudaError_t>(ctx->sticky.load());
+}
+
+// Driver API entry points the CUDA layer asks for (cudaGetDriverEntryPointByVersion).
+thread_local context* tl_bound = nullptr; // the thread's current driver context
+
+int drv_device_get(int* device, int ordinal) {
+  runtime& rt = runtime::get();
+  if (rt.init() != cudaSuccess) return 3; // CUDA_ERROR_NOT_INITIALIZED
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  if (!device || ordinal < 0 || static_cast<std::size_t>(ordinal) >= rt.contexts.size())
+    return 101; // CUDA_ERROR_INVALID_DEVICE
+  *device = ordinal;
+  return 0;
+}
+
+int drv_primary_ctx_get_state(int device, unsigned* flags, int* active) {
+  runtime& rt = runtime::get();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  if (device < 0 || static_cast<std::size_t>(device) >= rt.contexts.size()) return 101;
+  if (!flags || !active) return 1; // CUDA_ERROR_INVALID_VALUE
+  *flags = 0;
+  *active = rt.contexts[static_cast<std::size_t>(device)]->slot >= 0 ? 1 : 0;
+  return 0;
+}
+
+int drv_ctx_get_current(void** ctx) {
+  if (!ctx) return 1;
+  *ctx = tl_bound;
+  return 0;
+}
+
+int drv_ctx_set_current(void* ctx) {
+  runtime& rt = runtime::get();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  if (!ctx) {
+    tl_bound = nullptr;
+    return 0;
+  }
+  for (auto& c : rt.contexts)
+    if (c.get() == ctx && c->slot >= 0) {
+      tl_bound = c.get();
+      current_device() = c->ordinal;
+      return 0;
+    }
+  return 201; // CUDA_ERROR_INVALID_CONTEXT
+}
+
+} // namespace
+
+namespace cudasim {
+/// Binds the calling thread to `ctx` (what cudaSetDevice and first use do).
+void bind_thread(context* ctx) { tl_bound = ctx; }
+} // namespace cudasim
+
+extern "C" {
+
+cudaError_t cudaGetDeviceCount(int* count) {
+  if (!count) return fail(cudaErrorInvalidValue);
+  *count = 0;
+  if (const cudaError_t e = enter("cudaGetDeviceCount"); e != cudaSuccess) return fail(e);
+  runtime& rt = runtime::get();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  *count = static_cast<int>(rt.contexts.size());
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetDevice(int* device) {
+  if (const cudaError_t e = enter("cudaGetDevice"); e != cudaSuccess) return fail(e);
+  if (!device) return fail(cudaErrorInvalidValue);
+  *device = current_device();
+  return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device) {
+  if (const cudaError_t e = enter("cudaSetDevice"); e != cudaSuccess) return fail(e);
+  runtime& rt = runtime::get();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  context* ctx = nullptr;
+  // CUDA 12 and later: cudaSetDevice initialises the device's primary context at once.
+  if (const cudaError_t e = rt.context_of(device, true, ctx); e != cudaSuccess) return fail(e);
+  current_device() = device;
+  bind_thread(ctx);
+  return cudaSuccess;
+}
+
+cudaError_t cudaSetDeviceFlags(unsigned int) {
+  if (const cudaError_t e = enter("cudaSetDeviceFlags"); e != cudaSuccess) return fail(e);
+  return cudaSuccess;
+}
+
+cudaError_t cudaInitDevice(int device, unsigned int, unsigned int) {
+  if (const cudaError_t e = enter("cudaInitDevice"); e != cudaSuccess) return fail(e);
+  runtime& rt = runtime::get();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  context* ctx = nullptr;
+  return fail(rt.context_of(device, true, ctx));
+}
+
+namespace {
+cudaError_t fill_properties(cudaDeviceProp* prop, int device) {
+  if (!prop) return fail(cudaErrorInvalidValue);
+  runtime& rt = runtime::get();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  context* ctx = nullptr;
+  if (const cudaError_t e = rt.context_of(device, false, ctx); e != cudaSuccess) return fail(e);
+  const unit_info& u = unit_of(ctx);
+  std::memset(prop, 0, sizeof *prop);
+  std::snprintf(prop->name, sizeof prop->name, "%s", cfg().name.c_str());
+  std::memcpy(prop->uuid.bytes, u.raw, 16);
+  prop->totalGlobalMem = u.total;
+  prop->sharedMemPerBlock = 48 * 1024;
+  prop->regsPerBlock = 65536;
+  prop->warpSize = 32;
+  prop->memPitch = SIZE_MAX;
+  prop->maxThreadsPerBlock = 1024;
+  prop->maxThreadsDim[0] = prop->maxThreadsDim[1] = 1024;
+  prop->maxThreadsDim[2] = 64;
+  prop->maxGridSize[0] = 2147483647;
+  prop->maxGridSize[1] = prop->maxGridSize[2] = 65535;
+  prop->totalConstMem = 65536;
+  prop->major = 9;
+  prop->minor = 0;
+  prop->textureAlignment = 512;
+  prop->multiProcessorCount = 132;
+  prop->integrated = 0;
+  prop->canMapHostMemory = 1;
+  prop->concurrentKernels = 1;
+  prop->pciBusID = 0x10 + u.gpu;
+  prop->pciDomainID = 0;
+  prop->pciDeviceID = 0;
+  prop->asyncEngineCount = 2;
+  prop->unifiedAddressing = 1;
+  prop->memoryBusWidth = 5120;
+  prop->l2CacheSize = 50 * 1024 * 1024;
+  prop->maxThreadsPerMultiProcessor = 2048;
+  prop->streamPrioritiesSupported = 1;
+  prop->sharedMemPerMultiprocessor = 228 * 1024;
+  prop->regsPerMultiprocessor = 65536;
+  prop->managedMemory = 1;
+  prop->concurrentManagedAccess = 1;
+  prop->sharedMemPerBlockOptin = 227 * 1024;
+  prop->maxBlocksPerMultiProcessor = 32;
+  return cudaSuccess;
+}
+} // namespace
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
+  if (const cudaError_t e = enter("cudaGetDeviceProperties"); e != cudaSuccess) return fail(e);
+  return fill_properties(prop, device);
+}
+
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
+  if (const cudaError_t e = enter("cudaDeviceGetAttribute"); e != cudaSuccess) return fail(e);
+  if (!value) return fail(cudaErrorInvalidValue);
+  cudaDeviceProp p{};
+  if (const cudaError_t e = fill_properties(&p, device); e != cudaSuccess) return e;
+  switch (attr) {
+  case cudaDevAttrMaxThreadsPerBlock: *value = p.maxThreadsPerBlock; break;
+  case cudaDevAttrMaxBlockDimX:
+  case cudaDevAttrMaxBlockDimY: *value = 1024; break;
+  case cudaDevAttrMaxBlockDimZ: *value = 64; break;
+  case cudaDevAttrMaxGridDimX: *value = p.maxGridSize[0]; break;
+  case cudaDevAttrMaxGridDimY:
+  case cudaDevAttrMaxGridDimZ: *value = 65535; break;
+  case cudaDevAttrMaxSharedMemoryPerBlock: *value = static_cast<int>(p.sharedMemPerBlock); break;
+  case cudaDevAttrMaxSharedMemoryPerBlockOptin:
+    *value = static_cast<int>(p.sharedMemPerBlockOptin);
+    break;
+  case cudaDevAttrMaxSharedMemoryPerMultiprocessor:
+    *value = static_cast<int>(p.sharedMemPerMultiprocessor);
+    break;
+  case cudaDevAttrWarpSize: *value = 32; break;
+  case cudaDevAttrMaxRegistersPerBlock:
+  case cudaDevAttrMaxRegistersPerMultiprocessor: *value = 65536; break;
+  case cudaDevAttrMultiProcessorCount: *value = p.multiProcessorCount; break;
+  case cudaDevAttrComputeCapabilityMajor: *value = p.major; break;
+  case cudaDevAttrComputeCapabilityMinor: *value = p.minor; break;
+  case cudaDevAttrMaxThreadsPerMultiProcessor: *value = p.maxThreadsPerMultiProcessor; break;
+  case cudaDevAttrMaxBlocksPerMultiprocessor: *value = p.maxBlocksPerMultiProcessor; break;
+  case cudaDevAttrL2CacheSize: *value = p.l2CacheSize; break;
+  case cudaDevAttrConcurrentKernels:
+  case cudaDevAttrUnifiedAddressing:
+  case cudaDevAttrMemoryPoolsSupported:
+  case cudaDevAttrCanMapHostMemory:
+  case cudaDevAttrStreamPrioritiesSupported: *value = 1; break;
+  case cudaDevAttrPciBusId: *value = p.pciBusID; break;
+  case cudaDevAttrPciDeviceId: *value = p.pciDeviceID; break;
+  case cudaDevAttrPciDomainId: *value = p.pciDomainID; break;
+  case cudaDevAttrTotalConstantMemory: *value = static_cast<int>(p.totalConstMem); break;
+  case cudaDevAttrTextureAlignment: *value = 512; break;
+  case cudaDevAttrAsyncEngineCount: *value = 2; break;
+  default: *value = 0; break;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetPCIBusId(char* bus, int len, int device) {
+  if (const cudaError_t e = enter("cudaDeviceGetPCIBusId"); e != cudaSuccess) return fail(e);
+  if (!bus || len <= 0) return fail(cudaErrorInvalidValue);
+  runtime& rt = runtime::get();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  context* ctx = nullptr;
+  if (const cudaError_t e = rt.context_of(device, false, ctx); e != cudaSuccess) return fail(e);
+  std::snprintf(bus, static_cast<std::size_t>(len), "0000:%02x:00.0", 0x10 + unit_of(ctx).gpu);
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greatest) {
+  if (const cudaError_t e = enter("cudaDeviceGetStreamPriorityRange"); e != cudaSuccess)
+    return fail(e);
+  if (least) *least = 0;
+  if (greatest) *greatest = -5;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize(void) {
+  if (const cudaError_t e = enter("cudaDeviceSynchronize"); e != cudaSuccess) return fail(e);
+  runtime& rt = runtime::get();
+  context* ctx = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(rt.mutex);
+    if (const cudaError_t e = current_context(ctx); e != cudaSuccess) return fail(e);
+    if (const cudaError_t e = rt.check_unsafe_call(); e != cudaSuccess) return fail(e);
+  }
+  rt.synchronize(ctx);
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  rt.release_pools(ctx);
+  return fail(static_cast<cudaError_t>(ctx->sticky.load()));
+}
+
+cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
+  if (const cudaError_t e = enter("cudaMemGetInfo"); e != cudaSuccess) return fail(e);
+  if (!free || !total) return fail(cudaErrorInvalidValue);
+  runtime& rt = runtime::get();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  context* ctx = nullptr;
+  if (const cudaError_t e = current_context(ctx); e != cudaSuccess) return fail(e);
+  const memory_info m = shared::get().memory(ctx->unit);
+  *total = m.total;
+  *free = m.total > m.used ? m.total - m.used : 0;
+  return cudaSuccess;
+}
+
+cudaError_t cudaRuntimeGetVersion(int* version) {
+  if (const cudaError_t e = enter("cudaRuntimeGetVersion", false); e != cudaSuccess) return fail(e);
+  if (!version) return fail(cudaErrorInvalidValue);
+  *version = sim_runtime_version;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDriverGetVersion(int* version) {
+  if (const cudaError_t e = enter("cudaDriverGetVersion", false); e != cudaSuccess) return fail(e);
+  if (!version) return fail(cudaErrorInvalidValue);
+  *version = sim_driver_version;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetLastError(void) {
+  runtime& rt = runtime::get();
+  if (const cudaError_t e = enter("cudaGetLastError", false); e != cudaSuccess) return e;
+  // A sticky error stays: every later call reports it, cudaGetLastError included.
+  {
+    std::lock_guard<std::mutex> lock(rt.mutex);
+    if (rt.init_pid.load() == ::getpid()) {
+      context* ctx = nullptr;
+      if (rt.context_of(current_device(), false, ctx) == cudaSuccess && ctx->sticky.load() != 0)
+        return static_cast<cudaError_t>(ctx->sticky.load());
+    }
+  }
+  const cudaError_t e = last_error();
+  last_error() = cudaSuccess;
+  return e;
+}
+
+cudaError_t cudaPeekAtLastError(void) {
+  runtime& rt = runtime::get();
+  if (const cudaError_t e = enter("cudaPeekAtLastError", false); e != cudaSuccess) return e;
+  {
+    std::lock_guard<std::mutex> lock(rt.mutex);
+    if (rt.init_pid.load() == ::getpid()) {
+      context* ctx = nullptr;
+      if (rt.context_of(current_device(), false, ctx) == cudaSuccess && ctx->sticky.load() != 0)
+        return static_cast<cudaError_t>(ctx->sticky.load());
+    }
+  }
+  return last_error();
+}
+
+cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** fn, unsigned int,
+                                             unsigned long long,
+                                             cudaDriverEntryPointQueryResult* status) {
+  if (const cudaError_t e = enter("cudaGetDriverEntryPointByVersion"); e != cudaSuccess)
+    return fail(e);
+  if (!symbol || !fn) return fail(cudaErrorInvalidValue);
+  const std::string name(symbol);
+  void* found = nullptr;
+  if (name == "cuDeviceGet") found = reinterpret_cast<void*>(&drv_device_get);
+  if (name == "cuDevicePrimaryCtxGetState")
+    found = reinterpret_cast<void*>(&drv_primary_ctx_get_state);
+  if (name == "cuCtxGetCurrent") found = reinterpret_cast<void*>(&drv_ctx_get_current);
+  if (name == "cuCtxSetCurrent") found = reinterpret_cast<void*>(&drv_ctx_set_current);
+  *fn = found;
+  if (status) *status = found ? cudaDriverEntryPointSuccess : cudaDriverEntryPointSymbolNotFound;
+  return cudaSuccess;
+}
+
+// --- cudasim's own interface (cudasim/cudasim.h) ------------------------------------------
+
+const char* cudasimVersion(void) { return "cudasim 1.0"; }
+
+int cudasimSetKernelModel(const void* kernel, int arg_count, const size_t* arg_sizes,
+                          cudasimDurationFn duration, cudasimExecuteFn execute) {
+  if (!kernel || arg_count < 0 || (arg_count > 0 && !arg_sizes)) return cudaErrorInvalidValue;
+  runtime& rt = runtime::get();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  kernel_info& k = rt.kernels[kernel];
+  k.host_fun = kernel;
+  k.arg_count = arg_count;
+  k.arg_sizes.assign(arg_sizes, arg_sizes + arg_count);
+  k.duration = duration;
+  k.execute = execute;
+  return 0;
+}
+
+int cudasimGetStats(cudasimStats* stats, size_t size) {
+  if (!stats) return cudaErrorInvalidValue;
+  runtime& rt = runtime::get();
+  cudasimStats s{};
+  s.api_calls = rt.api_calls.load();
+  s.spin_wait_ns = rt.spin_wait_ns.load();
+  s.blocking_wait_ns = rt.blocking_wait_ns.load();
+  s.kernels = rt.kernels_done.load();
+  s.kernel_ns = rt.kernel_ns.load();
+  s.context_switches = rt.switches.load();
+  std::memcpy(stats, &s, std::min(size, sizeof s));
+  return 0;
+}
+
+unsigned long long cudasimApiCalls(const char* name) {
+  runtime& rt = runtime::get();
+  if (!name) return rt.api_calls.load();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  const auto it = rt.calls_by_name.find(name);
+  return it == rt.calls_by_name.end() ? 0 : it->second;
+}
+
+} // extern "C"

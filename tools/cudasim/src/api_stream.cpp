@@ -1,0 +1,523 @@
+// SPDX-License-Identifier: Apache-2.0
+// Runtime API: streams, events, stream capture, graphs, host functions.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+
+#include "runtime.hpp"
+#include "shared.hpp"
+
+using namespace cudasim;
+
+namespace cudasim {
+
+/// Stream calls share this prologue: resolve the handle (creating the context), refuse work
+/// on a context with a sticky error.
+cudaError_t stream_of(cudaStream_t handle, bool ptsz, stream_obj*& s) {
+  runtime& rt = runtime::get();
+  if (const cudaError_t e = rt.resolve(handle, ptsz, s); e != cudaSuccess) return e;
+  bind_thread(s->ctx);
+  return static_cast<cudaError_t>(s->ctx->sticky.load());
+}
+
+} // namespace cudasim
+
+namespace {
+
+cudaError_t stream_create(cudaStream_t* out, unsigned flags, int priority, const char* name) {
+  if (const cudaError_t e = enter(name); e != cudaSuccess) return fail(e);
+  if (!out || (flags & ~1u) != 0) return fail(cudaErrorInvalidValue);
+  runtime& rt = runtime::get();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  context* ctx = nullptr;
+  if (const cudaError_t e = rt.context_of(current_device(), true, ctx); e != cudaSuccess)
+    return fail(e);
+  auto* s = new stream_obj();
+  s->ctx = ctx;
+  s->flags = flags;
+  s->priority = std::clamp(priority, -5, 0);
+  ctx->streams.push_back(s);
+  rt.streams.insert(s);
+  *out = reinterpret_cast<cudaStream_t>(s);
+  return cudaSuccess;
+}
+
+cudaError_t stream_synchronize(cudaStream_t stream, bool ptsz, const char* name) {
+  if (const cudaError_t e = enter(name); e != cudaSuccess) return fail(e);
+  runtime& rt = runtime::get();
+  done_ptr last;
+  stream_obj* s = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(rt.mutex);
+    if (const cudaError_t e = stream_of(stream, ptsz, s); e != cudaSuccess) return fail(e);
+    if (s->cap) { // synchronising a capturing stream is never legal
+      s->cap->invalidated = true;
+      return fail(cudaErrorStreamCaptureUnsupported);
+    }
+    if (const cudaError_t e = rt.check_legacy(s, true); e != cudaSuccess) return fail(e);
+    if (const cudaError_t e = rt.check_unsafe_call(); e != cudaSuccess) return fail(e);
+    std::lock_guard<std::mutex> l(s->m);
+    last = s->last;
+  }
+  rt.wait(last, false);
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  rt.release_pools(s->ctx);
+  return fail(static_cast<cudaError_t>(s->ctx->sticky.load()));
+}
+
+cudaError_t stream_query(cudaStream_t stream, bool ptsz, const char* name) {
+  if (const cudaError_t e = enter(name); e != cudaSuccess) return fail(e);
+  runtime& rt = runtime::get();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  stream_obj* s = nullptr;
+  if (const cudaError_t e = stream_of(stream, ptsz, s); e != cudaSuccess) return fail(e);
+  if (s->cap) {
+    s->cap->invalidated = true;
+    return fail(cudaErrorStreamCaptureUnsupported);
+  }
+  if (const cudaError_t e = rt.check_legacy(s, true); e != cudaSuccess) return fail(e);
+  if (const cudaError_t e = rt.check_unsafe_call(); e != cudaSuccess) return fail(e);
+  std::lock_guard<std::mutex> l(s->m);
+  return !s->last || s->last->ready() ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t event_record(cudaEvent_t event, cudaStream_t stream, bool ptsz, const char* name) {
+  if (const cudaError_t e = enter(name); e != cudaSuccess) return fail(e);
+  runtime& rt = runtime::get();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  auto* ev = reinterpret_cast<event_obj*>(event);
+  if (!rt.events.count(ev)) return fail(cudaErrorInvalidResourceHandle);
+  stream_obj* s = nullptr;
+  if (const cudaError_t e = stream_of(stream, ptsz, s); e != cudaSuccess) return fail(e);
+  if (const cudaError_t e = rt.check_legacy(s, true); e != cudaSuccess) return fail(e);
+  if (s->cap) {
+    // Inside a capture the record only expresses a dependency: no timestamp, no completion;
+    // the event is "captured" until recorded again outside a capture.
+    ev->captured = true;
+    ev->done = nullptr;
+    return cudaSuccess;
+  }
+  work w{};
+  w.kind = work::event_record;
+  w.event = ev;
+  ev->done = rt.submit(s, std::move(w));
+  ev->captured = false;
+  return cudaSuccess;
+}
+
+cudaError_t stream_wait_event(cudaStream_t stream, cudaEvent_t event, bool ptsz, const char* name) {
+  if (const cudaError_t e = enter(name); e != cudaSuccess) return fail(e);
+  runtime& rt = runtime::get();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  auto* ev = reinterpret_cast<event_obj*>(event);
+  if (!rt.events.count(ev)) return fail(cudaErrorInvalidResourceHandle);
+  stream_obj* s = nullptr;
+  if (const cudaError_t e = stream_of(stream, ptsz, s); e != cudaSuccess) return fail(e);
+  if (const cudaError_t e = rt.check_legacy(s, true); e != cudaSuccess) return fail(e);
+  if (!ev->done) return cudaSuccess; // never recorded (or captured): nothing to wait for
+  work w{};
+  w.kind = work::wait;
+  w.wait_for = ev->done;
+  (void)rt.submit(s, std::move(w));
+  return cudaSuccess;
+}
+
+cudaError_t launch_host_func(cudaStream_t stream, cudaHostFn_t fn, void* user, bool ptsz,
+                             const char* name) {
+  if (const cudaError_t e = enter(name); e != cudaSuccess) return fail(e);
+  if (!fn) return fail(cudaErrorInvalidValue);
+  runtime& rt = runtime::get();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  stream_obj* s = nullptr;
+  if (const cudaError_t e = stream_of(stream, ptsz, s); e != cudaSuccess) return fail(e);
+  if (const cudaError_t e = rt.check_legacy(s, true); e != cudaSuccess) return fail(e);
+  work w{};
+  w.kind = work::host_fn;
+  w.fn = fn;
+  w.user = user;
+  (void)rt.submit(s, std::move(w));
+  return cudaSuccess;
+}
+
+cudaError_t begin_capture(cudaStream_t stream, cudaStreamCaptureMode mode, bool ptsz,
+                          const char* name) {
+  if (const cudaError_t e = enter(name); e != cudaSuccess) return fail(e);
+  if (mode != cudaStreamCaptureModeGlobal && mode != cudaStreamCaptureModeThreadLocal &&
+      mode != cudaStreamCaptureModeRelaxed)
+    return fail(cudaErrorInvalidValue);
+  runtime& rt = runtime::get();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  stream_obj* s = nullptr;
+  if (const cudaError_t e = stream_of(stream, ptsz, s); e != cudaSuccess) return fail(e);
+  if (s->type == stream_obj::legacy) return fail(cudaErrorStreamCaptureUnsupported);
+  if (s->cap) return fail(cudaErrorIllegalState);
+  auto* c = new capture();
+  c->mode = mode;
+  c->thread = std::this_thread::get_id();
+  c->graph = new graph_obj();
+  c->id = ++rt.capture_ids;
+  rt.graphs.insert(c->graph);
+  rt.captures.push_back(c);
+  s->cap = c;
+  return cudaSuccess;
+}
+
+cudaError_t end_capture(cudaStream_t stream, cudaGraph_t* graph, bool ptsz, const char* name) {
+  if (const cudaError_t e = enter(name); e != cudaSuccess) return fail(e);
+  if (!graph) return fail(cudaErrorInvalidValue);
+  runtime& rt = runtime::get();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  stream_obj* s = nullptr;
+  if (const cudaError_t e = stream_of(stream, ptsz, s); e != cudaSuccess) return fail(e);
+  capture* c = s->cap;
+  if (!c) return fail(cudaErrorIllegalState);
+  if (c->thread != std::this_thread::get_id() && c->mode != cudaStreamCaptureModeRelaxed)
+    return fail(cudaErrorStreamCaptureWrongThread);
+  s->cap = nullptr;
+  rt.captures.erase(std::find(rt.captures.begin(), rt.captures.end(), c));
+  const bool invalid = c->invalidated;
+  if (invalid) {
+    rt.graphs.erase(c->graph);
+    delete c->graph;
+    *graph = nullptr;
+  } else {
+    *graph = reinterpret_cast<cudaGraph_t>(c->graph);
+  }
+  delete c;
+  return invalid ? fail(cudaErrorStreamCaptureInvalidated) : cudaSuccess;
+}
+
+cudaError_t is_capturing(cudaStream_t stream, cudaStreamCaptureStatus* status, bool ptsz,
+                         const char* name) {
+  if (const cudaError_t e = enter(name); e != cudaSuccess) return fail(e);
+  if (!status) return fail(cudaErrorInvalidValue);
+  runtime& rt = runtime::get();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  stream_obj* s = nullptr;
+  if (const cudaError_t e = stream_of(stream, ptsz, s); e != cudaSuccess) return fail(e);
+  // On the legacy stream while a blocking stream captures: cudaErrorStreamCaptureImplicit, and
+  // the capture is not invalidated (cudaStreamIsCapturing's documentation).
+  if (const cudaError_t e = rt.check_legacy(s, false); e != cudaSuccess) return fail(e);
+  *status = !s->cap               ? cudaStreamCaptureStatusNone
+            : s->cap->invalidated ? cudaStreamCaptureStatusInvalidated
+                                  : cudaStreamCaptureStatusActive;
+  return cudaSuccess;
+}
+
+cudaError_t capture_info(cudaStream_t stream, cudaStreamCaptureStatus* status,
+                         unsigned long long* id, cudaGraph_t* graph, bool ptsz, const char* name) {
+  if (const cudaError_t e = is_capturing(stream, status, ptsz, name); e != cudaSuccess) return e;
+  runtime& rt = runtime::get();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  stream_obj* s = nullptr;
+  (void)rt.resolve(stream, ptsz, s);
+  if (id) *id = s && s->cap ? s->cap->id : 0;
+  if (graph) *graph = s && s->cap ? reinterpret_cast<cudaGraph_t>(s->cap->graph) : nullptr;
+  return cudaSuccess;
+}
+
+cudaError_t graph_launch(cudaGraphExec_t exec, cudaStream_t stream, bool ptsz, const char* name) {
+  if (const cudaError_t e = enter(name); e != cudaSuccess) return fail(e);
+  runtime& rt = runtime::get();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  auto* x = reinterpret_cast<graph_exec_obj*>(exec);
+  if (!rt.execs.count(x)) return fail(cudaErrorInvalidResourceHandle);
+  stream_obj* s = nullptr;
+  if (const cudaError_t e = stream_of(stream, ptsz, s); e != cudaSuccess) return fail(e);
+  if (const cudaError_t e = rt.check_legacy(s, true); e != cudaSuccess) return fail(e);
+  // Graph memory: an allocation node's memory is charged when the graph is launched, and
+  // returned by its free node when that executes (CUDA Programming Guide, graph memory nodes).
+  for (const work& n : x->nodes) {
+    if (n.kind != work::alloc) continue;
+    auto it = rt.allocations.find(n.ptr);
+    if (it == rt.allocations.end() || it->second.charged) continue;
+    if (!rt.charge(s->ctx, it->second.size)) return fail(cudaErrorMemoryAllocation);
+    it->second.charged = true;
+  }
+  for (const work& n : x->nodes) (void)rt.submit(s, n);
+  return cudaSuccess;
+}
+
+} // namespace
+
+extern "C" {
+
+cudaError_t cudaStreamCreate(cudaStream_t* s) { return stream_create(s, 0, 0, "cudaStreamCreate"); }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int flags) {
+  return stream_create(s, flags, 0, "cudaStreamCreateWithFlags");
+}
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t* s, unsigned int flags, int priority) {
+  return stream_create(s, flags, priority, "cudaStreamCreateWithPriority");
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  if (const cudaError_t e = enter("cudaStreamDestroy"); e != cudaSuccess) return fail(e);
+  runtime& rt = runtime::get();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  auto* s = reinterpret_cast<stream_obj*>(stream);
+  if (!rt.streams.count(s)) return fail(cudaErrorInvalidResourceHandle);
+  // Work already queued still runs (the documented behaviour); the handle is dead at once.
+  // The object itself stays (its worker may still run), as small as it is.
+  rt.streams.erase(s);
+  s->destroyed = true;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamGetFlags(cudaStream_t stream, unsigned int* flags) {
+  if (const cudaError_t e = enter("cudaStreamGetFlags"); e != cudaSuccess) return fail(e);
+  if (!flags) return fail(cudaErrorInvalidValue);
+  runtime& rt = runtime::get();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  stream_obj* s = nullptr;
+  if (const cudaError_t e = rt.resolve(stream, false, s); e != cudaSuccess) return fail(e);
+  *flags = s->flags;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamGetPriority(cudaStream_t stream, int* priority) {
+  if (const cudaError_t e = enter("cudaStreamGetPriority"); e != cudaSuccess) return fail(e);
+  if (!priority) return fail(cudaErrorInvalidValue);
+  runtime& rt = runtime::get();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  stream_obj* s = nullptr;
+  if (const cudaError_t e = rt.resolve(stream, false, s); e != cudaSuccess) return fail(e);
+  *priority = s->priority;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+  return stream_synchronize(s, false, "cudaStreamSynchronize");
+}
+cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t s) {
+  return stream_synchronize(s, true, "cudaStreamSynchronize_ptsz");
+}
+cudaError_t cudaStreamQuery(cudaStream_t s) { return stream_query(s, false, "cudaStreamQuery"); }
+cudaError_t cudaStreamQuery_ptsz(cudaStream_t s) {
+  return stream_query(s, true, "cudaStreamQuery_ptsz");
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int) {
+  return stream_wait_event(s, e, false, "cudaStreamWaitEvent");
+}
+cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t s, cudaEvent_t e, unsigned int) {
+  return stream_wait_event(s, e, true, "cudaStreamWaitEvent_ptsz");
+}
+cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void* user) {
+  return launch_host_func(s, fn, user, false, "cudaLaunchHostFunc");
+}
+cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t s, cudaHostFn_t fn, void* user) {
+  return launch_host_func(s, fn, user, true, "cudaLaunchHostFunc_ptsz");
+}
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode) {
+  return begin_capture(s, mode, false, "cudaStreamBeginCapture");
+}
+cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t s, cudaStreamCaptureMode mode) {
+  return begin_capture(s, mode, true, "cudaStreamBeginCapture_ptsz");
+}
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t* g) {
+  return end_capture(s, g, false, "cudaStreamEndCapture");
+}
+cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t s, cudaGraph_t* g) {
+  return end_capture(s, g, true, "cudaStreamEndCapture_ptsz");
+}
+cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus* st) {
+  return is_capturing(s, st, false, "cudaStreamIsCapturing");
+}
+cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t s, cudaStreamCaptureStatus* st) {
+  return is_capturing(s, st, true, "cudaStreamIsCapturing_ptsz");
+}
+cudaError_t cudaStreamGetCaptureInfo(cudaStream_t s, cudaStreamCaptureStatus* st,
+                                     unsigned long long* id, cudaGraph_t* g,
+                                     const cudaGraphNode_t** deps, const cudaGraphEdgeData** edges,
+                                     size_t* count) {
+  if (deps) *deps = nullptr;
+  if (edges) *edges = nullptr;
+  if (count) *count = 0;
+  return capture_info(s, st, id, g, false, "cudaStreamGetCaptureInfo");
+}
+cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t s, cudaStreamCaptureStatus* st,
+                                          unsigned long long* id, cudaGraph_t* g,
+                                          const cudaGraphNode_t** deps,
+                                          const cudaGraphEdgeData** edges, size_t* count) {
+  if (deps) *deps = nullptr;
+  if (edges) *edges = nullptr;
+  if (count) *count = 0;
+  return capture_info(s, st, id, g, true, "cudaStreamGetCaptureInfo_ptsz");
+}
+
+cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode) {
+  if (const cudaError_t e = enter("cudaThreadExchangeStreamCaptureMode"); e != cudaSuccess)
+    return fail(e);
+  if (!mode) return fail(cudaErrorInvalidValue);
+  std::swap(*mode, thread_capture_mode());
+  return cudaSuccess;
+}
+
+// --- events -----------------------------------------------------------------------------
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
+  if (const cudaError_t e = enter("cudaEventCreateWithFlags"); e != cudaSuccess) return fail(e);
+  constexpr unsigned known = cudaEventBlockingSync | cudaEventDisableTiming | cudaEventInterprocess;
+  if (!event || (flags & ~known) != 0) return fail(cudaErrorInvalidValue);
+  if ((flags & cudaEventInterprocess) && !(flags & cudaEventDisableTiming))
+    return fail(cudaErrorInvalidValue);
+  runtime& rt = runtime::get();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  context* ctx = nullptr;
+  if (const cudaError_t e = rt.context_of(current_device(), true, ctx); e != cudaSuccess)
+    return fail(e);
+  auto* ev = new event_obj();
+  ev->flags = flags;
+  rt.events.insert(ev);
+  *event = reinterpret_cast<cudaEvent_t>(ev);
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t* event) {
+  return cudaEventCreateWithFlags(event, cudaEventDefault);
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  if (const cudaError_t e = enter("cudaEventDestroy"); e != cudaSuccess) return fail(e);
+  runtime& rt = runtime::get();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  auto* ev = reinterpret_cast<event_obj*>(event);
+  if (!rt.events.erase(ev)) return fail(cudaErrorInvalidResourceHandle);
+  delete ev; // its completion lives on in the stream that records it
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+  return event_record(e, s, false, "cudaEventRecord");
+}
+cudaError_t cudaEventRecord_ptsz(cudaEvent_t e, cudaStream_t s) {
+  return event_record(e, s, true, "cudaEventRecord_ptsz");
+}
+cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t s, unsigned int) {
+  return event_record(e, s, false, "cudaEventRecordWithFlags");
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+  if (const cudaError_t e = enter("cudaEventQuery"); e != cudaSuccess) return fail(e);
+  runtime& rt = runtime::get();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  auto* ev = reinterpret_cast<event_obj*>(event);
+  if (!rt.events.count(ev)) return fail(cudaErrorInvalidResourceHandle);
+  if (ev->captured) return fail(cudaErrorCapturedEvent);
+  if (const cudaError_t e = rt.check_unsafe_call(); e != cudaSuccess) return fail(e);
+  if (!ev->done) return cudaSuccess; // never recorded: complete by definition
+  if (!ev->done->ready()) return cudaErrorNotReady;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  if (const cudaError_t e = enter("cudaEventSynchronize"); e != cudaSuccess) return fail(e);
+  runtime& rt = runtime::get();
+  done_ptr done;
+  bool blocking = false;
+  {
+    std::lock_guard<std::mutex> lock(rt.mutex);
+    auto* ev = reinterpret_cast<event_obj*>(event);
+    if (!rt.events.count(ev)) return fail(cudaErrorInvalidResourceHandle);
+    if (ev->captured) return fail(cudaErrorCapturedEvent);
+    if (const cudaError_t e = rt.check_unsafe_call(); e != cudaSuccess) return fail(e);
+    done = ev->done;
+    blocking = (ev->flags & cudaEventBlockingSync) != 0;
+  }
+  rt.wait(done, blocking);
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  context* ctx = nullptr;
+  if (rt.context_of(current_device(), false, ctx) == cudaSuccess) {
+    rt.release_pools(ctx);
+    return fail(static_cast<cudaError_t>(ctx->sticky.load()));
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  if (const cudaError_t e = enter("cudaEventElapsedTime"); e != cudaSuccess) return fail(e);
+  if (!ms) return fail(cudaErrorInvalidValue);
+  runtime& rt = runtime::get();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  auto* a = reinterpret_cast<event_obj*>(start);
+  auto* b = reinterpret_cast<event_obj*>(end);
+  if (!rt.events.count(a) || !rt.events.count(b)) return fail(cudaErrorInvalidResourceHandle);
+  if (a->captured || b->captured) return fail(cudaErrorCapturedEvent);
+  if ((a->flags | b->flags) & cudaEventDisableTiming) return fail(cudaErrorInvalidResourceHandle);
+  if (!a->done || !b->done) return fail(cudaErrorInvalidResourceHandle);
+  if (!a->done->ready() || !b->done->ready()) return fail(cudaErrorNotReady);
+  const double diff = static_cast<double>(b->done->at) - static_cast<double>(a->done->at);
+  *ms = static_cast<float>(diff / 1e6);
+  return cudaSuccess;
+}
+
+// --- graphs -----------------------------------------------------------------------------
+
+cudaError_t cudaGraphCreate(cudaGraph_t* graph, unsigned int) {
+  if (const cudaError_t e = enter("cudaGraphCreate"); e != cudaSuccess) return fail(e);
+  if (!graph) return fail(cudaErrorInvalidValue);
+  runtime& rt = runtime::get();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  auto* g = new graph_obj();
+  rt.graphs.insert(g);
+  *graph = reinterpret_cast<cudaGraph_t>(g);
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, size_t* count) {
+  if (const cudaError_t e = enter("cudaGraphGetNodes"); e != cudaSuccess) return fail(e);
+  if (!count) return fail(cudaErrorInvalidValue);
+  runtime& rt = runtime::get();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  auto* g = reinterpret_cast<graph_obj*>(graph);
+  if (!rt.graphs.count(g)) return fail(cudaErrorInvalidResourceHandle);
+  if (nodes) {
+    const std::size_t n = std::min(*count, g->nodes.size());
+    for (std::size_t i = 0; i < n; ++i)
+      nodes[i] = reinterpret_cast<cudaGraphNode_t>(g->nodes[i].get());
+  }
+  *count = g->nodes.size();
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long) {
+  if (const cudaError_t e = enter("cudaGraphInstantiate"); e != cudaSuccess) return fail(e);
+  if (!exec) return fail(cudaErrorInvalidValue);
+  runtime& rt = runtime::get();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  auto* g = reinterpret_cast<graph_obj*>(graph);
+  if (!rt.graphs.count(g)) return fail(cudaErrorInvalidResourceHandle);
+  auto* x = new graph_exec_obj();
+  for (const auto& n : g->nodes) x->nodes.push_back(*n);
+  rt.execs.insert(x);
+  *exec = reinterpret_cast<cudaGraphExec_t>(x);
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t s) {
+  return graph_launch(x, s, false, "cudaGraphLaunch");
+}
+cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t x, cudaStream_t s) {
+  return graph_launch(x, s, true, "cudaGraphLaunch_ptsz");
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  if (const cudaError_t e = enter("cudaGraphDestroy"); e != cudaSuccess) return fail(e);
+  runtime& rt = runtime::get();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  auto* g = reinterpret_cast<graph_obj*>(graph);
+  if (!rt.graphs.erase(g)) return fail(cudaErrorInvalidResourceHandle);
+  delete g;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  if (const cudaError_t e = enter("cudaGraphExecDestroy"); e != cudaSuccess) return fail(e);
+  runtime& rt = runtime::get();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  auto* x = reinterpret_cast<graph_exec_obj*>(exec);
+  if (!rt.execs.erase(x)) return fail(cudaErrorInvalidResourceHandle);
+  delete x; // queued copies of its nodes are owned by the streams
+  return cudaSuccess;
+}
+
+} // extern "C"

@@ -1,0 +1,147 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "config.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+namespace cudasim {
+namespace {
+
+bool parse_count(const char* text, std::uint64_t max, std::uint64_t& out) {
+  if (!text || !*text) return false;
+  errno = 0;
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(text, &end, 10);
+  if (errno != 0 || *end != '\0' || text[0] == '-' || v > max) return false;
+  out = v;
+  return true;
+}
+
+config load() {
+  config c;
+  c.state = "cudasim-" + std::to_string(::getuid());
+  auto bad = [&c](const char* var, const char* value, const char* expected) {
+    if (c.error.empty())
+      c.error = std::string(var) + "=\"" + value + "\" is not valid: expected " + expected +
+                " (see docs/cudasim.md)";
+  };
+  std::uint64_t v = 0;
+  if (const char* s = std::getenv("CUDASIM_DEVICES")) {
+    if (parse_count(s, 8, v))
+      c.gpus = static_cast<int>(v);
+    else
+      bad("CUDASIM_DEVICES", s, "a device count from 0 to 8");
+  }
+  if (const char* s = std::getenv("CUDASIM_MEMORY")) {
+    if (parse_size(s, v) && v >= (64ull << 20))
+      c.memory = v;
+    else
+      bad("CUDASIM_MEMORY", s, "a size of at least 64MiB, such as 16GiB");
+  }
+  if (const char* s = std::getenv("CUDASIM_NAME")) {
+    if (*s && std::string(s).size() < 200)
+      c.name = s;
+    else
+      bad("CUDASIM_NAME", s, "a non-empty name shorter than 200 characters");
+  }
+  if (const char* s = std::getenv("CUDASIM_MIG")) {
+    if (parse_count(s, 7, v))
+      c.mig = static_cast<int>(v);
+    else
+      bad("CUDASIM_MIG", s, "a number of MIG instances per GPU from 0 (off) to 7");
+  }
+  if (const char* s = std::getenv("CUDASIM_CONTEXT_BYTES")) {
+    if (parse_size(s, v))
+      c.context_bytes = v;
+    else
+      bad("CUDASIM_CONTEXT_BYTES", s, "a size such as 500MiB");
+  }
+  if (const char* s = std::getenv("CUDASIM_SLICE_US")) {
+    if (parse_count(s, 10'000'000, v) && v >= 50)
+      c.slice_ns = v * 1000;
+    else
+      bad("CUDASIM_SLICE_US", s, "a time slice in microseconds from 50 to 10000000");
+  }
+  if (const char* s = std::getenv("CUDASIM_TEARDOWN_MS")) {
+    if (parse_count(s, 600'000, v))
+      c.teardown_ns = v * 1'000'000;
+    else
+      bad("CUDASIM_TEARDOWN_MS", s, "milliseconds from 0 to 600000");
+  }
+  if (const char* s = std::getenv("CUDASIM_KERNEL_US")) {
+    if (parse_count(s, 60'000'000, v))
+      c.kernel_ns = v * 1000;
+    else
+      bad("CUDASIM_KERNEL_US", s, "microseconds from 0 to 60000000");
+  }
+  if (const char* s = std::getenv("CUDASIM_CONTEXT_DELAY_MS")) {
+    if (parse_count(s, 600'000, v))
+      c.context_delay_ns = v * 1'000'000;
+    else
+      bad("CUDASIM_CONTEXT_DELAY_MS", s, "milliseconds from 0 to 600000");
+  }
+  if (const char* s = std::getenv("CUDASIM_FAIL_ALLOC_AFTER_BYTES")) {
+    if (parse_size(s, v))
+      c.fail_alloc_after_bytes = v;
+    else
+      bad("CUDASIM_FAIL_ALLOC_AFTER_BYTES", s, "a size such as 1GiB");
+  }
+  if (const char* s = std::getenv("CUDASIM_FAIL_ALLOC_AFTER_CALLS")) {
+    if (!parse_count(s, UINT64_MAX - 1, c.fail_alloc_after_calls))
+      bad("CUDASIM_FAIL_ALLOC_AFTER_CALLS", s, "a number of allocation calls");
+  }
+  if (const char* s = std::getenv("CUDASIM_STICKY_AT_LAUNCH")) {
+    if (!parse_count(s, UINT64_MAX - 1, c.sticky_at_launch) || c.sticky_at_launch == 0)
+      bad("CUDASIM_STICKY_AT_LAUNCH", s, "the 1-based number of the launch that faults");
+  }
+  if (const char* s = std::getenv("CUDASIM_STATE")) {
+    std::string name(s);
+    bool ok = !name.empty() && name.size() < 200;
+    for (char ch : name) ok = ok && ch != '/' && ch > ' ';
+    if (ok)
+      c.state = name;
+    else
+      bad("CUDASIM_STATE", s, "a shared-memory object name without '/' or spaces");
+  }
+  if (!c.error.empty()) std::fprintf(stderr, "cudasim: %s\n", c.error.c_str());
+  return c;
+}
+
+} // namespace
+
+bool parse_size(const std::string& text, std::uint64_t& out) {
+  if (text.empty() || text[0] == '-' || text[0] == '+') return false;
+  errno = 0;
+  char* end = nullptr;
+  const double number = std::strtod(text.c_str(), &end);
+  if (errno != 0 || end == text.c_str() || !std::isfinite(number) || number < 0) return false;
+  const std::string unit(end);
+  double scale = 1;
+  if (unit.empty() || unit == "B")
+    scale = 1;
+  else if (unit == "K" || unit == "KB" || unit == "KiB")
+    scale = 1024.0;
+  else if (unit == "M" || unit == "MB" || unit == "MiB")
+    scale = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GB" || unit == "GiB")
+    scale = 1024.0 * 1024 * 1024;
+  else if (unit == "T" || unit == "TB" || unit == "TiB")
+    scale = 1024.0 * 1024 * 1024 * 1024;
+  else
+    return false;
+  const double bytes = number * scale;
+  if (bytes >= 18e18) return false;
+  out = static_cast<std::uint64_t>(std::llround(bytes));
+  return true;
+}
+
+const config& cfg() {
+  static const config c = load();
+  return c;
+}
+
+} // namespace cudasim

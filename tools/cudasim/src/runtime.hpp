@@ -1,0 +1,223 @@
+// SPDX-License-Identifier: Apache-2.0
+// The per-process half of cudasim: contexts, streams (FIFO queues with a worker thread each),
+// events, stream-ordered pools, stream capture and graphs. The shared half (device memory,
+// contexts of all processes, time slices) is in shared.hpp. docs/cudasim.md says what each
+// part models and where the rule comes from.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cudasim/cudasim.h"
+
+namespace cudasim {
+
+/// Completion of one piece of stream work, shared by whoever waits on it.
+struct completion {
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false;
+  std::uint64_t at = 0; // monotonic ns when it completed
+  void finish(std::uint64_t t);
+  bool ready();
+  void wait();
+};
+using done_ptr = std::shared_ptr<completion>;
+
+struct kernel_info {
+  const void* host_fun = nullptr;
+  std::string name;
+  int arg_count = -1; // -1: no model
+  std::vector<std::size_t> arg_sizes;
+  cudasimDurationFn duration = nullptr;
+  cudasimExecuteFn execute = nullptr;
+};
+
+struct context;
+struct event_obj;
+struct pool_obj;
+
+/// One piece of work: a stream operation, or a graph node.
+struct work {
+  enum kind_t { kernel, event_record, host_fn, copy, copy2d, set, alloc, free_async, wait } kind;
+  // kernel
+  kernel_info* k = nullptr;
+  std::vector<std::vector<unsigned char>> args;
+  dim3 grid{}, block{};
+  std::size_t shared_mem = 0;
+  std::uint64_t ns = 0;
+  bool fault = false;
+  // event record (outside capture)
+  event_obj* event = nullptr;
+  // host function
+  cudaHostFn_t fn = nullptr;
+  void* user = nullptr;
+  // copies and sets
+  void* dst = nullptr;
+  const void* src = nullptr;
+  std::size_t bytes = 0, width = 0, height = 0, dpitch = 0, spitch = 0;
+  int value = 0;
+  // graph memory nodes and stream-ordered frees
+  void* ptr = nullptr;
+  pool_obj* pool = nullptr;
+  // cudaStreamWaitEvent
+  done_ptr wait_for;
+};
+
+struct graph_obj {
+  std::vector<std::unique_ptr<work>> nodes;
+};
+struct graph_exec_obj {
+  std::vector<work> nodes;
+};
+
+struct capture {
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeGlobal;
+  std::thread::id thread;
+  graph_obj* graph = nullptr;
+  bool invalidated = false;
+  unsigned long long id = 0;
+};
+
+struct stream_obj {
+  enum type_t { normal, legacy, per_thread } type = normal;
+  context* ctx = nullptr;
+  unsigned flags = 0;
+  int priority = 0;
+  bool destroyed = false;
+  capture* cap = nullptr; // guarded by the runtime's mutex
+
+  std::mutex m;
+  std::condition_variable cv;
+  struct item {
+    work w;
+    std::vector<done_ptr> deps;
+    done_ptr done;
+  };
+  std::deque<item> queue;
+  bool worker = false;
+  done_ptr last; // the last work submitted (guarded by m)
+
+  bool blocking() const { return type != normal || (flags & cudaStreamNonBlocking) == 0; }
+};
+
+struct event_obj {
+  unsigned flags = 0;
+  done_ptr done;         // null: never recorded
+  bool captured = false; // last recorded in a capturing stream
+};
+
+struct pool_obj {
+  context* ctx = nullptr;
+  std::uint64_t reserved = 0, used = 0, threshold = 0, reserved_high = 0, used_high = 0;
+  bool is_default = true;
+};
+
+struct context {
+  int ordinal = 0; // as this process numbers devices
+  int unit = 0;    // the shared device unit
+  int slot = -1;   // shared context slot; -1 until created
+  std::atomic<int> sticky{cudaSuccess};
+  stream_obj* legacy = nullptr;
+  std::vector<stream_obj*> streams;
+  pool_obj default_pool;
+  pool_obj* current_pool = &default_pool;
+  std::vector<pool_obj*> pools;
+};
+
+struct allocation {
+  enum kind_t { device, async, graph, host } kind;
+  std::size_t size = 0;
+  context* ctx = nullptr;
+  pool_obj* pool = nullptr;
+  bool charged = true; // graph allocations: charged while a replay holds them
+};
+
+/// The process-wide runtime (never destroyed: stream workers may outlive main).
+class runtime {
+public:
+  static runtime& get();
+
+  std::mutex mutex; // guards everything below that is not atomic
+  std::atomic<pid_t> init_pid{0};
+  cudaError_t init_result = cudaSuccess;
+  std::vector<int> visible_units; // ordinal -> shared unit
+  std::vector<std::unique_ptr<context>> contexts;
+  std::map<const void*, kernel_info> kernels;
+  std::set<stream_obj*> streams;
+  std::set<event_obj*> events;
+  std::set<graph_obj*> graphs;
+  std::set<graph_exec_obj*> execs;
+  std::set<pool_obj*> pools;
+  std::map<void*, allocation> allocations;
+  std::vector<capture*> captures;
+  unsigned long long capture_ids = 0;
+  std::uint64_t allocated_bytes = 0, allocation_calls = 0, launches = 0;
+
+  // statistics
+  std::atomic<unsigned long long> api_calls{0}, spin_wait_ns{0}, blocking_wait_ns{0},
+      kernels_done{0}, kernel_ns{0}, switches{0};
+  std::map<std::string, unsigned long long> calls_by_name;
+
+  /// Initialises on first use: configuration, shared state, visible devices. Returns
+  /// cudaSuccess, cudaErrorNoDevice or cudaErrorInitializationError.
+  cudaError_t init();
+  /// The context of `ordinal`, created (charging its memory) when `create`.
+  cudaError_t context_of(int ordinal, bool create, context*& out);
+  /// Resolves a stream handle (0, cudaStreamLegacy, cudaStreamPerThread or a created stream)
+  /// for the calling thread; `per_thread_default` maps 0 to the per-thread stream.
+  cudaError_t resolve(cudaStream_t handle, bool per_thread_default, stream_obj*& out);
+  /// Submits work to a stream in order (or appends it to the stream's capture graph).
+  done_ptr submit(stream_obj* s, work w);
+  /// Stream capture rules for a "potentially unsafe" call by this thread.
+  cudaError_t check_unsafe_call();
+  /// cudaErrorStreamCaptureImplicit when `s` is the legacy stream and a blocking stream of its
+  /// context captures (invalidating those captures when `invalidate`).
+  cudaError_t check_legacy(stream_obj* s, bool invalidate);
+  /// Releases idle pool memory above the release threshold (at synchronisation points).
+  void release_pools(context* ctx);
+  void wait(const done_ptr& d, bool blocking_sync);
+  /// Waits for all work of this process on `ctx`.
+  void synchronize(context* ctx);
+  /// Charges device memory (fault injection first); false when it does not fit.
+  bool charge(context* ctx, std::uint64_t bytes);
+
+private:
+  runtime() = default;
+  void run_worker(stream_obj* s);
+  void execute(stream_obj* s, work& w);
+};
+
+/// The calling thread's current device (cudaSetDevice), 0 until set.
+int& current_device();
+/// The calling thread's stream capture interaction mode (cudaThreadExchangeStreamCaptureMode).
+cudaStreamCaptureMode& thread_capture_mode();
+/// The calling thread's last error.
+cudaError_t& last_error();
+/// Records `e` as the calling thread's last error (unless cudaSuccess) and returns it.
+cudaError_t fail(cudaError_t e);
+/// Counts a call of `name` and, unless the call needs no initialisation, initialises; returns
+/// the error every call of a forked child or a misconfigured process gets.
+cudaError_t enter(const char* name, bool initialise = true);
+
+/// Resolves a stream for a stream call and binds the thread to its context; returns the
+/// context's sticky error if it has one. Call with the runtime's mutex held.
+cudaError_t stream_of(cudaStream_t handle, bool ptsz, stream_obj*& s);
+/// Binds the calling thread's driver context (cudaSetDevice, first use).
+void bind_thread(context* ctx);
+
+void* map_memory(std::size_t bytes);
+void unmap_memory(void* p, std::size_t bytes);
+
+} // namespace cudasim

@@ -1,0 +1,413 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "shared.hpp"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "config.hpp"
+
+namespace cudasim {
+
+namespace {
+constexpr std::uint64_t state_magic = 0x4355444153494d31ull; // "CUDASIM1"
+constexpr std::uint32_t state_version = 1;
+
+enum ctx_state : std::int32_t { ctx_free = 0, ctx_live = 1, ctx_dead = 2 };
+
+std::uint64_t fnv1a(const std::string& s, std::uint64_t h) {
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+std::string format_uuid(const char* prefix, const unsigned char* b) {
+  char text[64];
+  std::snprintf(text, sizeof text,
+                "%s-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", prefix,
+                b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
+                b[13], b[14], b[15]);
+  return text;
+}
+
+/// The kernel's start time of `pid` (field 22 of /proc/<pid>/stat), 0 if it has none.
+std::uint64_t start_time(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  std::getline(in, text);
+  const auto close = text.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream rest(text.substr(close + 2));
+  std::string field;
+  for (int i = 3; i <= 22 && rest >> field; ++i)
+    if (i == 22) return std::strtoull(field.c_str(), nullptr, 10);
+  return 0;
+}
+
+bool alive(pid_t pid, std::uint64_t started) {
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return false;
+  const std::uint64_t now_started = start_time(pid);
+  return now_started == 0 || now_started == started;
+}
+
+void futex_wait(std::uint32_t* word, std::uint32_t expected, std::uint64_t timeout_ns) {
+  timespec ts{static_cast<time_t>(timeout_ns / 1'000'000'000),
+              static_cast<long>(timeout_ns % 1'000'000'000)};
+  ::syscall(SYS_futex, word, FUTEX_WAIT, expected, &ts, nullptr, 0);
+}
+
+void futex_wake(std::uint32_t* word) {
+  ::syscall(SYS_futex, word, FUTEX_WAKE, 0x7fffffff, nullptr, nullptr, 0);
+}
+
+void sleep_until(std::uint64_t t) {
+  timespec ts{static_cast<time_t>(t / 1'000'000'000), static_cast<long>(t % 1'000'000'000)};
+  while (::clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
+  }
+}
+
+} // namespace
+
+std::uint64_t now_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull +
+         static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+struct shared::layout {
+  std::uint64_t magic;
+  std::uint32_t version;
+  std::atomic<std::uint32_t> ready;
+  pthread_mutex_t lock;
+  std::int32_t units;
+  std::int32_t gpus;
+  std::int32_t mig;
+  std::uint64_t total[max_units];
+  std::uint64_t last_sweep;
+  struct device {
+    std::int32_t owner;       // context slot running now, -1 when idle
+    std::uint32_t generation; // futex word: changes whenever the owner changes
+    std::uint64_t slice_start;
+    std::uint64_t switch_at; // when the owner last changed
+    std::uint64_t switches;
+  } dev[max_units];
+  struct context {
+    std::int32_t state;
+    std::int32_t pid;
+    std::uint64_t started;
+    std::int32_t unit;
+    std::int32_t pending; // kernels submitted and not finished
+    std::uint64_t bytes;
+    std::uint64_t dead_since;
+  } ctx[max_contexts];
+};
+
+class shared::guard {
+public:
+  explicit guard(layout* l) : l_(l) {
+    const int rc = ::pthread_mutex_lock(&l_->lock);
+    if (rc == EOWNERDEAD) ::pthread_mutex_consistent(&l_->lock);
+  }
+  ~guard() { ::pthread_mutex_unlock(&l_->lock); }
+  guard(const guard&) = delete;
+  guard& operator=(const guard&) = delete;
+
+private:
+  layout* l_;
+};
+
+shared& shared::get() {
+  static shared* instance = new shared(); // never destroyed: worker threads may outlive main
+  return *instance;
+}
+
+shared::shared() {
+  const config& c = cfg();
+  const std::string name = "/" + c.state;
+  const std::size_t size = sizeof(layout);
+  bool creator = false;
+  int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd >= 0) {
+    creator = true;
+    if (::ftruncate(fd, static_cast<off_t>(size)) != 0) {
+      error_ = "cannot size the shared state /dev/shm" + name + ": " + std::strerror(errno);
+      ::close(fd);
+      ::shm_unlink(name.c_str());
+      return;
+    }
+  } else if (errno == EEXIST) {
+    fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
+  }
+  if (fd < 0) {
+    error_ = "cannot open the shared state /dev/shm" + name + ": " + std::strerror(errno);
+    return;
+  }
+  // A creator may still be sizing the object: wait for it briefly.
+  struct stat st {};
+  for (int i = 0; i < 5000 && ::fstat(fd, &st) == 0 && static_cast<std::size_t>(st.st_size) < size;
+       ++i)
+    ::usleep(1000);
+  if (static_cast<std::size_t>(st.st_size) != size) {
+    error_ = "the shared state /dev/shm" + name +
+             " has the wrong size (another cudasim version, or not cudasim's): remove it or set "
+             "CUDASIM_STATE to another name";
+    ::close(fd);
+    return;
+  }
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (p == MAP_FAILED) {
+    error_ = "cannot map the shared state /dev/shm" + name + ": " + std::strerror(errno);
+    return;
+  }
+  auto* l = static_cast<layout*>(p);
+  if (creator) {
+    l->magic = state_magic;
+    l->version = state_version;
+    pthread_mutexattr_t a;
+    ::pthread_mutexattr_init(&a);
+    ::pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+    ::pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+    ::pthread_mutex_init(&l->lock, &a);
+    ::pthread_mutexattr_destroy(&a);
+    l->gpus = c.gpus;
+    l->mig = c.mig;
+    l->units = c.units();
+    for (int u = 0; u < l->units; ++u) {
+      l->total[u] = c.mig > 0 ? c.memory / static_cast<std::uint64_t>(c.mig) : c.memory;
+      l->dev[u].owner = -1;
+    }
+    l->ready.store(1, std::memory_order_release);
+  } else {
+    for (int i = 0; i < 5000 && l->ready.load(std::memory_order_acquire) == 0; ++i) ::usleep(1000);
+    if (l->ready.load(std::memory_order_acquire) == 0 || l->magic != state_magic ||
+        l->version != state_version) {
+      error_ = "the shared state /dev/shm" + name +
+               " is not a usable cudasim state (its creator died, or another version made it): "
+               "remove it or set CUDASIM_STATE to another name";
+      ::munmap(p, size);
+      return;
+    }
+  }
+  base_ = l;
+  for (int u = 0; u < l->units; ++u) {
+    unit_info info;
+    info.index = u;
+    info.gpu = l->mig > 0 ? u / l->mig : u;
+    info.mig = l->mig > 0 ? u % l->mig : -1;
+    const std::uint64_t h1 = fnv1a(c.state + "/" + std::to_string(u), 0xcbf29ce484222325ull);
+    const std::uint64_t h2 = fnv1a("uuid", h1);
+    std::memcpy(info.raw, &h1, 8);
+    std::memcpy(info.raw + 8, &h2, 8);
+    info.raw[6] = static_cast<unsigned char>((info.raw[6] & 0x0f) | 0x40);
+    info.uuid = format_uuid(info.mig >= 0 ? "MIG" : "GPU", info.raw);
+    info.total = l->total[u];
+    units_.push_back(info);
+  }
+}
+
+void shared::sweep(std::uint64_t now) {
+  layout* l = base_;
+  if (now - l->last_sweep < 1'000'000) return;
+  l->last_sweep = now;
+  for (int i = 0; i < max_contexts; ++i) {
+    auto& x = l->ctx[i];
+    if (x.state == ctx_live && !alive(x.pid, x.started)) {
+      x.state = ctx_dead;
+      x.dead_since = now;
+      x.pending = 0;
+      auto& d = l->dev[x.unit];
+      if (d.owner == i) {
+        d.owner = next_owner(x.unit, i);
+        d.slice_start = now;
+        d.switch_at = now;
+        ++d.generation;
+        futex_wake(&d.generation);
+      }
+    }
+    if (x.state == ctx_dead && now - x.dead_since >= cfg().teardown_ns) {
+      x = {};
+    }
+  }
+}
+
+int shared::open_context(int unit, std::uint64_t bytes) {
+  guard g(base_);
+  const std::uint64_t now = now_ns();
+  base_->last_sweep = 0;
+  sweep(now);
+  if (used_locked(unit) + bytes > base_->total[unit]) return -1;
+  for (int i = 0; i < max_contexts; ++i) {
+    auto& x = base_->ctx[i];
+    if (x.state != ctx_free) continue;
+    x.state = ctx_live;
+    x.pid = ::getpid();
+    x.started = start_time(x.pid);
+    x.unit = unit;
+    x.pending = 0;
+    x.bytes = bytes;
+    x.dead_since = 0;
+    return i;
+  }
+  return -1;
+}
+
+std::uint64_t shared::used_locked(int unit) const {
+  std::uint64_t used = 0;
+  for (const auto& x : base_->ctx)
+    if (x.state != ctx_free && x.unit == unit) used += x.bytes;
+  return used;
+}
+
+void shared::close_context(int slot) {
+  guard g(base_);
+  auto& x = base_->ctx[slot];
+  if (x.state != ctx_live || x.pid != ::getpid()) return;
+  auto& d = base_->dev[x.unit];
+  if (d.owner == slot) {
+    d.owner = next_owner(x.unit, slot);
+    d.slice_start = d.switch_at = now_ns();
+    ++d.generation;
+    futex_wake(&d.generation);
+  }
+  x = {};
+}
+
+bool shared::charge(int slot, std::uint64_t bytes) {
+  guard g(base_);
+  sweep(now_ns());
+  auto& x = base_->ctx[slot];
+  if (used_locked(x.unit) + bytes > base_->total[x.unit]) return false;
+  x.bytes += bytes;
+  return true;
+}
+
+void shared::uncharge(int slot, std::uint64_t bytes) {
+  guard g(base_);
+  auto& x = base_->ctx[slot];
+  x.bytes -= std::min(x.bytes, bytes);
+}
+
+memory_info shared::memory(int unit) {
+  guard g(base_);
+  sweep(now_ns());
+  return {base_->total[unit], used_locked(unit)};
+}
+
+std::vector<process_usage> shared::processes(int unit) {
+  guard g(base_);
+  sweep(now_ns());
+  std::vector<process_usage> out;
+  for (const auto& x : base_->ctx)
+    if (x.state != ctx_free && x.unit == unit) out.push_back({x.pid, x.bytes});
+  return out;
+}
+
+int shared::next_owner(int unit, int after) const {
+  // Round robin over the contexts with pending work on `unit`, starting after `after`.
+  for (int k = 1; k <= max_contexts; ++k) {
+    const int i = (after + k) % max_contexts;
+    const auto& x = base_->ctx[i];
+    if (x.state == ctx_live && x.unit == unit && x.pending > 0) return i;
+  }
+  return -1;
+}
+
+void shared::execute(int unit, int slot, std::uint64_t ns, std::uint64_t& switches) {
+  layout* l = base_;
+  auto& d = l->dev[unit];
+  const std::uint64_t slice = cfg().slice_ns;
+  {
+    guard g(l);
+    ++l->ctx[slot].pending;
+  }
+  std::uint64_t remaining = ns;
+  while (remaining > 0) {
+    std::uint64_t now = 0, run_until = 0, wait_until = 0;
+    std::uint32_t generation = 0;
+    bool mine = false;
+    {
+      guard g(l);
+      now = now_ns();
+      sweep(now);
+      const auto owner_idle = [&] {
+        if (d.owner < 0) return true;
+        const auto& o = l->ctx[d.owner];
+        return o.state != ctx_live || o.pending == 0;
+      };
+      if (d.owner != slot) {
+        if (owner_idle() || now >= d.slice_start + slice) {
+          // The device is free, or the owner's slice is over: the next context in turn runs.
+          const int next = owner_idle() ? slot : next_owner(unit, d.owner);
+          if (next != d.owner) {
+            if (d.owner >= 0) {
+              ++d.switches;
+              ++switches;
+            }
+            d.owner = next;
+            d.slice_start = d.switch_at = now;
+            ++d.generation;
+            futex_wake(&d.generation);
+          }
+        }
+      }
+      generation = d.generation;
+      if (d.owner == slot) {
+        mine = true;
+        bool others = false;
+        for (int i = 0; i < max_contexts && !others; ++i) {
+          const auto& x = l->ctx[i];
+          others = i != slot && x.state == ctx_live && x.unit == unit && x.pending > 0;
+        }
+        if (!others) d.slice_start = now; // alone: the slice restarts
+        run_until = now + remaining;
+        if (others) run_until = std::min(run_until, std::max(d.slice_start + slice, now + 1000));
+      } else {
+        wait_until = d.slice_start + slice;
+      }
+    }
+    if (mine) {
+      sleep_until(run_until);
+      guard g(l);
+      const std::uint64_t end = d.generation == generation ? now_ns() : d.switch_at;
+      const std::uint64_t ran = end > now ? end - now : 0;
+      remaining -= std::min(ran, remaining);
+    } else {
+      const std::uint64_t t = now_ns();
+      const std::uint64_t wait = wait_until > t ? wait_until - t : 0;
+      futex_wait(&d.generation, generation, std::clamp<std::uint64_t>(wait, 20'000, 5'000'000));
+    }
+  }
+  guard g(l);
+  auto& me = l->ctx[slot];
+  if (me.pending > 0) --me.pending;
+  if (me.pending == 0 && d.owner == slot) {
+    d.owner = next_owner(unit, slot);
+    d.slice_start = d.switch_at = now_ns();
+    if (d.owner >= 0) {
+      ++d.switches;
+      ++switches;
+    }
+    ++d.generation;
+    futex_wake(&d.generation);
+  }
+}
+
+} // namespace cudasim
