@@ -25,7 +25,7 @@ namespace cudasim {
 
 namespace {
 constexpr std::uint64_t state_magic = 0x4355444153494d31ull; // "CUDASIM1"
-constexpr std::uint32_t state_version = 1;
+constexpr std::uint32_t state_version = 2;
 
 enum ctx_state : std::int32_t { ctx_free = 0, ctx_live = 1, ctx_dead = 2 };
 
@@ -100,6 +100,8 @@ struct shared::layout {
   std::int32_t gpus;
   std::int32_t mig;
   std::uint64_t total[max_units];
+  std::uint64_t slice_ns;    // the creator's CUDASIM_SLICE_US: one value for all processes
+  std::uint64_t teardown_ns; // the creator's CUDASIM_TEARDOWN_MS
   std::uint64_t last_sweep;
   struct device {
     std::int32_t owner;       // context slot running now, -1 when idle
@@ -190,6 +192,8 @@ shared::shared() {
     l->gpus = c.gpus;
     l->mig = c.mig;
     l->units = c.units();
+    l->slice_ns = c.slice_ns;
+    l->teardown_ns = c.teardown_ns;
     for (int u = 0; u < l->units; ++u) {
       l->total[u] = c.mig > 0 ? c.memory / static_cast<std::uint64_t>(c.mig) : c.memory;
       l->dev[u].owner = -1;
@@ -242,7 +246,7 @@ void shared::sweep(std::uint64_t now) {
         futex_wake(&d.generation);
       }
     }
-    if (x.state == ctx_dead && now - x.dead_since >= cfg().teardown_ns) {
+    if (x.state == ctx_dead && now - x.dead_since >= l->teardown_ns) {
       x = {};
     }
   }
@@ -333,7 +337,7 @@ int shared::next_owner(int unit, int after) const {
 void shared::execute(int unit, int slot, std::uint64_t ns, std::uint64_t& switches) {
   layout* l = base_;
   auto& d = l->dev[unit];
-  const std::uint64_t slice = cfg().slice_ns;
+  const std::uint64_t slice = l->slice_ns;
   {
     guard g(l);
     ++l->ctx[slot].pending;

@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: Apache-2.0
+// A process the simulator tests start (posix_spawn, with the environment a test chooses). One
+// command per run; it prints "key=value" lines on stdout, then "done".
+//
+//   probe devices            count, then per device: uuid, name, memory (or the error's name)
+//   probe hold <MiB>         cudaSetDevice(0), cudaMalloc <MiB>, prints "held", sleeps until
+//                            killed or stdin closes, then exits normally
+//   probe run <ms> <kernel_us> <start_unix_ms>
+//                            waits until start_unix_ms, runs kernels of kernel_us for ms of
+//                            device time on one stream, synchronises; prints wall_ms and switches
+//   probe sticky             launches, synchronises, then tries more calls; prints each result
+//   probe allocs <n> <MiB>   n cudaMallocs of MiB each; prints each result
+//   probe setdevice          times cudaSetDevice(0): prints set_ms
+#include <cuda_runtime_api.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "sim_kernels.hpp"
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+std::uint64_t unix_ms() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                        std::chrono::system_clock::now().time_since_epoch())
+                                        .count());
+}
+
+void out(const std::string& key, const std::string& value) {
+  std::printf("%s=%s\n", key.c_str(), value.c_str());
+  std::fflush(stdout);
+}
+
+std::string uuid_text(const cudaUUID_t& u) {
+  char text[40];
+  const auto* b = reinterpret_cast<const unsigned char*>(u.bytes);
+  std::snprintf(text, sizeof text,
+                "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+                b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+                b[15]);
+  return text;
+}
+
+int run(int argc, char** argv) {
+  const std::string cmd = argc > 1 ? argv[1] : "";
+  if (cmd == "devices") {
+    int n = 0;
+    const cudaError_t e = cudaGetDeviceCount(&n);
+    out("count_error", cudaGetErrorName(e));
+    out("count", std::to_string(n));
+    for (int i = 0; i < n; ++i) {
+      cudaDeviceProp p{};
+      if (cudaGetDeviceProperties(&p, i) != cudaSuccess) return 1;
+      out("uuid" + std::to_string(i), uuid_text(p.uuid));
+      out("name" + std::to_string(i), p.name);
+      out("memory" + std::to_string(i), std::to_string(p.totalGlobalMem));
+    }
+  } else if (cmd == "hold" && argc == 3) {
+    void* p = nullptr;
+    if (cudaSetDevice(0) != cudaSuccess) return 1;
+    const cudaError_t e = cudaMalloc(&p, std::strtoull(argv[2], nullptr, 10) << 20);
+    out("malloc", cudaGetErrorName(e));
+    out("held", "1");
+    char c;
+    while (::read(STDIN_FILENO, &c, 1) > 0) {
+    }
+  } else if (cmd == "run" && argc == 5) {
+    const std::uint64_t total_ns = std::strtoull(argv[2], nullptr, 10) * 1'000'000;
+    const std::uint64_t kernel_ns = std::strtoull(argv[3], nullptr, 10) * 1000;
+    const std::uint64_t start = std::strtoull(argv[4], nullptr, 10);
+    cudaStream_t s = nullptr;
+    if (cudaSetDevice(0) != cudaSuccess || cudaStreamCreate(&s) != cudaSuccess) return 1;
+    out("ready", "1");
+    while (unix_ms() < start) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const auto t0 = clock_type::now();
+    for (std::uint64_t done = 0; done < total_ns; done += kernel_ns)
+      if (simtest::launch(s, kernel_ns) != cudaSuccess) return 1;
+    if (cudaStreamSynchronize(s) != cudaSuccess) return 1;
+    const auto wall =
+        std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - t0).count();
+    out("wall_ms", std::to_string(wall));
+    out("switches", std::to_string(cudasim::stats().context_switches));
+  } else if (cmd == "sticky") {
+    cudaStream_t s = nullptr;
+    if (cudaStreamCreate(&s) != cudaSuccess) return 1;
+    out("launch", cudaGetErrorName(simtest::launch(s, 1000)));
+    out("sync", cudaGetErrorName(cudaStreamSynchronize(s)));
+    void* p = nullptr;
+    out("malloc", cudaGetErrorName(cudaMalloc(&p, 1024)));
+    out("last1", cudaGetErrorName(cudaGetLastError()));
+    out("last2", cudaGetErrorName(cudaGetLastError()));
+  } else if (cmd == "allocs" && argc == 4) {
+    const int n = std::atoi(argv[2]);
+    const std::size_t bytes = std::strtoull(argv[3], nullptr, 10) << 20;
+    for (int i = 0; i < n; ++i) {
+      void* p = nullptr;
+      out("alloc" + std::to_string(i), cudaGetErrorName(cudaMalloc(&p, bytes)));
+    }
+  } else if (cmd == "setdevice") {
+    const auto t0 = clock_type::now();
+    const cudaError_t e = cudaSetDevice(0);
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - t0).count();
+    out("set", cudaGetErrorName(e));
+    out("set_ms", std::to_string(ms));
+  } else {
+    std::fprintf(stderr, "usage: see the comment at the top of tests/cudasim/probe.cpp\n");
+    return 2;
+  }
+  out("done", "1");
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) { return run(argc, argv); }
