@@ -140,6 +140,9 @@ TEST_CASE("CUDA_VISIBLE_DEVICES selects by index and by UUID, and stops at an in
   r = probe({"devices"}, e).result();
   CHECK(r.at("count") == "1");
   CHECK(r.at("uuid0") == all.at("uuid1"));
+  e.back().second = "0,1,0"; // a device listed twice: none visible
+  r = probe({"devices"}, e).result();
+  CHECK(r.at("count_error") == "cudaErrorNoDevice");
 }
 
 TEST_CASE("MIG: a process sees one instance, whose UUID NVML writes as MIG-…") {
@@ -460,6 +463,7 @@ TEST_CASE("global capture: an unsafe call from another thread fails and invalida
     other = cudaMalloc(&p, 1024);
   }).join();
   CHECK(other == cudaErrorStreamCaptureUnsupported);
+  CHECK(cudaDeviceSynchronize() == cudaErrorStreamCaptureUnsupported);
   cudaStreamCaptureStatus status{};
   REQUIRE(cudaStreamIsCapturing(s, &status) == cudaSuccess);
   CHECK(status == cudaStreamCaptureStatusInvalidated);
@@ -516,6 +520,8 @@ TEST_CASE("capture: captured events, synchronising the capturing stream, and the
   REQUIRE(cudaStreamIsCapturing(s, &status) == cudaSuccess);
   CHECK(status == cudaStreamCaptureStatusInvalidated);
   CHECK(cudaStreamSynchronize(s) == cudaErrorStreamCaptureUnsupported);
+  // Once invalidated, work for the stream fails until the capture ends.
+  CHECK(simtest::launch(s, 1000) == cudaErrorStreamCaptureInvalidated);
   cudaGraph_t g = nullptr;
   CHECK(cudaStreamEndCapture(s, &g) == cudaErrorStreamCaptureInvalidated);
   REQUIRE(cudaEventRecord(e, s) == cudaSuccess); // recorded outside a capture again: usable

@@ -248,6 +248,14 @@ cudaError_t cudaDeviceSynchronize(void) {
   {
     std::lock_guard<std::mutex> lock(rt.mutex);
     if (const cudaError_t e = current_context(ctx); e != cudaSuccess) return fail(e);
+    // Synchronising a device on which a capture is under way is never legal.
+    bool capturing = false;
+    for (stream_obj* t : ctx->streams)
+      if (t->cap) {
+        t->cap->invalidated = true;
+        capturing = true;
+      }
+    if (capturing) return fail(cudaErrorStreamCaptureUnsupported);
     if (const cudaError_t e = rt.check_unsafe_call(); e != cudaSuccess) return fail(e);
   }
   rt.synchronize(ctx);

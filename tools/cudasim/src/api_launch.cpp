@@ -32,8 +32,7 @@ cudaError_t launch(kernel_info* k, dim3 grid, dim3 block, void** args, size_t sh
   runtime& rt = runtime::get();
   std::lock_guard<std::mutex> lock(rt.mutex);
   stream_obj* s = nullptr;
-  if (const cudaError_t e = stream_of(stream, ptsz, s); e != cudaSuccess) return fail(e);
-  if (const cudaError_t e = rt.check_legacy(s, true); e != cudaSuccess) return fail(e);
+  if (const cudaError_t e = work_stream_of(stream, ptsz, s); e != cudaSuccess) return fail(e);
   work w{};
   w.kind = work::kernel;
   w.k = k;

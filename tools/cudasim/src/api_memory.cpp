@@ -31,8 +31,7 @@ cudaError_t malloc_async(void** ptr, size_t size, pool_obj* pool, cudaStream_t s
   runtime& rt = runtime::get();
   std::lock_guard<std::mutex> lock(rt.mutex);
   stream_obj* s = nullptr;
-  if (const cudaError_t e = stream_of(stream, ptsz, s); e != cudaSuccess) return fail(e);
-  if (const cudaError_t e = rt.check_legacy(s, true); e != cudaSuccess) return fail(e);
+  if (const cudaError_t e = work_stream_of(stream, ptsz, s); e != cudaSuccess) return fail(e);
   if (!pool) pool = s->ctx->current_pool;
   if (size == 0) {
     *ptr = nullptr;
@@ -73,8 +72,7 @@ cudaError_t free_async(void* ptr, cudaStream_t stream, bool ptsz, const char* na
   runtime& rt = runtime::get();
   std::lock_guard<std::mutex> lock(rt.mutex);
   stream_obj* s = nullptr;
-  if (const cudaError_t e = stream_of(stream, ptsz, s); e != cudaSuccess) return fail(e);
-  if (const cudaError_t e = rt.check_legacy(s, true); e != cudaSuccess) return fail(e);
+  if (const cudaError_t e = work_stream_of(stream, ptsz, s); e != cudaSuccess) return fail(e);
   if (!ptr) return cudaSuccess;
   const auto it = rt.allocations.find(ptr);
   if (it == rt.allocations.end() || it->second.kind == allocation::host)
@@ -95,8 +93,7 @@ cudaError_t copy(void* dst, const void* src, size_t bytes, cudaStream_t stream, 
   {
     std::lock_guard<std::mutex> lock(rt.mutex);
     stream_obj* s = nullptr;
-    if (const cudaError_t e = stream_of(stream, ptsz, s); e != cudaSuccess) return fail(e);
-    if (const cudaError_t e = rt.check_legacy(s, true); e != cudaSuccess) return fail(e);
+    if (const cudaError_t e = work_stream_of(stream, ptsz, s); e != cudaSuccess) return fail(e);
     if (sync)
       if (const cudaError_t e = rt.check_unsafe_call(); e != cudaSuccess) return fail(e);
     work w{};
@@ -119,8 +116,7 @@ cudaError_t set(void* dst, int value, size_t bytes, cudaStream_t stream, bool pt
   {
     std::lock_guard<std::mutex> lock(rt.mutex);
     stream_obj* s = nullptr;
-    if (const cudaError_t e = stream_of(stream, ptsz, s); e != cudaSuccess) return fail(e);
-    if (const cudaError_t e = rt.check_legacy(s, true); e != cudaSuccess) return fail(e);
+    if (const cudaError_t e = work_stream_of(stream, ptsz, s); e != cudaSuccess) return fail(e);
     if (sync)
       if (const cudaError_t e = rt.check_unsafe_call(); e != cudaSuccess) return fail(e);
     work w{};

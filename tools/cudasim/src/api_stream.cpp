@@ -20,6 +20,14 @@ cudaError_t stream_of(cudaStream_t handle, bool ptsz, stream_obj*& s) {
   return static_cast<cudaError_t>(s->ctx->sticky.load());
 }
 
+cudaError_t work_stream_of(cudaStream_t handle, bool ptsz, stream_obj*& s) {
+  if (const cudaError_t e = stream_of(handle, ptsz, s); e != cudaSuccess) return e;
+  // Work for a stream whose capture was invalidated fails until the capture ends.
+  if (s->cap && s->cap->invalidated) return cudaErrorStreamCaptureInvalidated;
+  // Work for the legacy stream while a blocking stream captures would depend on the capture.
+  return runtime::get().check_legacy(s, true);
+}
+
 } // namespace cudasim
 
 namespace {
@@ -88,8 +96,7 @@ cudaError_t event_record(cudaEvent_t event, cudaStream_t stream, bool ptsz, cons
   auto* ev = reinterpret_cast<event_obj*>(event);
   if (!rt.events.count(ev)) return fail(cudaErrorInvalidResourceHandle);
   stream_obj* s = nullptr;
-  if (const cudaError_t e = stream_of(stream, ptsz, s); e != cudaSuccess) return fail(e);
-  if (const cudaError_t e = rt.check_legacy(s, true); e != cudaSuccess) return fail(e);
+  if (const cudaError_t e = work_stream_of(stream, ptsz, s); e != cudaSuccess) return fail(e);
   if (s->cap) {
     // Inside a capture the record only expresses a dependency: no timestamp, no completion;
     // the event is "captured" until recorded again outside a capture.
@@ -112,8 +119,7 @@ cudaError_t stream_wait_event(cudaStream_t stream, cudaEvent_t event, bool ptsz,
   auto* ev = reinterpret_cast<event_obj*>(event);
   if (!rt.events.count(ev)) return fail(cudaErrorInvalidResourceHandle);
   stream_obj* s = nullptr;
-  if (const cudaError_t e = stream_of(stream, ptsz, s); e != cudaSuccess) return fail(e);
-  if (const cudaError_t e = rt.check_legacy(s, true); e != cudaSuccess) return fail(e);
+  if (const cudaError_t e = work_stream_of(stream, ptsz, s); e != cudaSuccess) return fail(e);
   if (!ev->done) return cudaSuccess; // never recorded (or captured): nothing to wait for
   work w{};
   w.kind = work::wait;
@@ -129,8 +135,7 @@ cudaError_t launch_host_func(cudaStream_t stream, cudaHostFn_t fn, void* user, b
   runtime& rt = runtime::get();
   std::lock_guard<std::mutex> lock(rt.mutex);
   stream_obj* s = nullptr;
-  if (const cudaError_t e = stream_of(stream, ptsz, s); e != cudaSuccess) return fail(e);
-  if (const cudaError_t e = rt.check_legacy(s, true); e != cudaSuccess) return fail(e);
+  if (const cudaError_t e = work_stream_of(stream, ptsz, s); e != cudaSuccess) return fail(e);
   work w{};
   w.kind = work::host_fn;
   w.fn = fn;
@@ -223,8 +228,7 @@ cudaError_t graph_launch(cudaGraphExec_t exec, cudaStream_t stream, bool ptsz, c
   auto* x = reinterpret_cast<graph_exec_obj*>(exec);
   if (!rt.execs.count(x)) return fail(cudaErrorInvalidResourceHandle);
   stream_obj* s = nullptr;
-  if (const cudaError_t e = stream_of(stream, ptsz, s); e != cudaSuccess) return fail(e);
-  if (const cudaError_t e = rt.check_legacy(s, true); e != cudaSuccess) return fail(e);
+  if (const cudaError_t e = work_stream_of(stream, ptsz, s); e != cudaSuccess) return fail(e);
   // Graph memory: an allocation node's memory is charged when the graph is launched, and
   // returned by its free node when that executes (CUDA Programming Guide, graph memory nodes).
   for (const work& n : x->nodes) {

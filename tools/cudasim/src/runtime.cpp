@@ -50,7 +50,7 @@ std::string trim(const std::string& s) {
 }
 
 /// CUDA_VISIBLE_DEVICES: indices or UUIDs (or unique UUID prefixes); the first entry that names
-/// no device, or one already listed, ends the list (the driver's documented behaviour).
+/// no device ends the list (documented), and a device listed twice hides all (observed).
 std::vector<int> visible(const std::vector<unit_info>& units, int mig) {
   std::vector<int> all;
   for (const auto& u : units) all.push_back(u.index);
@@ -81,7 +81,11 @@ std::vector<int> visible(const std::vector<unit_info>& units, int mig) {
           }
         if (matches != 1) found = -1;
       }
-      if (found < 0 || std::find(out.begin(), out.end(), found) != out.end()) break;
+      if (found < 0) break; // an entry that names no device ends the list
+      if (std::find(out.begin(), out.end(), found) != out.end()) {
+        out.clear(); // a device listed twice: no device at all (the driver's observed behaviour)
+        break;
+      }
       out.push_back(found);
     }
   }

@@ -214,6 +214,10 @@ cudaError_t enter(const char* name, bool initialise = true);
 /// Resolves a stream for a stream call and binds the thread to its context; returns the
 /// context's sticky error if it has one. Call with the runtime's mutex held.
 cudaError_t stream_of(cudaStream_t handle, bool ptsz, stream_obj*& s);
+/// stream_of for calls that enqueue work: also refuses work for an invalidated capture
+/// (cudaErrorStreamCaptureInvalidated) and for the legacy stream while a blocking stream of its
+/// context captures (cudaErrorStreamCaptureImplicit, invalidating that capture).
+cudaError_t work_stream_of(cudaStream_t handle, bool ptsz, stream_obj*& s);
 /// Binds the calling thread's driver context (cudaSetDevice, first use).
 void bind_thread(context* ctx);
 
