@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The CUDA layer's GPU-free rules, checked with the plain host compiler: device options and their
 // environment variables, capacity from device memory, the in-flight allowance, the context
-// overhead's source, UUID text, the device block of a table snapshot, and the words of the
-// no-device error.
+// overhead's source and plausibility, UUID text and its GPU-/MIG- prefix, the device block of a
+// table snapshot, and the words of the no-device error.
 #include <gpushare/cuda/detail/no_device.hpp>
 #include <gpushare/cuda/detail/uuid.hpp>
 #include <gpushare/cuda/options.hpp>
@@ -169,28 +169,109 @@ TEST_CASE("the in-flight allowance fits the bound at the average region length")
   CHECK(avg < 110'000); // converges to the new length
 }
 
-TEST_CASE("the context overhead is configured, else measured, else estimated") {
+TEST_CASE("the context overhead is configured, else measured per process, else the device "
+          "delta, else estimated") {
   using gc::detail::choose_context_overhead;
+  using gc::detail::overhead_measurement;
   using gc::detail::overhead_source;
-  const std::optional<std::uint64_t> none, configured{100}, measured{200};
-  const auto a = choose_context_overhead(configured, measured);
+  const std::optional<std::uint64_t> none, configured{100};
+  overhead_measurement both;
+  both.per_process = 500 * MiB;
+  both.device_delta = 1500 * MiB; // three processes created contexts at the same moment
+  both.device_total = 80 * GiB;
+  const auto a = choose_context_overhead(configured, both);
   CHECK(a.first == 100);
   CHECK(a.second == overhead_source::configured);
-  const auto b = choose_context_overhead(none, measured);
-  CHECK(b.first == 200);
-  CHECK(b.second == overhead_source::measured);
-  const auto c = choose_context_overhead(none, none);
-  CHECK(c.first == gc::estimated_context_overhead);
-  CHECK(c.second == overhead_source::estimated);
-  CHECK(std::string(gc::detail::to_string(overhead_source::measured)) == "measured");
+  const auto b = choose_context_overhead(none, both); // the per-process figure wins
+  CHECK(b.first == 500 * MiB);
+  CHECK(b.second == overhead_source::measured_per_process);
+  overhead_measurement delta_only = both; // this process is not listed (another PID namespace)
+  delta_only.per_process.reset();
+  const auto c = choose_context_overhead(none, delta_only);
+  CHECK(c.first == 1500 * MiB);
+  CHECK(c.second == overhead_source::measured_device_delta);
+  const auto d = choose_context_overhead(none, overhead_measurement{});
+  CHECK(d.first == gc::estimated_context_overhead);
+  CHECK(d.second == overhead_source::estimated);
+  CHECK(std::string(gc::detail::to_string(overhead_source::measured_per_process)) ==
+        "measured (per process)");
+  CHECK(std::string(gc::detail::to_string(overhead_source::measured_device_delta)) ==
+        "measured (device delta)");
+  CHECK(std::string(gc::detail::to_string(overhead_source::estimated)) == "estimated");
+  CHECK(gc::detail::is_measured(overhead_source::measured_per_process));
+  CHECK(gc::detail::is_measured(overhead_source::measured_device_delta));
+  CHECK_FALSE(gc::detail::is_measured(overhead_source::estimated));
+  CHECK_FALSE(gc::detail::is_measured(overhead_source::configured));
+}
+
+TEST_CASE("an implausible overhead measurement is replaced by the estimate, and says so") {
+  using gc::detail::choose_context_overhead;
+  using gc::detail::overhead_measurement;
+  using gc::detail::overhead_source;
+  const std::optional<std::uint64_t> none;
+  const auto pick = [&](std::optional<std::uint64_t> per_process,
+                        std::optional<std::uint64_t> delta, std::uint64_t total) {
+    overhead_measurement m;
+    m.per_process = per_process;
+    m.device_delta = delta;
+    m.device_total = total;
+    return choose_context_overhead(none, m);
+  };
+  // Over 4 GiB: not a context.
+  auto r = pick(5 * GiB, std::nullopt, 80 * GiB);
+  CHECK(r.first == gc::estimated_context_overhead);
+  CHECK(r.second == overhead_source::estimated_implausible);
+  CHECK(std::string(gc::detail::to_string(r.second)) == "estimated (measurement implausible)");
+  CHECK(pick(4 * GiB, std::nullopt, 80 * GiB).second == overhead_source::measured_per_process);
+  CHECK(pick(4 * GiB + 1, std::nullopt, 80 * GiB).second == overhead_source::estimated_implausible);
+  // As much as the device's memory, or more.
+  CHECK(pick(2 * GiB, std::nullopt, 2 * GiB).second == overhead_source::estimated_implausible);
+  CHECK(pick(2 * GiB - 1, std::nullopt, 2 * GiB).second == overhead_source::measured_per_process);
+  // 0 bytes: nothing was seen.
+  CHECK(pick(0, std::nullopt, 80 * GiB).second == overhead_source::estimated_implausible);
+  CHECK(pick(std::nullopt, 0, 80 * GiB).second == overhead_source::estimated_implausible);
+  // An implausible per-process figure falls back to a plausible delta.
+  r = pick(0, 300 * MiB, 80 * GiB);
+  CHECK(r.first == 300 * MiB);
+  CHECK(r.second == overhead_source::measured_device_delta);
+  // Device memory unknown (0): only the 4 GiB bound applies.
+  CHECK(pick(1 * GiB, std::nullopt, 0).second == overhead_source::measured_per_process);
+  CHECK(gc::detail::plausible_context_overhead(500 * MiB, 80 * GiB));
+  CHECK_FALSE(
+      gc::detail::plausible_context_overhead(gc::detail::max_plausible_context_overhead + 1, 0));
 }
 
 TEST_CASE("a GPU UUID is written as nvidia-smi writes it") {
   const unsigned char bytes[16] = {0x8f, 0x1e, 0x02, 0xab, 0xcd, 0xef, 0x01, 0x23,
                                    0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0x00, 0xff};
   CHECK(gc::detail::format_gpu_uuid(bytes) == "GPU-8f1e02ab-cdef-0123-4567-89abcdef00ff");
-  // It is a valid table key (letters, digits, '-').
+  CHECK(gc::detail::format_uuid_hex(bytes) == "8f1e02ab-cdef-0123-4567-89abcdef00ff");
+  // It is a valid table key (letters, digits, '-'), with either prefix.
   CHECK_NOTHROW(gpushare::detail::validate_key(gc::detail::format_gpu_uuid(bytes)));
+  CHECK_NOTHROW(gpushare::detail::validate_key("MIG-" + gc::detail::format_uuid_hex(bytes)));
+}
+
+TEST_CASE(
+    "a UUID's prefix is the form NVML knows, else what CUDA_VISIBLE_DEVICES says, else GPU-") {
+  using gc::detail::choose_uuid_prefix;
+  CHECK(std::string(choose_uuid_prefix(true, false, false)) == "GPU-");
+  CHECK(std::string(choose_uuid_prefix(true, true, true)) == "GPU-"); // NVML's word first
+  CHECK(std::string(choose_uuid_prefix(false, true, false)) == "MIG-");
+  CHECK(std::string(choose_uuid_prefix(false, false, true)) == "MIG-"); // no NVML: the variable
+  CHECK(std::string(choose_uuid_prefix(false, false, false)) == "GPU-");
+
+  using gc::detail::visible_devices_name_mig;
+  const std::string hex = "8f1e02ab-cdef-0123-4567-89abcdef00ff";
+  CHECK(visible_devices_name_mig("MIG-8f1e02ab-cdef-0123-4567-89abcdef00ff", hex));
+  CHECK(visible_devices_name_mig("0, MIG-8F1E02AB ,2", hex)); // a unique prefix, any case
+  CHECK(visible_devices_name_mig("MIG-aaaa,MIG-8f1e", hex));
+  CHECK_FALSE(visible_devices_name_mig("GPU-8f1e02ab-cdef-0123-4567-89abcdef00ff", hex));
+  CHECK_FALSE(visible_devices_name_mig("MIG-8f1e03", hex));
+  CHECK_FALSE(visible_devices_name_mig("MIG-", hex));
+  CHECK_FALSE(visible_devices_name_mig("MIG-8f1e02ab-cdef-0123-4567-89abcdef00ff0", hex));
+  CHECK_FALSE(visible_devices_name_mig("MIG-GPU-8f1e02ab-cdef-0123-4567-89abcdef00ff/1/0", hex));
+  CHECK_FALSE(visible_devices_name_mig("", hex));
+  CHECK_FALSE(visible_devices_name_mig("0,1", hex));
 }
 
 TEST_CASE("a snapshot shows the device as last observed, and memory no session accounts for") {

@@ -214,6 +214,48 @@ TEST_CASE("cudaSetDevice creates the primary context, which costs device memory,
   CHECK(ml.used_by(d, ::getpid()) == context_bytes());
 }
 
+TEST_CASE("the runtime's device follows the driver's current context, with none current it is "
+          "device 0, and no context is created") {
+  fresh_state st("ctxcurrent");
+  st.use_here();
+  ::setenv("CUDASIM_DEVICES", "2", 1);
+  void* get = nullptr;
+  void* set = nullptr;
+  void* state = nullptr;
+  REQUIRE(cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &get, 12000, cudaEnableDefault,
+                                           nullptr) == cudaSuccess);
+  REQUIRE(cudaGetDriverEntryPointByVersion("cuCtxSetCurrent", &set, 12000, cudaEnableDefault,
+                                           nullptr) == cudaSuccess);
+  REQUIRE(cudaGetDriverEntryPointByVersion("cuDevicePrimaryCtxGetState", &state, 12000,
+                                           cudaEnableDefault, nullptr) == cudaSuccess);
+  const auto get_current = reinterpret_cast<int (*)(void**)>(get);
+  const auto set_current = reinterpret_cast<int (*)(void*)>(set);
+  const auto active = [&](int device) {
+    unsigned flags = 0;
+    int a = -1;
+    REQUIRE(reinterpret_cast<int (*)(int, unsigned*, int*)>(state)(device, &flags, &a) == 0);
+    return a;
+  };
+  void* ctx = reinterpret_cast<void*>(1);
+  REQUIRE(get_current(&ctx) == 0);
+  CHECK(ctx == nullptr); // a thread that never chose a device has no context
+  REQUIRE(cudaSetDevice(1) == cudaSuccess);
+  void* one = nullptr;
+  REQUIRE(get_current(&one) == 0);
+  CHECK(one != nullptr);
+  REQUIRE(set_current(nullptr) == 0);
+  REQUIRE(get_current(&ctx) == 0);
+  CHECK(ctx == nullptr);
+  int device = -1;
+  REQUIRE(cudaGetDevice(&device) == cudaSuccess);
+  CHECK(device == 0);
+  CHECK(active(0) == 0); // neither cuCtxSetCurrent(NULL) nor cudaGetDevice created one
+  REQUIRE(set_current(one) == 0);
+  REQUIRE(cudaGetDevice(&device) == cudaSuccess);
+  CHECK(device == 1);
+  CHECK(active(0) == 0);
+}
+
 TEST_CASE("allocation beyond the device's memory fails with cudaErrorMemoryAllocation") {
   fresh_state st("oom");
   st.use_here();

@@ -7,8 +7,10 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
+#include <gpushare/cuda/detail/probe.hpp>
 #include <gpushare/cuda/detail/uuid.hpp>
 #include <gpushare/cuda/error.hpp>
 
@@ -18,8 +20,10 @@ namespace cuda {
 
 /// What the CUDA runtime says about one device.
 struct device_info {
-  int ordinal = 0;        ///< as this process sees it (after CUDA_VISIBLE_DEVICES)
-  std::string uuid;       ///< "GPU-8f1e...": the same in every process; the table's key
+  int ordinal = 0; ///< as this process sees it (after CUDA_VISIBLE_DEVICES)
+  /// "GPU-8f1e..." ("MIG-..." for a MIG instance), as nvidia-smi and NVML write it: the same in
+  /// every process; the table's key
+  std::string uuid;
   std::string name;       ///< e.g. "NVIDIA H100 80GB HBM3"
   std::string pci_bus_id; ///< e.g. "0000:17:00.0"
   std::uint64_t total_memory = 0;
@@ -43,6 +47,23 @@ inline int device_count() {
   return n;
 }
 
+namespace detail {
+
+/// The device's UUID text with the prefix NVML knows it by: "GPU-..." for a GPU, "MIG-..." for a
+/// MIG instance (cudaDeviceProp::uuid is the instance's UUID then). NVML is asked for both forms;
+/// without NVML, CUDA_VISIBLE_DEVICES decides (an entry "MIG-<this UUID or a prefix of it>"),
+/// else "GPU-" (see choose_uuid_prefix()).
+inline std::string device_uuid_text(const unsigned char (&bytes)[16]) {
+  const std::string hex = format_uuid_hex(bytes);
+  const nvml_library& nvml = process_nvml();
+  const bool gpu = nvml.knows("GPU-" + hex);
+  const bool mig = !gpu && nvml.knows("MIG-" + hex);
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  return choose_uuid_prefix(gpu, mig, visible && visible_devices_name_mig(visible, hex)) + hex;
+}
+
+} // namespace detail
+
 /// Describes device `ordinal` (errc::invalid_argument when out of range). Creates no context.
 inline device_info describe_device(int ordinal) {
   const int n = device_count();
@@ -56,7 +77,7 @@ inline device_info describe_device(int ordinal) {
   d.ordinal = ordinal;
   unsigned char uuid[16];
   for (int i = 0; i < 16; ++i) uuid[i] = static_cast<unsigned char>(p.uuid.bytes[i]);
-  d.uuid = detail::format_gpu_uuid(uuid);
+  d.uuid = detail::device_uuid_text(uuid);
   d.name = p.name;
   char bus[32] = {};
   if (cudaDeviceGetPCIBusId(bus, sizeof bus, ordinal) == cudaSuccess)

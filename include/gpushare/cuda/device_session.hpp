@@ -6,6 +6,7 @@
 #include <gpushare/detail/require_cpp20.hpp>
 
 #include <cuda_runtime_api.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <memory>
@@ -13,6 +14,7 @@
 #include <string>
 #include <utility>
 
+#include <gpushare/cuda/detail/context_registry.hpp>
 #include <gpushare/cuda/detail/probe.hpp>
 #include <gpushare/cuda/detail/state.hpp>
 #include <gpushare/cuda/device.hpp>
@@ -41,10 +43,10 @@ class memory_resource;
 ///     s.free(x);
 ///
 /// Opening it (in this order): checks that a device exists (errc::no_device otherwise, with
-/// CUDA's reason); measures the context overhead (device free memory before and after this
-/// process's context is created, see overhead_method()); joins the table, creating it with
-/// capacity = device memory - headroom when it does not exist; records the overhead as the
-/// session's external usage; records the device's free memory in the table.
+/// CUDA's reason); creates this process's context on the device if it has none and measures its
+/// overhead (see overhead_method()); joins the table, creating it with capacity = device memory -
+/// headroom when it does not exist; records the overhead as external usage, once per process and
+/// table (see carries_context_overhead()); records the device's free memory in the table.
 class device_session {
 public:
   /// `device`: the CUDA ordinal as this process sees it; -1 for the calling thread's current
@@ -54,36 +56,41 @@ public:
     const resolved_device_options r = resolve_device_options(dopts);
     info_ = describe_device(device < 0 ? current_device() : device);
 
-    std::optional<std::uint64_t> measured;
-    const std::optional<bool> had_context =
-        r.context_overhead ? std::nullopt : detail::primary_context_active(info_.ordinal);
-    std::optional<std::uint64_t> free_before;
-    std::unique_ptr<detail::nvml_library> nvml;
-    if (had_context == false) {
-      nvml = std::make_unique<detail::nvml_library>();
-      free_before = nvml->free_memory(info_.uuid);
+    std::size_t total = 0;
+    detail::context_registry& registry = detail::context_registry::instance();
+    if (r.context_overhead) {
+      total = create_context();
+      overhead_ = *r.context_overhead;
+      source_ = detail::overhead_source::configured;
+    } else {
+      // One measurement per process and device: a later session finds the context existing and
+      // uses the figure measured when it was created.
+      std::lock_guard measuring(registry.measuring());
+      if (const auto known = registry.measurement(info_.uuid)) {
+        total = create_context();
+        overhead_ = known->first;
+        source_ = known->second;
+      } else {
+        total = measure_context(r);
+        if (detail::is_measured(source_)) registry.remember(info_.uuid, overhead_, source_);
+      }
     }
-    std::size_t free = 0, total = 0;
-    {
-      detail::device_scope on(info_.ordinal); // creates this process's context if needed
-      detail::check(cudaFree(nullptr), "cudaFree(nullptr) (creating the CUDA context)");
-      detail::check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
-    }
-    if (free_before && nvml) {
-      if (const auto after = nvml->free_memory(info_.uuid); after && *after <= *free_before)
-        measured = *free_before - *after;
-    }
-    nvml.reset();
-    const auto [overhead, source] = detail::choose_context_overhead(r.context_overhead, measured);
-    overhead_ = overhead;
-    source_ = source;
 
     session_options o = opts;
     if (!o.capacity) o.capacity = capacity_for_device(total, r);
     session_.emplace(info_.uuid, o);
-    session_->set_external_usage(overhead_);
-    state_ = std::make_shared<detail::device_state>(session_->shared_core(), info_.ordinal, r);
-    state_->observe_device(info_.name);
+    share_ = std::make_shared<detail::overhead_share>();
+    share_->core = session_->shared_core();
+    share_->table = session_->table_name();
+    share_->overhead = overhead_;
+    registry.join(share_);
+    try {
+      state_ = std::make_shared<detail::device_state>(session_->shared_core(), info_.ordinal, r);
+      state_->observe_device(info_.name);
+    } catch (...) {
+      registry.leave(share_); // no destructor runs for a constructor that throws
+      throw;
+    }
   }
 
   device_session(device_session&&) noexcept = default;
@@ -92,6 +99,7 @@ public:
       leave();
       session_ = std::move(o.session_);
       state_ = std::move(o.state_);
+      share_ = std::move(o.share_);
       info_ = std::move(o.info_);
       overhead_ = o.overhead_;
       source_ = o.source_;
@@ -151,20 +159,40 @@ public:
     usable().deallocate_async(p, state_->forget(p), stream);
   }
 
-  /// Device memory this process uses outside gpushare's allocations: its measured or configured
-  /// context overhead plus `extra` (e.g. a cuBLAS workspace). Replaces an earlier extra amount.
+  /// Device memory this process uses outside gpushare's allocations: `extra` (e.g. a cuBLAS
+  /// workspace), plus the context overhead while this session carries it. Replaces an earlier
+  /// extra amount.
   void set_external_usage(std::uint64_t extra) {
-    sess().set_external_usage(gpushare::detail::sat_add(overhead_, extra));
+    sess();
+    detail::context_registry::instance().set_extra(*share_, extra);
     extra_ = extra;
   }
 
-  /// The context overhead counted as this session's external usage, and how it was obtained:
-  /// "measured" (device free memory before/after this process created its context, via NVML),
-  /// "configured" (device_options::context_overhead or GPUSHARE_CONTEXT_OVERHEAD) or
-  /// "estimated" (no measurement possible: the context existed before the session opened, or
-  /// NVML is unavailable; 512 MiB is assumed).
+  /// The overhead of this process's CUDA context on the device, and how it was obtained:
+  ///   "measured (per process)": the device memory NVML lists for this process right after the
+  ///     session created the context (nvmlDeviceGetComputeRunningProcesses_v3), which other
+  ///     processes creating contexts or allocating at the same moment do not disturb;
+  ///   "measured (device delta)": the device's free memory (NVML) before and after the context
+  ///     was created, when NVML does not list this process (e.g. it runs in another PID
+  ///     namespace);
+  ///   "configured": device_options::context_overhead or GPUSHARE_CONTEXT_OVERHEAD;
+  ///   "estimated": 512 MiB, when nothing could be measured: the context existed before the
+  ///     process's first session opened (the application used the device first), or NVML is
+  ///     unavailable;
+  ///   "estimated (measurement implausible)": 512 MiB, because the figure measured was 0, over
+  ///     4 GiB or over the device's memory.
+  /// A later session of the process on the same device reports the first one's figure and method.
+  /// Modules the runtime loads lazily after the session opened are not included.
   std::uint64_t context_overhead() const noexcept { return overhead_; }
   const char* overhead_method() const noexcept { return detail::to_string(source_); }
+
+  /// Whether this session's external usage includes the context overhead now. A process's
+  /// context is counted once per table: by the first of its live device sessions on the table
+  /// (same domain and device); when that one closes, another takes the charge over.
+  bool carries_context_overhead() const {
+    sess();
+    return detail::context_registry::instance().carrying(*share_);
+  }
 
   /// Records the device's current free memory in the table, then takes a snapshot: its
   /// device_free and device_untracked show memory used outside gpushare.
@@ -182,6 +210,7 @@ public:
   /// Waits for work in flight, then leaves the table (the destructor does it otherwise).
   void leave() noexcept {
     if (state_) state_->shutdown();
+    if (share_) detail::context_registry::instance().leave(share_); // hands the overhead on
     if (session_) session_->leave();
   }
 
@@ -224,8 +253,41 @@ private:
     }
   }
 
+  /// Makes sure this process has its context on the device; returns the device's memory.
+  std::size_t create_context() const {
+    std::size_t free = 0, total = 0;
+    detail::device_scope on(info_.ordinal); // creates this process's context if needed
+    detail::check(cudaFree(nullptr), "cudaFree(nullptr) (creating the CUDA context)");
+    detail::check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+    return total;
+  }
+
+  /// Creates this process's context on the device and measures what it costs (see
+  /// overhead_method()); sets overhead_ and source_, returns the device's memory. Measured only
+  /// when the context does not exist yet: afterwards NVML's per-process figure includes the
+  /// application's own allocations.
+  std::size_t measure_context(const resolved_device_options& r) {
+    const std::optional<bool> had_context = detail::primary_context_active(info_.ordinal);
+    const detail::nvml_library& nvml = detail::process_nvml();
+    std::optional<std::uint64_t> free_before;
+    if (had_context == false) free_before = nvml.free_memory(info_.uuid);
+    const std::size_t total = create_context();
+    detail::overhead_measurement m;
+    m.device_total = total;
+    if (had_context == false) {
+      m.per_process = nvml.process_memory(info_.uuid, static_cast<unsigned>(::getpid()));
+      const auto after = nvml.free_memory(info_.uuid);
+      if (free_before && after && *after <= *free_before) m.device_delta = *free_before - *after;
+    }
+    const auto [overhead, source] = detail::choose_context_overhead(r.context_overhead, m);
+    overhead_ = overhead;
+    source_ = source;
+    return total;
+  }
+
   std::optional<gpushare::session> session_;
   std::shared_ptr<detail::device_state> state_;
+  std::shared_ptr<detail::overhead_share> share_;
   device_info info_;
   std::uint64_t overhead_ = 0;
   detail::overhead_source source_ = detail::overhead_source::estimated;

@@ -64,25 +64,94 @@ inline void check(cudaError_t e, std::string_view what) {
   if (e != cudaSuccess) throw_cuda(e, what);
 }
 
-/// Makes `ordinal` the calling thread's current device for a scope, then restores the previous
-/// one (CUDA calls that allocate or record events act on the current device).
+/// The driver's cuCtxGetCurrent and cuCtxSetCurrent, reached through
+/// cudaGetDriverEntryPointByVersion (so gpushare never links libcuda), looked up once per
+/// process; both null when the runtime cannot provide them. Driver signatures: CUresult
+/// (*)(CUcontext*) and CUresult (*)(CUcontext), CUresult 0 being CUDA_SUCCESS.
+struct driver_context_api {
+  int (*get_current)(void**) = nullptr;
+  int (*set_current)(void*) = nullptr;
+  bool usable() const noexcept { return get_current != nullptr && set_current != nullptr; }
+};
+
+inline const driver_context_api& driver_contexts() noexcept {
+  static const driver_context_api api = [] {
+    driver_context_api a;
+    void* get = nullptr;
+    void* set = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &get, 12000, cudaEnableDefault,
+                                         &found) == cudaSuccess &&
+        found == cudaDriverEntryPointSuccess && get != nullptr &&
+        cudaGetDriverEntryPointByVersion("cuCtxSetCurrent", &set, 12000, cudaEnableDefault,
+                                         &found) == cudaSuccess &&
+        found == cudaDriverEntryPointSuccess && set != nullptr) {
+      a.get_current = reinterpret_cast<int (*)(void**)>(get);
+      a.set_current = reinterpret_cast<int (*)(void*)>(set);
+    }
+    (void)cudaGetLastError();
+    return a;
+  }();
+  return api;
+}
+
+/// Makes `ordinal` the calling thread's current device for a scope, then restores what was
+/// current before (CUDA calls that allocate or record events act on the current device).
+///
+/// The restore creates no context. Since CUDA 12, cudaSetDevice initialises the device's primary
+/// context at once (its documentation), so restoring with cudaSetDevice(previous) would leave a
+/// context of several hundred MiB, which nobody accounts, on a device this thread never used
+/// (device 0 for a thread that never chose one). Instead the scope saves the thread's driver
+/// context (cuCtxGetCurrent; "CUDA Runtime API calls operate on the CUDA Driver API CUcontext
+/// which is current to the calling host thread", Runtime API, "Interactions with the CUDA Driver
+/// API") and puts it back with cuCtxSetCurrent: the previous primary context, a context the
+/// application created with the driver API, or none at all. When none was current, the scope
+/// then checks that cudaGetDevice reports the previous device again: NVIDIA documents no rule for
+/// which device the runtime selects for a thread without a current context, and if it does not
+/// report the previous one, later runtime calls of this thread would silently go to the
+/// session's device, so the scope falls back to cudaSetDevice(previous) (correct device, at the
+/// price of that context). Without the driver entry points, it restores with cudaSetDevice too.
+/// (Skipping the restore when the previous device has no active primary context, as some
+/// frameworks do, would leave cudaGetDevice reporting the session's device: not chosen.)
 class device_scope {
 public:
   explicit device_scope(int ordinal) {
     check(cudaGetDevice(&previous_), "cudaGetDevice");
-    if (previous_ != ordinal)
-      check(cudaSetDevice(ordinal), "cudaSetDevice");
-    else
-      previous_ = -1;
+    if (previous_ == ordinal) return; // nothing to change, nothing to restore
+    const driver_context_api& drv = driver_contexts();
+    if (drv.usable()) {
+      const int r = drv.get_current(&previous_context_);
+      // CUDA_ERROR_NOT_INITIALIZED (3): the driver is not initialised, so no context is current.
+      if (r == 3) previous_context_ = nullptr;
+      saved_context_ = r == 0 || r == 3;
+    }
+    check(cudaSetDevice(ordinal), "cudaSetDevice");
+    restore_ = true;
   }
   device_scope(const device_scope&) = delete;
   device_scope& operator=(const device_scope&) = delete;
   ~device_scope() {
-    if (previous_ >= 0) (void)cudaSetDevice(previous_);
+    if (restore_) restore();
   }
 
 private:
+  void restore() noexcept {
+    if (saved_context_) {
+      const driver_context_api& drv = driver_contexts();
+      if (drv.set_current(previous_context_) == 0) {
+        if (previous_context_ != nullptr) return;
+        int now = -1;
+        if (cudaGetDevice(&now) == cudaSuccess && now == previous_) return;
+        (void)cudaGetLastError();
+      }
+    }
+    (void)cudaSetDevice(previous_);
+  }
+
   int previous_ = -1;
+  void* previous_context_ = nullptr;
+  bool saved_context_ = false;
+  bool restore_ = false;
 };
 
 } // namespace detail

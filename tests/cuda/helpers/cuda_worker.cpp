@@ -14,6 +14,15 @@
 //   cuda_worker spin <domain> <share> <start_unix_ms> <end_unix_ms> <kernel_us>
 //       from start to end: guarded kernels of <kernel_us> each, yield between them; prints
 //       "device_ns <n> guards <g>" for the whole run.
+//   cuda_worker overhead <domain> <device> <start_unix_ms> <until_unix_ms>
+//       at start_unix_ms, opens a device session on <device> (its context overhead measured);
+//       prints "overhead <bytes> <method>", keeps the session until until_unix_ms, exits 0.
+//   cuda_worker identity <domain>
+//       opens a device session on device 0; prints "uuid <device_info::uuid>", "key <the table
+//       snapshot's key>", "table <table name>", "nvml_knows <0|1>" (NVML finds the device by
+//       that UUID) and "nvml <UUID of every device NVML lists, comma-separated>"; removes the
+//       table, exits 0.
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -26,6 +35,7 @@
 #include <gpushare/cuda.hpp>
 
 #include "../kernels.hpp"
+#include "../nvml_util.hpp"
 
 namespace {
 
@@ -105,6 +115,42 @@ int run(int argc, char** argv) {
                 static_cast<unsigned long long>(i.device_ns - before),
                 static_cast<unsigned long long>(i.guards));
     cudaStreamDestroy(stream);
+    return 0;
+  }
+  if (mode == "overhead" && argc == 6) {
+    const int device = std::atoi(argv[3]);
+    const std::uint64_t start = std::strtoull(argv[4], nullptr, 10);
+    const std::uint64_t until = std::strtoull(argv[5], nullptr, 10);
+    (void)gpushare::cuda::describe_device(device); // CUDA and NVML loaded before the start
+    while (unix_ms() < start) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    gpushare::session_options o;
+    o.domain = argv[2];
+    o.name = "overhead-" + std::to_string(::getpid());
+    gpushare::cuda::device_session s(device, o);
+    std::printf("overhead %llu %s\n", static_cast<unsigned long long>(s.context_overhead()),
+                s.overhead_method());
+    std::fflush(stdout);
+    while (unix_ms() < until) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return 0;
+  }
+  if (mode == "identity" && argc == 3) {
+    gpushare::session_options o;
+    o.domain = argv[2];
+    gpushare::cuda::device_options d;
+    d.context_overhead = 0;
+    std::string table;
+    {
+      gpushare::cuda::device_session s(0, o, d);
+      table = s.table_name();
+      std::printf("uuid %s\nkey %s\ntable %s\n", s.device().uuid.c_str(), s.snapshot().key.c_str(),
+                  table.c_str());
+      const cutest::nvml ml;
+      std::printf("nvml_knows %d\n", ml.knows(s.device().uuid) ? 1 : 0);
+      std::string all;
+      for (const std::string& u : ml.uuids()) all += (all.empty() ? "" : ",") + u;
+      std::printf("nvml %s\n", all.c_str());
+    }
+    ::shm_unlink(table.c_str());
     return 0;
   }
   std::fprintf(stderr, "cuda_worker: bad arguments\n");

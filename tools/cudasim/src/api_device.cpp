@@ -61,7 +61,10 @@ int drv_ctx_set_current(void* ctx) {
   runtime& rt = runtime::get();
   std::lock_guard<std::mutex> lock(rt.mutex);
   if (!ctx) {
+    // No context current: the runtime's current device is its default again, device 0 (the
+    // runtime's device is the current context's; see docs/cudasim.md, "Driver entry points").
     tl_bound = nullptr;
+    current_device() = 0;
     return 0;
   }
   for (auto& c : rt.contexts)

@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// Measuring a process's CUDA context overhead: device free memory before and after the context
-// is created. Before a context exists the runtime cannot report free memory, so the "before"
-// figure comes from NVML (the driver's management library, loaded with dlopen so that gpushare
-// never needs it at link time), and whether a context exists comes from the driver's
-// cuDevicePrimaryCtxGetState (reached through cudaGetDriverEntryPointByVersion, so no link to
-// libcuda either). Any step that is unavailable makes the measurement unavailable; the caller
-// then uses an estimate and says so.
+// What NVML and the driver say about this process and its devices, without linking either:
+//   * NVML (the driver's management library, loaded with dlopen, so gpushare never needs it at
+//     link time): which UUID form a device has (GPU-... or MIG-...), a device's free memory, and
+//     the device memory one process uses (nvmlDeviceGetComputeRunningProcesses_v3), from which a
+//     process's CUDA context overhead is measured;
+//   * the driver's cuDevicePrimaryCtxGetState (reached through cudaGetDriverEntryPointByVersion,
+//     so no link to libcuda either): whether this process has a context on a device already.
+// Any step that is unavailable makes its answer unavailable; the caller then uses an estimate or
+// a fallback and says so.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -14,6 +16,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace gpushare {
 inline namespace v0 {
@@ -22,7 +25,8 @@ namespace detail {
 
 /// The few NVML entry points gpushare uses, resolved at run time. NVML's C ABI: functions return
 /// an int status (0 = success); a device is an opaque pointer; nvmlMemory_t (version 1) is three
-/// unsigned long long: total, free, used.
+/// unsigned long long: total, free, used; nvmlProcessInfo_t (the v2/v3 calls) is a pid, the bytes
+/// it uses, and its GPU and compute instance ids.
 class nvml_library {
 public:
   nvml_library() {
@@ -34,6 +38,11 @@ public:
         ::dlsym(handle_, "nvmlDeviceGetHandleByUUID"));
     memory_ =
         reinterpret_cast<int (*)(void*, memory_v1*)>(::dlsym(handle_, "nvmlDeviceGetMemoryInfo"));
+    processes_ = reinterpret_cast<int (*)(void*, unsigned*, process_info*)>(
+        ::dlsym(handle_, "nvmlDeviceGetComputeRunningProcesses_v3"));
+    if (!processes_) // older drivers: the _v2 call, with the same record
+      processes_ = reinterpret_cast<int (*)(void*, unsigned*, process_info*)>(
+          ::dlsym(handle_, "nvmlDeviceGetComputeRunningProcesses_v2"));
     if (init_ && shutdown_ && by_uuid_ && memory_ && init_() == 0) initialised_ = true;
   }
   nvml_library(const nvml_library&) = delete;
@@ -45,27 +54,78 @@ public:
 
   bool usable() const noexcept { return initialised_; }
 
-  /// Free bytes on the GPU with this UUID ("GPU-..."), or nullopt.
+  /// Whether NVML knows a device by this UUID text ("GPU-..." or "MIG-...").
+  bool knows(const std::string& uuid) const { return device(uuid) != nullptr; }
+
+  /// Free bytes on the device with this UUID ("GPU-..." or "MIG-..."), or nullopt.
   std::optional<std::uint64_t> free_memory(const std::string& uuid) const {
-    if (!initialised_) return std::nullopt;
-    void* device = nullptr;
-    if (by_uuid_(uuid.c_str(), &device) != 0 || device == nullptr) return std::nullopt;
+    void* d = device(uuid);
+    if (!d) return std::nullopt;
     memory_v1 m{};
-    if (memory_(device, &m) != 0) return std::nullopt;
+    if (memory_(d, &m) != 0) return std::nullopt;
     return m.free;
+  }
+
+  /// Bytes process `pid` uses on the device with this UUID, as NVML lists it among the device's
+  /// compute processes; nullopt when NVML cannot tell (no such call, the process is not listed,
+  /// e.g. because it runs in another PID namespace, or its figure is not available).
+  std::optional<std::uint64_t> process_memory(const std::string& uuid, unsigned pid) const {
+    void* d = device(uuid);
+    if (!d || !processes_) return std::nullopt;
+    std::vector<process_info> list(32);
+    for (int attempt = 0; attempt < 4; ++attempt) {
+      auto count = static_cast<unsigned>(list.size());
+      const int r = processes_(d, &count, list.data());
+      if (r == insufficient_size) {
+        list.resize(static_cast<std::size_t>(count) + 16);
+        continue;
+      }
+      if (r != 0) return std::nullopt;
+      for (std::size_t i = 0; i < count && i < list.size(); ++i)
+        if (list[i].pid == pid) {
+          if (list[i].used == value_not_available) return std::nullopt;
+          return list[i].used;
+        }
+      return std::nullopt;
+    }
+    return std::nullopt;
   }
 
 private:
   struct memory_v1 {
     unsigned long long total, free, used;
   };
+  struct process_info {
+    unsigned pid;
+    unsigned long long used;
+    unsigned gpu_instance, compute_instance;
+  };
+  static constexpr int insufficient_size = 7;                      // NVML_ERROR_INSUFFICIENT_SIZE
+  static constexpr unsigned long long value_not_available = ~0ull; // NVML_VALUE_NOT_AVAILABLE
+
+  void* device(const std::string& uuid) const {
+    if (!initialised_) return nullptr;
+    void* d = nullptr;
+    if (by_uuid_(uuid.c_str(), &d) != 0) return nullptr;
+    return d;
+  }
+
   void* handle_ = nullptr;
   bool initialised_ = false;
   int (*init_)() = nullptr;
   int (*shutdown_)() = nullptr;
   int (*by_uuid_)(const char*, void**) = nullptr;
   int (*memory_)(void*, memory_v1*) = nullptr;
+  int (*processes_)(void*, unsigned*, process_info*) = nullptr;
 };
+
+/// This process's NVML, loaded and initialised on first use (nvmlInit can take a while on a real
+/// system, and describe_device() asks NVML about every device it describes). Never unloaded: a
+/// static destructor of another object may still describe a device at exit.
+inline const nvml_library& process_nvml() {
+  static const nvml_library* const nvml = new nvml_library();
+  return *nvml;
+}
 
 /// Whether this process's primary context on device `ordinal` is active already (the
 /// application used the device before opening its session), or nullopt if the driver cannot

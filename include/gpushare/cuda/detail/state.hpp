@@ -353,9 +353,13 @@ private:
     (void)cudaGetLastError();
     std::size_t free = 0, total = 0;
     std::string device_view;
-    if (cudaMemGetInfo(&free, &total) == cudaSuccess)
-      device_view = "; the device has " + gpushare::detail::format_bytes(free) + " free of " +
-                    gpushare::detail::format_bytes(total);
+    try {
+      device_scope on(ordinal_); // the session's device, not the thread's current one
+      if (cudaMemGetInfo(&free, &total) == cudaSuccess)
+        device_view = "; the device has " + gpushare::detail::format_bytes(free) + " free of " +
+                      gpushare::detail::format_bytes(total);
+    } catch (...) {
+    }
     (void)cudaGetLastError();
     if (e == cudaErrorMemoryAllocation)
       throw error(errc::cuda_error,
