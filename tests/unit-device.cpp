@@ -154,10 +154,11 @@ TEST_CASE("a device table's capacity is the device memory less the headroom") {
 
 TEST_CASE("the in-flight allowance fits the bound at the average region length") {
   using gc::detail::in_flight_allowance;
-  CHECK(in_flight_allowance(0, 2'000'000) == 1);         // nothing measured yet
+  CHECK(in_flight_allowance(0, 2'000'000) == 0);         // nothing measured yet: wait, measure
   CHECK(in_flight_allowance(1'000'000, 2'000'000) == 2); // 1 ms regions, 2 ms bound
-  CHECK(in_flight_allowance(5'000'000, 2'000'000) == 1); // a region longer than the bound
-  CHECK(in_flight_allowance(10'000, 2'000'000) == 64);   // capped
+  CHECK(in_flight_allowance(2'000'001, 2'000'000) == 0); // longer than the bound: none queued
+  CHECK(in_flight_allowance(5'000'000, 2'000'000) == 0);
+  CHECK(in_flight_allowance(10'000, 2'000'000) == 64); // capped
   CHECK(in_flight_allowance(1, UINT64_MAX) == gc::max_in_flight_regions);
 
   using gc::detail::update_average;

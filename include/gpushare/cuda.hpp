@@ -8,9 +8,11 @@
 
 #include <gpushare/gpushare.hpp>
 
+#include <gpushare/cuda/default_stream.hpp>
 #include <gpushare/cuda/device.hpp>
 #include <gpushare/cuda/device_session.hpp>
 #include <gpushare/cuda/error.hpp>
 #include <gpushare/cuda/memory_resource.hpp>
 #include <gpushare/cuda/options.hpp>
 #include <gpushare/cuda/scoped_kernel.hpp>
+#include <gpushare/cuda/stats.hpp>

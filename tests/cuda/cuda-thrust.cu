@@ -16,6 +16,7 @@
 #include <vector>
 
 #include <gpushare/cuda.hpp>
+#include <gpushare/cuda/cccl_memory_resource.hpp>
 #include <gpushare/cuda/thrust.hpp>
 
 #include "cuda_test_util.hpp"
@@ -23,9 +24,10 @@
 namespace gc = gpushare::cuda;
 
 #if GPUSHARE_CUDA_MR
-static_assert(::cuda::mr::resource<gc::memory_resource>);
-static_assert(::cuda::mr::async_resource<gc::memory_resource>);
-static_assert(::cuda::mr::async_resource_with<gc::memory_resource, ::cuda::mr::device_accessible>);
+static_assert(::cuda::mr::resource<gc::cccl_memory_resource>);
+static_assert(::cuda::mr::async_resource<gc::cccl_memory_resource>);
+static_assert(
+    ::cuda::mr::async_resource_with<gc::cccl_memory_resource, ::cuda::mr::device_accessible>);
 #endif
 
 TEST_CASE("the memory resource satisfies CCCL's cuda::mr concepts with this toolkit") {

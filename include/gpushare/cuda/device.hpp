@@ -14,6 +14,8 @@
 #include <gpushare/cuda/detail/uuid.hpp>
 #include <gpushare/cuda/error.hpp>
 
+#include <gpushare/cuda/detail/runtime_names_begin.hpp>
+
 namespace gpushare {
 inline namespace v0 {
 namespace cuda {
@@ -36,9 +38,8 @@ struct device_info {
 /// never crashes.
 inline int device_count() {
   int n = 0;
-  const cudaError_t e = cudaGetDeviceCount(&n);
+  const cudaError_t e = detail::own_call([&] { return cudaGetDeviceCount(&n); });
   if (e != cudaSuccess) {
-    (void)cudaGetLastError();
     throw detail::no_device_error(e, "cudaGetDeviceCount");
   }
   if (n <= 0)
@@ -72,7 +73,8 @@ inline device_info describe_device(int ordinal) {
                 "CUDA device " + std::to_string(ordinal) + " does not exist: this process sees " +
                     std::to_string(n) + " device(s), 0.." + std::to_string(n - 1));
   cudaDeviceProp p{};
-  detail::check(cudaGetDeviceProperties(&p, ordinal), "cudaGetDeviceProperties");
+  detail::check(detail::own_call([&] { return cudaGetDeviceProperties(&p, ordinal); }),
+                "cudaGetDeviceProperties");
   device_info d;
   d.ordinal = ordinal;
   unsigned char uuid[16];
@@ -80,10 +82,9 @@ inline device_info describe_device(int ordinal) {
   d.uuid = detail::device_uuid_text(uuid);
   d.name = p.name;
   char bus[32] = {};
-  if (cudaDeviceGetPCIBusId(bus, sizeof bus, ordinal) == cudaSuccess)
+  if (detail::own_call([&] { return cudaDeviceGetPCIBusId(bus, sizeof bus, ordinal); }) ==
+      cudaSuccess)
     d.pci_bus_id = bus;
-  else
-    (void)cudaGetLastError();
   d.total_memory = p.totalGlobalMem;
   d.compute_major = p.major;
   d.compute_minor = p.minor;
@@ -93,10 +94,12 @@ inline device_info describe_device(int ordinal) {
 /// The calling thread's current device (cudaGetDevice), checked.
 inline int current_device() {
   int d = 0;
-  detail::check(cudaGetDevice(&d), "cudaGetDevice");
+  detail::check(detail::own_call([&] { return cudaGetDevice(&d); }), "cudaGetDevice");
   return d;
 }
 
 } // namespace cuda
 } // namespace v0
 } // namespace gpushare
+
+#include <gpushare/cuda/detail/runtime_names_end.hpp>

@@ -20,7 +20,10 @@
 #include <gpushare/cuda/device.hpp>
 #include <gpushare/cuda/error.hpp>
 #include <gpushare/cuda/options.hpp>
+#include <gpushare/cuda/stats.hpp>
 #include <gpushare/session.hpp>
+
+#include <gpushare/cuda/detail/runtime_names_begin.hpp>
 
 namespace gpushare {
 inline namespace v0 {
@@ -121,16 +124,24 @@ public:
   /// then gives way as session::yield() does. One relaxed load when nobody waits.
   void yield() {
     if (!state_) return;
-    if (state_->core().others_waiting()) state_->core().add_device_time(state_->drain_regions());
+    state_->check_not_forked();
+    if (state_->core().others_waiting())
+      state_->core().add_device_time(state_->drain_regions(true));
     sess().yield();
   }
 
   /// Waits for this session's guarded work and stream-ordered frees still in flight, and
   /// accounts them.
   void synchronize() {
-    usable().core().add_device_time(state_->drain_regions());
+    usable().check_not_forked();
+    state_->core().add_device_time(state_->drain_regions(false));
     state_->release_finished_frees(true);
+    state_->release_pool_memory(true);
   }
+
+  /// What the CUDA side did for this session in this process: drains and drain timeouts,
+  /// captured guards, regions and frees CUDA could not confirm, pool bytes still held.
+  cuda_stats statistics() { return usable().stats(); }
 
   /// Budgeted cudaMalloc: reserves `bytes` (waiting up to the allocation timeout for other
   /// sessions to free memory), then allocates them on this device; if cudaMalloc fails the
@@ -138,25 +149,33 @@ public:
   /// session, its limit and the request. Returns nullptr for 0 bytes.
   [[nodiscard]] void* malloc(std::size_t bytes) {
     void* p = usable().allocate(bytes);
-    remember_or_free(p, bytes, nullptr, false);
+    remember_or_free(p, bytes, nullptr, detail::allocation_kind::plain);
     return p;
   }
   /// cudaFree, then the bytes return to the budget. `p` must come from malloc(); nullptr is a
-  /// no-op; an unknown pointer is errc::invalid_argument.
+  /// no-op; an unknown pointer, or one from malloc_async() (cudaFree would not wait for its
+  /// stream), is errc::invalid_argument.
   void free(void* p) {
     if (!p) return;
-    usable().deallocate(p, state_->forget(p));
+    usable().deallocate(p, state_->forget(p, detail::allocation_kind::plain));
   }
-  /// Budgeted cudaMallocAsync on `stream` (stream-ordered allocation from the device's pool).
+  /// Budgeted stream-ordered allocation on `stream`, from a memory pool of this session's own
+  /// (cudaMallocFromPoolAsync): trimming it never touches the application's pools or their
+  /// release thresholds. On a stream being captured, the allocation becomes a graph node and
+  /// is charged from the capture on (a free of it captured too returns the bytes).
+  /// Free it with free_async().
   [[nodiscard]] void* malloc_async(std::size_t bytes, cudaStream_t stream) {
     void* p = usable().allocate_async(bytes, stream);
-    remember_or_free(p, bytes, stream, true);
+    remember_or_free(p, bytes, stream, detail::allocation_kind::stream_ordered);
     return p;
   }
-  /// cudaFreeAsync on `stream`; the bytes return to the budget once the free has executed.
+  /// cudaFreeAsync on `stream`; the bytes return to the budget once the free has executed and
+  /// the pool has given the memory back to the device (at once when another session waits for
+  /// memory, else at the pool's next synchronisation). `p` must come from malloc_async().
   void free_async(void* p, cudaStream_t stream) {
     if (!p) return;
-    usable().deallocate_async(p, state_->forget(p), stream);
+    usable().deallocate_async(p, state_->forget(p, detail::allocation_kind::stream_ordered),
+                              stream);
   }
 
   /// Device memory this process uses outside gpushare's allocations: `extra` (e.g. a cuBLAS
@@ -240,12 +259,13 @@ private:
   }
 
   /// Records a new pointer's size; if that fails (no memory for the map), frees it again.
-  void remember_or_free(void* p, std::size_t bytes, cudaStream_t stream, bool async) {
+  void remember_or_free(void* p, std::size_t bytes, cudaStream_t stream,
+                        detail::allocation_kind kind) {
     if (!p) return;
     try {
-      state_->remember(p, bytes);
+      state_->remember(p, bytes, kind);
     } catch (...) {
-      if (async)
+      if (kind == detail::allocation_kind::stream_ordered)
         state_->deallocate_async(p, bytes, stream);
       else
         state_->deallocate(p, bytes);
@@ -257,8 +277,10 @@ private:
   std::size_t create_context() const {
     std::size_t free = 0, total = 0;
     detail::device_scope on(info_.ordinal); // creates this process's context if needed
-    detail::check(cudaFree(nullptr), "cudaFree(nullptr) (creating the CUDA context)");
-    detail::check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+    detail::check(detail::own_call([&] { return cudaFree(nullptr); }),
+                  "cudaFree(nullptr) (creating the CUDA context)");
+    detail::check(detail::own_call([&] { return cudaMemGetInfo(&free, &total); }),
+                  "cudaMemGetInfo");
     return total;
   }
 
@@ -297,3 +319,5 @@ private:
 } // namespace cuda
 } // namespace v0
 } // namespace gpushare
+
+#include <gpushare/cuda/detail/runtime_names_end.hpp>

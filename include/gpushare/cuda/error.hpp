@@ -9,8 +9,11 @@
 #include <string>
 #include <string_view>
 
+#include <gpushare/cuda/detail/calls.hpp>
 #include <gpushare/cuda/detail/no_device.hpp>
 #include <gpushare/error.hpp>
+
+#include <gpushare/cuda/detail/runtime_names_begin.hpp>
 
 namespace gpushare {
 inline namespace v0 {
@@ -53,9 +56,9 @@ inline error no_device_error(cudaError_t e, std::string_view what) {
 }
 
 /// Throws for a failed CUDA call `what`: errc::no_device when the error means there is no
-/// usable GPU, else errc::cuda_error. Clears the runtime's last (non-sticky) error first.
+/// usable GPU, else errc::cuda_error. The thread's last error is left alone: calls whose
+/// failure gpushare reports are made through own_call(), which clears only its own error.
 [[noreturn]] inline void throw_cuda(cudaError_t e, std::string_view what) {
-  (void)cudaGetLastError();
   if (means_no_device(e)) throw no_device_error(e, what);
   throw error(errc::cuda_error, std::string(what) + " failed: " + describe(e));
 }
@@ -80,16 +83,16 @@ inline const driver_context_api& driver_contexts() noexcept {
     void* get = nullptr;
     void* set = nullptr;
     cudaDriverEntryPointQueryResult found{};
-    if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &get, 12000, cudaEnableDefault,
-                                         &found) == cudaSuccess &&
-        found == cudaDriverEntryPointSuccess && get != nullptr &&
-        cudaGetDriverEntryPointByVersion("cuCtxSetCurrent", &set, 12000, cudaEnableDefault,
-                                         &found) == cudaSuccess &&
-        found == cudaDriverEntryPointSuccess && set != nullptr) {
+    const auto entry = [&](const char* name, void** fn) {
+      return own_call([&] {
+               return cudaGetDriverEntryPointByVersion(name, fn, 12000, cudaEnableDefault, &found);
+             }) == cudaSuccess &&
+             found == cudaDriverEntryPointSuccess && *fn != nullptr;
+    };
+    if (entry("cuCtxGetCurrent", &get) && entry("cuCtxSetCurrent", &set)) {
       a.get_current = reinterpret_cast<int (*)(void**)>(get);
       a.set_current = reinterpret_cast<int (*)(void*)>(set);
     }
-    (void)cudaGetLastError();
     return a;
   }();
   return api;
@@ -116,7 +119,7 @@ inline const driver_context_api& driver_contexts() noexcept {
 class device_scope {
 public:
   explicit device_scope(int ordinal) {
-    check(cudaGetDevice(&previous_), "cudaGetDevice");
+    check(own_call([&] { return cudaGetDevice(&previous_); }), "cudaGetDevice");
     if (previous_ == ordinal) return; // nothing to change, nothing to restore
     const driver_context_api& drv = driver_contexts();
     if (drv.usable()) {
@@ -125,7 +128,7 @@ public:
       if (r == 3) previous_context_ = nullptr;
       saved_context_ = r == 0 || r == 3;
     }
-    check(cudaSetDevice(ordinal), "cudaSetDevice");
+    check(own_call([&] { return cudaSetDevice(ordinal); }), "cudaSetDevice");
     restore_ = true;
   }
   device_scope(const device_scope&) = delete;
@@ -141,11 +144,11 @@ private:
       if (drv.set_current(previous_context_) == 0) {
         if (previous_context_ != nullptr) return;
         int now = -1;
-        if (cudaGetDevice(&now) == cudaSuccess && now == previous_) return;
-        (void)cudaGetLastError();
+        if (own_call([&] { return cudaGetDevice(&now); }) == cudaSuccess && now == previous_)
+          return;
       }
     }
-    (void)cudaSetDevice(previous_);
+    (void)own_call([&] { return cudaSetDevice(previous_); });
   }
 
   int previous_ = -1;
@@ -158,3 +161,5 @@ private:
 } // namespace cuda
 } // namespace v0
 } // namespace gpushare
+
+#include <gpushare/cuda/detail/runtime_names_end.hpp>

@@ -12,22 +12,7 @@
 
 #include <gpushare/cuda/device_session.hpp>
 
-// CCCL's cuda::mr concepts are experimental in CCCL 3.0 (the toolkit's version here) and changed
-// shape in 3.1+. When the application opts in to them (it defines
-// LIBCUDACXX_ENABLE_EXPERIMENTAL_MEMORY_RESOURCE) and the CCCL major.minor is 3.0, the resource
-// also takes cuda::stream_ref and declares the device_accessible property, so it satisfies
-// cuda::mr::async_resource_with<memory_resource, cuda::mr::device_accessible>. Otherwise it is
-// a plain class with the same member functions on cudaStream_t.
-#if defined(LIBCUDACXX_ENABLE_EXPERIMENTAL_MEMORY_RESOURCE) && __has_include(<cuda/memory_resource>)
-#include <cuda/memory_resource>
-#include <cuda/stream_ref>
-#if defined(CCCL_MAJOR_VERSION) && CCCL_MAJOR_VERSION == 3 && CCCL_MINOR_VERSION == 0
-#define GPUSHARE_CUDA_MR 1
-#endif
-#endif
-#ifndef GPUSHARE_CUDA_MR
-#define GPUSHARE_CUDA_MR 0
-#endif
+#include <gpushare/cuda/detail/runtime_names_begin.hpp>
 
 namespace gpushare {
 inline namespace v0 {
@@ -35,8 +20,13 @@ namespace cuda {
 
 /// Allocates device memory charged to a device session's budget: allocate() reserves, then
 /// cudaMalloc()s (rolling the reservation back if that fails); deallocate() cudaFree()s, then
-/// releases. The stream-ordered pair uses cudaMallocAsync/cudaFreeAsync; the bytes of a
-/// stream-ordered free return to the budget once the free has executed on the device.
+/// releases. The stream-ordered pair allocates from the session's own pool and frees with
+/// cudaFreeAsync; the bytes of a stream-ordered free return to the budget once the free has
+/// executed and the pool has given them back. deallocate() of a stream-ordered allocation frees
+/// it in order on the stream it was allocated on (cudaFree would not wait for that stream).
+///
+/// One definition whatever the including code defines; the CCCL cuda::mr adapter is
+/// cccl_memory_resource (<gpushare/cuda/cccl_memory_resource.hpp>).
 ///
 /// Copies share the session's state and compare equal (memory from one may be returned through
 /// another). It may outlive its device_session: allocating then throws errc::session_closed.
@@ -65,22 +55,11 @@ public:
     check_alignment(alignment);
     return state_->allocate_async(bytes, stream);
   }
-  void deallocate_async(void* p, std::size_t bytes, std::size_t alignment, cudaStream_t stream) {
+  void deallocate_async(void* p, std::size_t bytes, std::size_t alignment,
+                        cudaStream_t stream) noexcept {
     (void)alignment;
     state_->deallocate_async(p, bytes, stream);
   }
-
-#if GPUSHARE_CUDA_MR
-  [[nodiscard]] void* allocate_async(std::size_t bytes, std::size_t alignment,
-                                     ::cuda::stream_ref stream) {
-    return allocate_async(bytes, alignment, stream.get());
-  }
-  void deallocate_async(void* p, std::size_t bytes, std::size_t alignment,
-                        ::cuda::stream_ref stream) {
-    deallocate_async(p, bytes, alignment, stream.get());
-  }
-  friend void get_property(const memory_resource&, ::cuda::mr::device_accessible) noexcept {}
-#endif
 
   /// The device session's state this resource charges (shared with the session).
   const std::shared_ptr<detail::device_state>& state() const noexcept { return state_; }
@@ -106,3 +85,5 @@ private:
 } // namespace cuda
 } // namespace v0
 } // namespace gpushare
+
+#include <gpushare/cuda/detail/runtime_names_end.hpp>

@@ -32,6 +32,7 @@ inline constexpr std::uint64_t min_default_headroom = 256ull << 20;
 inline constexpr std::uint64_t estimated_context_overhead = 512ull << 20;
 inline constexpr std::uint64_t default_allocation_timeout_ns = 60'000'000'000; // 60 s
 inline constexpr std::uint64_t default_max_in_flight_ns = 2'000'000;           // 2 ms
+inline constexpr std::uint64_t default_drain_timeout_ns = 2'000'000'000;       // 2 s
 /// Never more unfinished guarded regions than this, whatever their measured length.
 inline constexpr std::uint32_t max_in_flight_regions = 64;
 inline constexpr std::uint64_t no_timeout = UINT64_MAX;
@@ -57,6 +58,12 @@ struct device_options {
   /// Bounds how long a session that takes the device over may find the previous one's work in
   /// its way. Default 2 ms.
   std::optional<std::chrono::nanoseconds> max_in_flight;
+  /// GPUSHARE_DRAIN_TIMEOUT: the longest a session waits for its own guarded work to finish
+  /// before it hands the device over ("500ms", "2s", or "none"). Past it the device is handed
+  /// over anyway and cuda_stats::drain_timeouts counts it: guarded work that waits on another
+  /// process (an IPC event, a flag a peer writes) cannot deadlock with that peer waiting for the
+  /// device. Default 2 s.
+  std::optional<std::chrono::nanoseconds> drain_timeout;
 };
 
 struct resolved_device_options {
@@ -65,6 +72,7 @@ struct resolved_device_options {
   std::optional<std::uint64_t> context_overhead;
   std::uint64_t allocation_timeout_ns = default_allocation_timeout_ns;
   std::uint64_t max_in_flight_ns = default_max_in_flight_ns;
+  std::uint64_t drain_timeout_ns = default_drain_timeout_ns;
 };
 
 namespace detail {
@@ -162,6 +170,14 @@ inline resolved_device_options resolve_device_options(const device_options& o,
                               "must be from 1us to 10s");
       });
   if (in_flight) r.max_in_flight_ns = *in_flight;
+  if (o.drain_timeout && o.drain_timeout->count() < 0)
+    throw error(errc::invalid_argument,
+                "device_options::drain_timeout is negative; give 0 to hand over at once or "
+                "std::chrono::nanoseconds::max() to wait without end");
+  const auto drain =
+      pick_option(to_ns(o.drain_timeout), env, "GPUSHARE_DRAIN_TIMEOUT", detail::timeout_forms,
+                  detail::parse_timeout_ns, [](std::uint64_t) {});
+  if (drain) r.drain_timeout_ns = *drain;
   return r;
 }
 
@@ -183,15 +199,16 @@ inline std::uint64_t capacity_for_device(std::uint64_t device_total,
 namespace detail {
 
 /// How many guarded regions may still be unfinished on the device when a guard ends and nobody
-/// else waits: as many as fit in `max_in_flight_ns` at the recent average region length, at
-/// least 1 (the region just ended), at most max_in_flight_regions. With no measurement yet: 1.
+/// else waits: as many as fit in `max_in_flight_ns` at the recent average region length, at most
+/// max_in_flight_regions. A region longer than the bound fits 0 times: the guard's exit then
+/// waits for it, so queued work never exceeds the bound (as estimated by the average). With no
+/// measurement yet: 0 (the first region is waited for, which measures it).
 inline std::uint32_t in_flight_allowance(std::uint64_t avg_region_ns,
                                          std::uint64_t max_in_flight_ns) noexcept {
-  if (avg_region_ns == 0) return 1;
+  if (avg_region_ns == 0) return 0;
   const std::uint64_t n = max_in_flight_ns / avg_region_ns;
-  return static_cast<std::uint32_t>(std::clamp<std::uint64_t>(n, 1, max_in_flight_regions));
+  return static_cast<std::uint32_t>(std::min<std::uint64_t>(n, max_in_flight_regions));
 }
-
 /// Exponentially weighted average of region lengths (weight 1/8 for the newest sample).
 inline std::uint64_t update_average(std::uint64_t avg, std::uint64_t sample) noexcept {
   if (avg == 0) return sample;

@@ -10,8 +10,11 @@
 #include <cstdint>
 #include <memory>
 
+#include <gpushare/cuda/default_stream.hpp>
 #include <gpushare/cuda/device_session.hpp>
 #include <gpushare/detail/posix.hpp>
+
+#include <gpushare/cuda/detail/runtime_names_begin.hpp>
 
 namespace gpushare {
 inline namespace v0 {
@@ -27,29 +30,46 @@ namespace cuda {
 /// Launches are asynchronous, so a region may still be running on the GPU when its guard ends.
 /// The guard bounds that:
 ///   * if another session waits for the GPU when the guard ends, it first waits for this
-///     session's work to finish (a drain), so the next holder starts on an idle GPU and this
-///     session's time is exact;
+///     session's work to finish (a drain, bounded by GPUSHARE_DRAIN_TIMEOUT), so the next
+///     holder starts on an idle GPU and this session's time is exact;
 ///   * otherwise it lets work stay queued, up to about GPUSHARE_MAX_IN_FLIGHT (default 2 ms) of
-///     recent average region time, at least one region; older regions are waited for.
+///     recent average region time; older regions, and a region longer than that bound, are
+///     waited for (sleeping, not spinning).
 /// A session that takes the GPU over therefore finds at most that much of the previous
 /// holder's work ahead of it.
 ///
-/// A stream being captured into a CUDA Graph is not timed (nothing runs during capture); guard
-/// the cudaGraphLaunch instead. Not copyable or movable.
+/// What a guard covers: the work enqueued on `stream` between its construction and its end.
+/// Work on other streams (a library's internal streams, NCCL's, async copies elsewhere) and
+/// unguarded launches are neither timed nor drained. `stream` defaults to the default stream of
+/// the file that creates the guard (GPUSHARE_CUDA_DEFAULT_STREAM: per-thread in a file compiled
+/// for it); an explicit 0 means the legacy default stream.
+///
+/// A stream being captured into a CUDA Graph is not timed (nothing runs during capture; the
+/// legacy stream while another stream captures counts as capturing); guard the cudaGraphLaunch
+/// instead. gpushare's own event queries run in the Relaxed capture mode, so they never break an
+/// application's capture. Not copyable or movable.
 class [[nodiscard]] scoped_kernel {
 public:
-  [[nodiscard]] explicit scoped_kernel(device_session& s, cudaStream_t stream = nullptr)
+  [[nodiscard]] explicit scoped_kernel(device_session& s,
+                                       cudaStream_t stream = GPUSHARE_CUDA_DEFAULT_STREAM)
       : state_(s.shared_state()), stream_(stream), requested_ns_(gpushare::detail::monotonic_ns()),
         start_ns_(state_->core().enter_guard(requested_ns_)) {
     try {
-      cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-      detail::check(cudaStreamIsCapturing(stream_, &capture), "cudaStreamIsCapturing");
-      if (capture != cudaStreamCaptureStatusNone) return; // nothing executes during capture
-      start_ = state_->take_event();
-      detail::check(cudaEventRecord(start_, stream_),
+      bool capturing = false;
+      detail::check(detail::capture_state(stream_, capturing), "cudaStreamIsCapturing");
+      if (capturing) { // nothing executes during capture
+        state_->count_captured_guard();
+        ++detail::guards_on_this_thread;
+        counted_ = true;
+        return;
+      }
+      start_ = state_->take_event(true);
+      detail::check(detail::own_call([&] { return cudaEventRecord(start_, stream_); }),
                     "cudaEventRecord (is the stream on the session's device?)");
+      ++detail::guards_on_this_thread;
+      counted_ = true;
     } catch (...) {
-      state_->give_event(start_);
+      state_->give_event(start_, true);
       state_->core().exit_guard(start_ns_, 0, gpushare::detail::monotonic_ns());
       throw;
     }
@@ -61,26 +81,25 @@ public:
   /// Ends the region now (the destructor does it otherwise). Idempotent.
   void finish() noexcept {
     if (!state_) return;
+    if (counted_) --detail::guards_on_this_thread;
+    counted_ = false;
     std::uint64_t used = 0;
     if (start_) {
       cudaEvent_t stop = nullptr;
       try {
-        stop = state_->take_event();
-        if (cudaEventRecord(stop, stream_) == cudaSuccess) {
+        stop = state_->take_event(true);
+        if (detail::own_call([&] { return cudaEventRecord(stop, stream_); }) == cudaSuccess) {
           used = state_->region_ended(start_, stop, state_->core().others_waiting());
           start_ = stop = nullptr; // owned by the state now
-        } else {
-          (void)cudaGetLastError();
         }
       } catch (...) {
       }
-      state_->give_event(start_);
-      state_->give_event(stop);
+      state_->give_event(start_, true);
+      state_->give_event(stop, true);
     }
     state_->core().exit_guard(start_ns_, used, gpushare::detail::monotonic_ns());
     state_.reset();
   }
-
   /// How long the constructor waited for the GPU (including compute-limit pacing).
   std::chrono::nanoseconds waited() const noexcept {
     return std::chrono::nanoseconds(start_ns_ - requested_ns_);
@@ -92,8 +111,11 @@ private:
   std::uint64_t requested_ns_;
   std::uint64_t start_ns_;
   cudaEvent_t start_ = nullptr;
+  bool counted_ = false; // in detail::guards_on_this_thread
 };
 
 } // namespace cuda
 } // namespace v0
 } // namespace gpushare
+
+#include <gpushare/cuda/detail/runtime_names_end.hpp>

@@ -21,6 +21,8 @@
 #include <gpushare/cuda/device_session.hpp>
 #include <gpushare/error.hpp>
 
+#include <gpushare/cuda/detail/runtime_names_begin.hpp>
+
 namespace gpushare {
 inline namespace v0 {
 namespace cuda {
@@ -105,12 +107,9 @@ public:
     return static_cast<char*>(detail::as_bad_alloc(
         [&] { return state_->allocate_async(static_cast<std::size_t>(n), stream_); }));
   }
-  void deallocate(char* p, std::size_t n) {
-    detail::as_bad_alloc([&] {
-      state_->deallocate_async(p, n, stream_);
-      return 0;
-    });
-  }
+  /// Thrust calls this where an exception would end the program (a noexcept path), so it never
+  /// throws: a free that cannot be issued keeps its bytes charged (cuda_stats::frees_kept_charged).
+  void deallocate(char* p, std::size_t n) noexcept { state_->deallocate_async(p, n, stream_); }
 
   cudaStream_t stream() const noexcept { return stream_; }
 
@@ -131,3 +130,5 @@ inline auto thrust_policy(const device_session& s, cudaStream_t stream) {
 } // namespace cuda
 } // namespace v0
 } // namespace gpushare
+
+#include <gpushare/cuda/detail/runtime_names_end.hpp>

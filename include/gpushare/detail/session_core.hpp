@@ -298,6 +298,18 @@ public:
     return all > own_waiters_.load(std::memory_order_relaxed);
   }
 
+  /// Whether a thread of any session of the table waits for memory now. Takes the table lock;
+  /// true when the lock cannot be had (the caller then frees what it can, the safe side).
+  bool memory_waiters() noexcept {
+    if (!joined_ || inherited_) return false;
+    try {
+      locked g(*this);
+      return table_.header().memory_waiters > 0;
+    } catch (...) {
+      return true;
+    }
+  }
+
   /// A cheap moment to give way: hands the device to a waiter that should run now and returns
   /// once this session has it back. One relaxed load when nobody waits (and nothing is pending).
   void yield() {

@@ -343,6 +343,12 @@ cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** fn, unsi
   return cudaSuccess;
 }
 
+cudaError_t cudaGetDriverEntryPointByVersion_ptsz(const char* symbol, void** fn,
+                                                  unsigned int version, unsigned long long flags,
+                                                  cudaDriverEntryPointQueryResult* status) {
+  return cudaGetDriverEntryPointByVersion(symbol, fn, version, flags, status);
+}
+
 // --- cudasim's own interface (cudasim/cudasim.h) ------------------------------------------
 
 const char* cudasimVersion(void) { return "cudasim 1.0"; }

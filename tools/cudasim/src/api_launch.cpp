@@ -30,9 +30,19 @@ cudaError_t launch(kernel_info* k, dim3 grid, dim3 block, void** args, size_t sh
       grid.y > 65535 || grid.z > 65535 || shared_mem > 227 * 1024)
     return fail(cudaErrorInvalidConfiguration);
   runtime& rt = runtime::get();
-  std::lock_guard<std::mutex> lock(rt.mutex);
+  std::unique_lock<std::mutex> lock(rt.mutex);
   stream_obj* s = nullptr;
   if (const cudaError_t e = work_stream_of(stream, ptsz, s); e != cudaSuccess) return fail(e);
+  {
+    // A full launch queue blocks the launching thread until the stream makes room.
+    std::unique_lock<std::mutex> q(s->m);
+    if (s->queue.size() >= max_queued && !s->cap) {
+      lock.unlock();
+      s->space.wait(q, [s] { return s->queue.size() < max_queued; });
+      q.unlock();
+      lock.lock();
+    }
+  }
   work w{};
   w.kind = work::kernel;
   w.k = k;

@@ -218,6 +218,17 @@ cudaError_t cudaMallocFromPoolAsync(void** ptr, size_t size, cudaMemPool_t pool,
   if (!p) return fail(cudaErrorInvalidValue);
   return malloc_async(ptr, size, p, s, false, "cudaMallocFromPoolAsync");
 }
+cudaError_t cudaMallocFromPoolAsync_ptsz(void** ptr, size_t size, cudaMemPool_t pool,
+                                         cudaStream_t s) {
+  pool_obj* p = nullptr;
+  {
+    runtime& rt = runtime::get();
+    std::lock_guard<std::mutex> lock(rt.mutex);
+    p = pool_of(pool);
+  }
+  if (!p) return fail(cudaErrorInvalidValue);
+  return malloc_async(ptr, size, p, s, true, "cudaMallocFromPoolAsync_ptsz");
+}
 cudaError_t cudaFreeAsync(void* ptr, cudaStream_t s) {
   return free_async(ptr, s, false, "cudaFreeAsync");
 }
@@ -369,6 +380,9 @@ cudaError_t cudaMemcpyAsync_ptsz(void* dst, const void* src, size_t bytes, cudaM
 }
 cudaError_t cudaMemset(void* dst, int value, size_t bytes) {
   return set(dst, value, bytes, nullptr, false, true, "cudaMemset");
+}
+cudaError_t cudaMemset_ptds(void* dst, int value, size_t bytes) {
+  return set(dst, value, bytes, nullptr, true, true, "cudaMemset_ptds");
 }
 cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t s) {
   return set(dst, value, bytes, s, false, false, "cudaMemsetAsync");

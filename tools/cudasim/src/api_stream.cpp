@@ -399,6 +399,9 @@ cudaError_t cudaEventRecord_ptsz(cudaEvent_t e, cudaStream_t s) {
 cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t s, unsigned int) {
   return event_record(e, s, false, "cudaEventRecordWithFlags");
 }
+cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t e, cudaStream_t s, unsigned int) {
+  return event_record(e, s, true, "cudaEventRecordWithFlags_ptsz");
+}
 
 cudaError_t cudaEventQuery(cudaEvent_t event) {
   if (const cudaError_t e = enter("cudaEventQuery"); e != cudaSuccess) return fail(e);

@@ -90,6 +90,10 @@ struct capture {
   unsigned long long id = 0;
 };
 
+/// How much work a stream may hold before a launch blocks the host thread until there is room:
+/// a GPU's launch queue is finite too, so a host loop cannot run arbitrarily far ahead.
+constexpr std::size_t max_queued = 1024;
+
 struct stream_obj {
   enum type_t { normal, legacy, per_thread } type = normal;
   context* ctx = nullptr;
@@ -100,6 +104,7 @@ struct stream_obj {
 
   std::mutex m;
   std::condition_variable cv;
+  std::condition_variable space; // signalled when the worker takes an item (see max_queued)
   struct item {
     work w;
     std::vector<done_ptr> deps;

@@ -18,6 +18,9 @@
 #include <string>
 #include <vector>
 
+#include <gpushare/cuda/detail/calls.hpp>
+#include <gpushare/cuda/detail/runtime_names_begin.hpp>
+
 namespace gpushare {
 inline namespace v0 {
 namespace cuda {
@@ -136,18 +139,14 @@ inline std::optional<bool> primary_context_active(int ordinal) {
   void* get = nullptr;
   void* state = nullptr;
   cudaDriverEntryPointQueryResult found{};
-  if (cudaGetDriverEntryPointByVersion("cuDeviceGet", &get, 12000, cudaEnableDefault, &found) !=
-          cudaSuccess ||
-      found != cudaDriverEntryPointSuccess || !get) {
-    (void)cudaGetLastError();
+  const auto entry = [&](const char* name, void** fn) {
+    return own_call([&] {
+             return cudaGetDriverEntryPointByVersion(name, fn, 12000, cudaEnableDefault, &found);
+           }) == cudaSuccess &&
+           found == cudaDriverEntryPointSuccess && *fn != nullptr;
+  };
+  if (!entry("cuDeviceGet", &get) || !entry("cuDevicePrimaryCtxGetState", &state))
     return std::nullopt;
-  }
-  if (cudaGetDriverEntryPointByVersion("cuDevicePrimaryCtxGetState", &state, 12000,
-                                       cudaEnableDefault, &found) != cudaSuccess ||
-      found != cudaDriverEntryPointSuccess || !state) {
-    (void)cudaGetLastError();
-    return std::nullopt;
-  }
   int device = 0;
   if (reinterpret_cast<device_get_t>(get)(&device, ordinal) != 0) return std::nullopt;
   unsigned flags = 0;
@@ -160,3 +159,5 @@ inline std::optional<bool> primary_context_active(int ordinal) {
 } // namespace cuda
 } // namespace v0
 } // namespace gpushare
+
+#include <gpushare/cuda/detail/runtime_names_end.hpp>

@@ -4,13 +4,19 @@
 // destroyed first. It keeps:
 //   * guarded regions still in flight on the device (a start and a stop event each), to account
 //     their device time once finished and to bound how much work stays queued;
-//   * stream-ordered frees whose bytes return to the budget once they have executed;
-//   * the sizes of allocations made through device_session::malloc, so free(p) knows them;
-//   * a pool of reusable CUDA events.
+//   * stream-ordered allocations, made from a memory pool of the session's own, and their frees,
+//     whose bytes return to the budget once executed and given back by the pool;
+//   * the sizes and kinds of allocations made through device_session::malloc/malloc_async;
+//   * pools of reusable CUDA events (timing and untimed, all blocking-sync);
+//   * counters (cuda_stats).
+// It belongs to the process that created it: in a forked child every operation is inert or
+// refused (CUDA cannot be used in a child forked after CUDA was initialised).
 #pragma once
 
 #include <cuda_runtime_api.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -22,27 +28,41 @@
 #include <utility>
 #include <vector>
 
+#include <gpushare/cuda/detail/calls.hpp>
 #include <gpushare/cuda/error.hpp>
 #include <gpushare/cuda/options.hpp>
+#include <gpushare/cuda/stats.hpp>
 #include <gpushare/detail/parse.hpp>
 #include <gpushare/detail/session_core.hpp>
 #include <gpushare/table.hpp>
+
+#include <gpushare/cuda/detail/runtime_names_begin.hpp>
 
 namespace gpushare {
 inline namespace v0 {
 namespace cuda {
 namespace detail {
 
+/// How an allocation of device_session was made, so that it is freed the same way.
+enum class allocation_kind { plain, stream_ordered };
+
+/// Guards (scoped_kernel) open on the calling thread: an allocation inside one does not wait
+/// for memory (see device_state::charge).
+inline thread_local int guards_on_this_thread = 0;
+
 class device_state {
 public:
   device_state(std::shared_ptr<gpushare::detail::session_core> core, int ordinal,
                const resolved_device_options& options)
-      : core_(std::move(core)), ordinal_(ordinal), options_(options) {}
+      : core_(std::move(core)), ordinal_(ordinal), options_(options), owner_(::getpid()) {}
   device_state(const device_state&) = delete;
   device_state& operator=(const device_state&) = delete;
   ~device_state() {
+    if (forked()) return; // the parent's CUDA objects: a forked child must not touch them
     shutdown();
-    for (cudaEvent_t e : pool_) (void)cudaEventDestroy(e);
+    for (cudaEvent_t e : timing_events_) drop_event(e);
+    for (cudaEvent_t e : untimed_events_) drop_event(e);
+    if (pool_) (void)own_call([&] { return cudaMemPoolDestroy(pool_); });
   }
 
   int ordinal() const noexcept { return ordinal_; }
@@ -52,11 +72,31 @@ public:
   }
   const resolved_device_options& options() const noexcept { return options_; }
 
-  /// Waits for everything still in flight, accounts and releases it. Idempotent.
+  /// Whether this is a forked child's copy (CUDA must not be used through it).
+  bool forked() const noexcept { return ::getpid() != owner_; }
+  void check_not_forked() const {
+    if (forked())
+      throw error(errc::session_closed,
+                  "this CUDA device session belongs to the parent process: CUDA cannot be used "
+                  "in a child forked after CUDA was initialised; open sessions in the child "
+                  "after exec (or fork before using CUDA)");
+  }
+
+  cuda_stats stats() {
+    std::lock_guard lock(m_);
+    cuda_stats s = stats_;
+    s.pool_bytes_held = pool_charged_ > pool_outstanding_ ? pool_charged_ - pool_outstanding_ : 0;
+    return s;
+  }
+
+  /// Waits (up to the drain timeout) for everything still in flight, accounts and releases it.
+  /// Idempotent; inert in a forked child.
   void shutdown() noexcept {
+    if (forked()) return;
     try {
-      core_->add_device_time(drain_regions());
+      core_->add_device_time(drain_regions(true));
       release_finished_frees(true);
+      release_pool_memory(true);
     } catch (...) {
       // A CUDA error at teardown (e.g. the context is already gone): nothing left to wait for.
     }
@@ -64,78 +104,95 @@ public:
 
   // ---- events ------------------------------------------------------------------------------
 
-  /// A timing event on this device, from the pool or new.
-  cudaEvent_t take_event() {
+  /// An event on this device, from the pool or new: blocking-sync (a wait for it sleeps rather
+  /// than spins) and, unless `timing`, without timing (cheaper to record).
+  cudaEvent_t take_event(bool timing) {
     {
       std::lock_guard lock(m_);
-      if (!pool_.empty()) {
-        cudaEvent_t e = pool_.back();
-        pool_.pop_back();
+      auto& pool = timing ? timing_events_ : untimed_events_;
+      if (!pool.empty()) {
+        cudaEvent_t e = pool.back();
+        pool.pop_back();
         return e;
       }
     }
     device_scope on(ordinal_);
     cudaEvent_t e = nullptr;
-    check(cudaEventCreate(&e), "cudaEventCreate");
+    const unsigned flags = cudaEventBlockingSync | (timing ? 0u : cudaEventDisableTiming);
+    check(own_call([&] { return cudaEventCreateWithFlags(&e, flags); }),
+          "cudaEventCreateWithFlags");
     return e;
   }
 
-  void give_event(cudaEvent_t e) noexcept {
+  /// Returns a completed (or never recorded) event to its pool.
+  void give_event(cudaEvent_t e, bool timing) noexcept {
     if (!e) return;
     try {
       std::lock_guard lock(m_);
-      if (pool_.size() < 4 * max_in_flight_regions) {
-        pool_.push_back(e);
+      auto& pool = timing ? timing_events_ : untimed_events_;
+      if (pool.size() < 4 * max_in_flight_regions) {
+        pool.push_back(e);
         return;
       }
     } catch (...) {
     }
-    (void)cudaEventDestroy(e);
+    drop_event(e);
+  }
+
+  /// Destroys an event, also one whose work may not have completed (CUDA releases it then).
+  static void drop_event(cudaEvent_t e) noexcept {
+    if (e) (void)own_call([&] { return cudaEventDestroy(e); });
   }
 
   // ---- guarded regions ---------------------------------------------------------------------
 
   /// A guarded region whose work lies between events `start` and `stop` (recorded on its
-  /// stream) ended on the host. With `drain`, waits until every region of this session has
-  /// finished on the device; otherwise waits only for the oldest ones beyond the in-flight
-  /// allowance. Returns the device time of the regions now known to be finished: the caller
-  /// accounts it.
+  /// stream) ended on the host. With `drain`, waits (up to the drain timeout) until every region
+  /// of this session has finished on the device; otherwise waits only for the oldest ones beyond
+  /// the in-flight allowance. Returns the device time of the regions now known to be finished:
+  /// the caller accounts it.
   std::uint64_t region_ended(cudaEvent_t start, cudaEvent_t stop, bool drain) {
-    std::vector<region> finished, to_wait;
     {
       std::lock_guard lock(m_);
       pending_.push_back({start, stop});
-      if (drain) {
-        to_wait.assign(pending_.begin(), pending_.end());
-        pending_.clear();
-      } else {
-        while (!pending_.empty() && cudaEventQuery(pending_.front().stop) != cudaErrorNotReady) {
-          finished.push_back(pending_.front());
-          pending_.pop_front();
-        }
-        const std::uint32_t allowed =
-            in_flight_allowance(avg_region_ns_, options_.max_in_flight_ns);
-        while (pending_.size() > allowed) {
-          to_wait.push_back(pending_.front());
-          pending_.pop_front();
-        }
+    }
+    if (drain) return drain_regions(true);
+    relaxed_capture relaxed;
+    std::vector<region> finished, unknown, to_wait;
+    {
+      std::lock_guard lock(m_);
+      while (!pending_.empty()) {
+        const event_state s = query_event(pending_.front().stop);
+        if (s == event_state::pending) break;
+        (s == event_state::done ? finished : unknown).push_back(pending_.front());
+        pending_.pop_front();
+      }
+      const std::uint32_t allowed = in_flight_allowance(avg_region_ns_, options_.max_in_flight_ns);
+      while (pending_.size() > allowed) {
+        to_wait.push_back(pending_.front());
+        pending_.pop_front();
       }
     }
-    for (const region& r : to_wait) (void)cudaEventSynchronize(r.stop);
-    finished.insert(finished.end(), to_wait.begin(), to_wait.end());
+    wait_all(to_wait, finished, unknown, true);
+    drop_unknown(unknown);
     return settle(finished);
   }
 
   /// Waits until every guarded region has finished; returns their device time (to account).
-  std::uint64_t drain_regions() {
-    std::vector<region> all;
+  /// `bounded`: gives up after the drain timeout, leaves the unfinished regions in flight and
+  /// counts a drain timeout. Unbounded (synchronize()): waits as long as it takes.
+  std::uint64_t drain_regions(bool bounded) {
+    std::vector<region> all, finished, unknown;
     {
       std::lock_guard lock(m_);
       all.assign(pending_.begin(), pending_.end());
       pending_.clear();
+      ++stats_.drains;
     }
-    for (const region& r : all) (void)cudaEventSynchronize(r.stop);
-    return settle(all);
+    relaxed_capture relaxed;
+    wait_all(all, finished, unknown, bounded);
+    drop_unknown(unknown);
+    return settle(finished);
   }
 
   /// Regions recorded but not yet known to be finished.
@@ -150,14 +207,30 @@ public:
     return avg_region_ns_;
   }
 
+  void count_captured_guard() noexcept {
+    std::lock_guard lock(m_);
+    ++stats_.captured_guards;
+  }
+
   // ---- budgeted memory ---------------------------------------------------------------------
 
   /// Charges `bytes` to the budget, waiting up to the allocation timeout. Frees of this session
   /// still in flight are waited for first when the bytes do not fit: they may be what is missing.
+  /// Inside a guard (on this thread) it does not wait for other sessions: errc::timeout at once.
   void charge(std::uint64_t bytes) {
+    check_not_forked();
     release_finished_frees(false);
     if (core_->grow(bytes, 0, false)) return;
-    if (release_finished_frees(true) > 0 && core_->grow(bytes, 0, false)) return;
+    if ((release_finished_frees(true) > 0 || release_pool_memory(true) > 0) &&
+        core_->grow(bytes, 0, false))
+      return;
+    if (guards_on_this_thread > 0)
+      throw error(errc::timeout,
+                  "session '" + core_->name() + "': " + gpushare::detail::format_bytes(bytes) +
+                      " do not fit in the budget now, and this thread is inside a scoped_kernel, "
+                      "where an allocation does not wait for memory: it would hold the GPU while "
+                      "it waits, and the session that would free the memory may need the GPU "
+                      "first. Allocate before the guard (or reserve() ahead)");
     const std::uint64_t t = options_.allocation_timeout_ns;
     core_->grow(bytes, t == no_timeout ? gpushare::detail::wait_forever_ns : t, true);
   }
@@ -166,111 +239,233 @@ public:
 
   /// Budgeted cudaMalloc: reserve, allocate, roll the reservation back if the allocation fails.
   void* allocate(std::size_t bytes) {
+    check_not_forked();
     return charged_allocation(bytes, "cudaMalloc", [&](void** p) { return cudaMalloc(p, bytes); });
   }
 
-  /// cudaFree, then the bytes go back to the budget (cudaFree waits for the device, so the
-  /// memory is free when it returns). A failed cudaFree keeps the bytes charged.
+  /// Frees memory of this session: cudaFree (which waits for the device, so the memory is free
+  /// when it returns), then the bytes go back to the budget. A pointer from allocate_async is
+  /// freed the stream-ordered way instead, on the stream it was allocated on. A failed cudaFree
+  /// keeps the bytes charged. Never throws; inert in a forked child.
   void deallocate(void* p, std::size_t bytes) noexcept {
-    if (!p) return;
+    if (!p || forked()) return;
+    cudaStream_t stream = nullptr;
+    if (stream_ordered(p, stream)) {
+      deallocate_async(p, bytes, stream);
+      return;
+    }
     try {
       device_scope on(ordinal_);
-      if (cudaFree(p) != cudaSuccess) {
-        (void)cudaGetLastError();
+      if (own_call([&] { return cudaFree(p); }) != cudaSuccess) {
+        kept_charged();
         return;
       }
     } catch (...) {
+      kept_charged();
       return;
     }
     uncharge(bytes);
   }
 
-  /// Budgeted cudaMallocAsync on `stream`.
+  /// Budgeted stream-ordered allocation on `stream`, from this session's own memory pool (so
+  /// that trimming it never touches the application's pools). During a stream capture the
+  /// allocation becomes a graph node: its bytes are charged from the capture on, and returned
+  /// when a free of it is captured too (a graph's replays are not charged again).
   void* allocate_async(std::size_t bytes, cudaStream_t stream) {
-    return charged_allocation(bytes, "cudaMallocAsync",
-                              [&](void** p) { return cudaMallocAsync(p, bytes, stream); });
+    check_not_forked();
+    if (bytes == 0) return nullptr;
+    bool capturing = false;
+    {
+      device_scope on(ordinal_);
+      check(capture_state(stream, capturing), "cudaStreamIsCapturing");
+    }
+    cudaMemPool_t pool = own_pool();
+    void* p = charged_allocation(bytes, "cudaMallocFromPoolAsync", [&](void** out) {
+      return cudaMallocFromPoolAsync(out, bytes, pool, stream);
+    });
+    try {
+      std::lock_guard lock(m_);
+      async_[p] = {bytes, stream, capturing};
+      if (!capturing) {
+        pool_outstanding_ = gpushare::detail::sat_add(pool_outstanding_, bytes);
+        pool_charged_ = gpushare::detail::sat_add(pool_charged_, bytes);
+      }
+    } catch (...) {
+      (void)own_call([&] { return cudaFreeAsync(p, stream); });
+      uncharge(bytes);
+      throw;
+    }
+    return p;
   }
 
   /// cudaFreeAsync on `stream`; the bytes return to the budget once the free has executed on the
-  /// device and the memory pool gave the memory back (checked at the next allocation, free,
-  /// synchronize(), or when a reservation would otherwise wait).
-  void deallocate_async(void* p, std::size_t bytes, cudaStream_t stream) {
-    if (!p) return;
-    device_scope on(ordinal_);
-    check(cudaFreeAsync(p, stream), "cudaFreeAsync");
-    cudaEvent_t done = nullptr;
+  /// device and the pool has given the memory back to the device (checked at the next
+  /// allocation, free or synchronize(), and whenever a session waits for memory). On a
+  /// capturing stream the free becomes a graph node and its bytes are returned at once. Never
+  /// throws (Thrust calls it where an exception would terminate): if the free cannot be issued
+  /// or confirmed, the bytes stay charged (cuda_stats::frees_kept_charged). Inert in a forked
+  /// child.
+  void deallocate_async(void* p, std::size_t bytes, cudaStream_t stream) noexcept {
+    if (!p || forked()) return;
+    async_record rec{bytes, stream, false};
+    bool known = false;
     try {
-      done = take_event();
-      check(cudaEventRecord(done, stream), "cudaEventRecord");
-    } catch (...) {
-      give_event(done);
-      (void)cudaStreamSynchronize(stream); // no event: wait here instead
-      trim_pool();
-      uncharge(bytes);
-      release_finished_frees(false);
-      return;
-    }
-    {
       std::lock_guard lock(m_);
-      deferred_.push_back({done, bytes});
+      if (const auto it = async_.find(p); it != async_.end()) {
+        rec = it->second;
+        known = true;
+        async_.erase(it);
+      }
+    } catch (...) {
     }
-    release_finished_frees(false);
+    try {
+      device_scope on(ordinal_);
+      bool capturing = false;
+      if (capture_state(stream, capturing) != cudaSuccess) return kept_charged();
+      if (own_call([&] { return cudaFreeAsync(p, stream); }) != cudaSuccess) return kept_charged();
+      if (capturing) {
+        // A graph's free node: the capture-time charge of a graph allocation ends here. (A pool
+        // allocation freed inside a capture is returned when the graph runs: keep it charged.)
+        if (rec.captured)
+          uncharge(rec.bytes);
+        else
+          kept_charged();
+        return;
+      }
+      const bool pooled = known && !rec.captured;
+      cudaEvent_t done = nullptr;
+      try {
+        done = take_event(false);
+      } catch (...) {
+      }
+      if (!done || own_call([&] { return cudaEventRecord(done, stream); }) != cudaSuccess) {
+        // No event: wait for the stream here instead.
+        relaxed_capture relaxed;
+        if (own_call([&] { return cudaStreamSynchronize(stream); }) != cudaSuccess) {
+          drop_event(done);
+          return kept_charged();
+        }
+        give_event(done, false);
+        freed(rec.bytes, pooled);
+        release_pool_memory(false);
+        return;
+      }
+      {
+        std::lock_guard lock(m_);
+        deferred_.push_back({done, rec.bytes, pooled});
+      }
+      release_finished_frees(false);
+    } catch (...) {
+      kept_charged();
+    }
   }
 
   /// Returns to the budget the bytes of stream-ordered frees that have executed (with `wait`:
-  /// waits for all of them). Returns the bytes released.
+  /// waits for all of them). Returns the bytes returned to the budget.
   std::uint64_t release_finished_frees(bool wait) {
-    std::vector<deferred_free> done;
+    if (forked()) return 0;
+    std::vector<deferred_free> candidates;
     {
       std::lock_guard lock(m_);
-      if (deferred_.empty()) return 0;
-      for (auto it = deferred_.begin(); it != deferred_.end();) {
-        if (wait || cudaEventQuery(it->done) != cudaErrorNotReady) {
-          done.push_back(*it);
-          it = deferred_.erase(it);
+      candidates.swap(deferred_);
+    }
+    if (candidates.empty()) return release_pool_memory(false);
+    std::vector<deferred_free> still;
+    std::uint64_t plain = 0, pooled = 0;
+    {
+      relaxed_capture relaxed;
+      for (const deferred_free& d : candidates) {
+        const event_state s = wait ? wait_for_event(d.done) : query_event(d.done);
+        if (s == event_state::pending) {
+          still.push_back(d);
+          continue;
+        }
+        if (s == event_state::done) {
+          give_event(d.done, false);
+          (d.pooled ? pooled : plain) += d.bytes;
         } else {
-          ++it;
+          drop_event(d.done);
+          kept_charged();
         }
       }
     }
-    if (done.empty()) return 0;
-    std::uint64_t bytes = 0;
-    for (const deferred_free& d : done) {
-      (void)cudaEventSynchronize(d.done);
-      give_event(d.done);
-      bytes = gpushare::detail::sat_add(bytes, d.bytes);
+    {
+      std::lock_guard lock(m_);
+      deferred_.insert(deferred_.begin(), still.begin(), still.end());
+      pool_outstanding_ -= std::min(pool_outstanding_, pooled);
     }
-    trim_pool();
-    uncharge(bytes);
-    return bytes;
+    if (plain) uncharge(plain);
+    return plain + release_pool_memory(false);
+  }
+
+  /// Gives back to the budget what the session's pool has given back to the device. With
+  /// `trim` (or when another session waits for memory) first asks the pool to release all it
+  /// does not use. Returns the bytes returned to the budget.
+  std::uint64_t release_pool_memory(bool trim) noexcept {
+    if (forked()) return 0;
+    std::uint64_t releasable = 0;
+    cudaMemPool_t pool = nullptr;
+    {
+      std::lock_guard lock(m_);
+      pool = pool_;
+      releasable = pool_charged_ > pool_outstanding_ ? pool_charged_ - pool_outstanding_ : 0;
+    }
+    if (!pool || releasable == 0) return 0;
+    if (trim || core_->memory_waiters()) (void)own_call([&] { return cudaMemPoolTrimTo(pool, 0); });
+    std::uint64_t reserved = 0;
+    if (own_call([&] {
+          return cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved);
+        }) != cudaSuccess)
+      return 0;
+    std::uint64_t give_back = 0;
+    {
+      std::lock_guard lock(m_);
+      // The pool holds `reserved` bytes of device memory; the budget must cover at least that,
+      // and what is still allocated from it.
+      const std::uint64_t keep = std::max(pool_outstanding_, std::min(pool_charged_, reserved));
+      if (pool_charged_ > keep) {
+        give_back = pool_charged_ - keep;
+        pool_charged_ = keep;
+      }
+    }
+    if (give_back) uncharge(give_back);
+    return give_back;
   }
 
   // ---- sizes of malloc()ed pointers --------------------------------------------------------
 
-  void remember(void* p, std::size_t bytes) {
+  void remember(void* p, std::size_t bytes, allocation_kind kind) {
     std::lock_guard lock(m_);
-    sizes_[p] = bytes;
+    sizes_[p] = {bytes, kind};
   }
 
   /// The size recorded for `p`, forgetting it. Throws errc::invalid_argument for a pointer this
-  /// session did not allocate (or freed already).
-  std::size_t forget(void* p) {
+  /// session did not allocate (or freed already), or one allocated the other way (malloc vs
+  /// malloc_async): each must be freed by its own counterpart.
+  std::size_t forget(void* p, allocation_kind kind) {
     std::lock_guard lock(m_);
     const auto it = sizes_.find(p);
     if (it == sizes_.end())
       throw error(errc::invalid_argument,
                   "free(): the pointer was not allocated by this device session's malloc() or "
                   "malloc_async(), or was freed already");
-    const std::size_t bytes = it->second;
+    if (it->second.kind != kind)
+      throw error(errc::invalid_argument,
+                  kind == allocation_kind::plain
+                      ? "free(): the pointer comes from malloc_async(); free it with "
+                        "free_async(p, stream), in stream order"
+                      : "free_async(): the pointer comes from malloc(); free it with free(p)");
+    const std::size_t bytes = it->second.bytes;
     sizes_.erase(it);
     return bytes;
   }
 
   /// Records the device's free and total memory in the table (for snapshots and the CLI).
   void observe_device(const std::string& name) {
+    check_not_forked();
     device_scope on(ordinal_);
     std::size_t free = 0, total = 0;
-    check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+    check(own_call([&] { return cudaMemGetInfo(&free, &total); }), "cudaMemGetInfo");
     gpushare::detail::record_device_observation(core_->core(), name, total, free, ordinal_);
   }
 
@@ -281,7 +476,61 @@ private:
   struct deferred_free {
     cudaEvent_t done;
     std::uint64_t bytes;
+    bool pooled; // from the session's pool: returned to the budget as the pool gives it back
   };
+  struct async_record {
+    std::uint64_t bytes;
+    cudaStream_t stream;
+    bool captured; // allocated during a stream capture (a graph memory node)
+  };
+  struct sized {
+    std::size_t bytes;
+    allocation_kind kind;
+  };
+
+  /// Waits for each region's stop event, sorting them into finished, unknown (CUDA cannot say)
+  /// and, when `bounded` and the drain timeout passes, back into pending_ (oldest first).
+  void wait_all(const std::vector<region>& rs, std::vector<region>& finished,
+                std::vector<region>& unknown, bool bounded) {
+    const std::uint64_t limit = options_.drain_timeout_ns;
+    const bool forever = !bounded || limit == no_timeout;
+    const std::uint64_t deadline =
+        forever ? 0 : gpushare::detail::sat_add(gpushare::detail::monotonic_ns(), limit);
+    std::uint64_t avg = 0;
+    {
+      std::lock_guard lock(m_);
+      avg = avg_region_ns_;
+    }
+    // Poll at most every 1/32 of a region (10 us .. 1 ms): completion is seen within ~3%.
+    const std::uint64_t pause = std::clamp<std::uint64_t>(avg / 32, 10'000, 1'000'000);
+    std::vector<region> late;
+    for (const region& r : rs) {
+      const event_state s =
+          forever ? wait_for_event(r.stop) : wait_for_event(r.stop, deadline, pause);
+      if (s == event_state::done)
+        finished.push_back(r);
+      else if (s == event_state::unknown)
+        unknown.push_back(r);
+      else
+        late.push_back(r);
+    }
+    if (late.empty()) return;
+    std::lock_guard lock(m_);
+    ++stats_.drain_timeouts;
+    pending_.insert(pending_.begin(), late.begin(), late.end());
+  }
+
+  /// Regions whose completion CUDA cannot report: not accounted, events dropped (they may
+  /// still be in use, so not reused).
+  void drop_unknown(const std::vector<region>& rs) noexcept {
+    for (const region& r : rs) {
+      drop_event(r.start);
+      drop_event(r.stop);
+    }
+    if (rs.empty()) return;
+    std::lock_guard lock(m_);
+    stats_.unknown_regions += rs.size();
+  }
 
   /// Device time of finished regions; returns their events to the pool.
   std::uint64_t settle(const std::vector<region>& rs) {
@@ -289,19 +538,58 @@ private:
     for (const region& r : rs) {
       float ms = 0;
       std::uint64_t ns = 0;
-      if (cudaEventElapsedTime(&ms, r.start, r.stop) == cudaSuccess && ms > 0)
+      if (own_call([&] { return cudaEventElapsedTime(&ms, r.start, r.stop); }) == cudaSuccess &&
+          ms > 0)
         ns = static_cast<std::uint64_t>(static_cast<double>(ms) * 1e6);
-      else
-        (void)cudaGetLastError();
       sum = gpushare::detail::sat_add(sum, ns);
       {
         std::lock_guard lock(m_);
         avg_region_ns_ = update_average(avg_region_ns_, ns);
       }
-      give_event(r.start);
-      give_event(r.stop);
+      give_event(r.start, true);
+      give_event(r.stop, true);
     }
     return sum;
+  }
+
+  void kept_charged() noexcept {
+    try {
+      std::lock_guard lock(m_);
+      ++stats_.frees_kept_charged;
+    } catch (...) {
+    }
+  }
+
+  /// A free of `bytes` has executed: pooled bytes stay charged until the pool gives them back.
+  void freed(std::uint64_t bytes, bool pooled) noexcept {
+    if (!pooled) {
+      uncharge(bytes);
+      return;
+    }
+    std::lock_guard lock(m_);
+    pool_outstanding_ -= std::min(pool_outstanding_, bytes);
+  }
+
+  /// Whether `p` came from allocate_async (and on which stream).
+  bool stream_ordered(void* p, cudaStream_t& stream) noexcept {
+    std::lock_guard lock(m_);
+    const auto it = async_.find(p);
+    if (it == async_.end()) return false;
+    stream = it->second.stream;
+    return true;
+  }
+
+  /// This session's memory pool on its device, created at first use. Release threshold 0: it
+  /// gives unused memory back to the device at each synchronisation.
+  cudaMemPool_t own_pool() {
+    std::lock_guard lock(m_);
+    if (pool_) return pool_;
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = ordinal_;
+    check(own_call([&] { return cudaMemPoolCreate(&pool_, &props); }), "cudaMemPoolCreate");
+    return pool_;
   }
 
   /// Charges `bytes`, then runs `allocate_once` (a CUDA allocation call named `call`) on this
@@ -331,36 +619,24 @@ private:
   /// driver while its process is torn down, which can finish after its table slot (an OFD lock,
   /// released when its files close) was already reclaimed and handed to us.
   template <class F> static cudaError_t with_retries(F&& allocate_once) {
-    cudaError_t e = allocate_once();
+    cudaError_t e = own_call(allocate_once);
     for (int attempt = 0; e == cudaErrorMemoryAllocation && attempt < 5; ++attempt) {
-      (void)cudaGetLastError();
       std::this_thread::sleep_for(std::chrono::milliseconds(10 << attempt));
-      e = allocate_once();
+      e = own_call(allocate_once);
     }
     return e;
   }
 
-  /// Makes the device's current memory pool give unused memory back, so bytes released from the
-  /// budget are really free for other processes.
-  void trim_pool() noexcept {
-    cudaMemPool_t pool = nullptr;
-    if (cudaDeviceGetMemPool(&pool, ordinal_) == cudaSuccess && pool)
-      (void)cudaMemPoolTrimTo(pool, 0);
-    (void)cudaGetLastError();
-  }
-
   [[noreturn]] void throw_allocation_failure(cudaError_t e, const char* call, std::size_t bytes) {
-    (void)cudaGetLastError();
     std::size_t free = 0, total = 0;
     std::string device_view;
     try {
       device_scope on(ordinal_); // the session's device, not the thread's current one
-      if (cudaMemGetInfo(&free, &total) == cudaSuccess)
+      if (own_call([&] { return cudaMemGetInfo(&free, &total); }) == cudaSuccess)
         device_view = "; the device has " + gpushare::detail::format_bytes(free) + " free of " +
                       gpushare::detail::format_bytes(total);
     } catch (...) {
     }
-    (void)cudaGetLastError();
     if (e == cudaErrorMemoryAllocation)
       throw error(errc::cuda_error,
                   std::string(call) + " of " + gpushare::detail::format_bytes(bytes) +
@@ -375,15 +651,23 @@ private:
   std::shared_ptr<gpushare::detail::session_core> core_;
   int ordinal_;
   resolved_device_options options_;
+  pid_t owner_;
   std::mutex m_;
   std::deque<region> pending_;
-  std::vector<cudaEvent_t> pool_;
+  std::vector<cudaEvent_t> timing_events_, untimed_events_;
   std::vector<deferred_free> deferred_;
-  std::unordered_map<void*, std::size_t> sizes_;
+  std::unordered_map<void*, sized> sizes_;
+  std::unordered_map<void*, async_record> async_;
+  cudaMemPool_t pool_ = nullptr;
+  std::uint64_t pool_outstanding_ = 0; // bytes allocated from pool_ and not yet freed
+  std::uint64_t pool_charged_ = 0;     // bytes charged to the budget for pool_
   std::uint64_t avg_region_ns_ = 0;
+  cuda_stats stats_;
 };
 
 } // namespace detail
 } // namespace cuda
 } // namespace v0
 } // namespace gpushare
+
+#include <gpushare/cuda/detail/runtime_names_end.hpp>

@@ -1,0 +1,116 @@
+// SPDX-License-Identifier: Apache-2.0
+// How the CUDA layer makes its own runtime calls without disturbing the application's:
+//   * own_call: a call that may fail leaves the thread's last error as it found it (it clears
+//     only an error it caused, never one the application has pending);
+//   * relaxed_capture: gpushare's own queries and waits run in the thread's Relaxed stream
+//     capture mode, so they never break (or fail because of) the application's capture;
+//   * wait_for_event: a bounded wait that polls with a growing sleep instead of spinning;
+//   * capture_state: whether a stream is being captured, the legacy stream included.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <thread>
+
+#include <gpushare/detail/posix.hpp>
+
+#include <gpushare/cuda/detail/runtime_names_begin.hpp>
+
+namespace gpushare {
+inline namespace v0 {
+namespace cuda {
+namespace detail {
+
+/// Runs `call` (returning cudaError_t). If it fails and the thread had no error pending before,
+/// clears the error it left; an error the application had pending stays pending. (A failing call
+/// replaces the pending error in CUDA's own bookkeeping; peeking first is how gpushare knows
+/// whether clearing is safe.)
+template <class F> cudaError_t own_call(F&& call) {
+  const cudaError_t before = cudaPeekAtLastError();
+  const cudaError_t e = call();
+  if (e != cudaSuccess && e != cudaErrorNotReady && before == cudaSuccess) (void)cudaGetLastError();
+  return e;
+}
+
+/// Puts the calling thread in the Relaxed stream-capture mode for its lifetime (then restores
+/// the previous mode). Inside it, gpushare's event queries and waits are not "potentially unsafe
+/// calls" to a capture of the application's (cudaThreadExchangeStreamCaptureMode), so they
+/// neither fail nor invalidate the capture.
+class relaxed_capture {
+public:
+  relaxed_capture() noexcept {
+    if (cudaThreadExchangeStreamCaptureMode(&mode_) != cudaSuccess) {
+      (void)cudaGetLastError();
+      restore_ = false;
+    }
+  }
+  relaxed_capture(const relaxed_capture&) = delete;
+  relaxed_capture& operator=(const relaxed_capture&) = delete;
+  ~relaxed_capture() {
+    if (restore_) (void)cudaThreadExchangeStreamCaptureMode(&mode_);
+  }
+
+private:
+  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
+  bool restore_ = true;
+};
+
+/// Whether an event has completed: only cudaSuccess says so. NotReady: not yet; any other
+/// result (a sticky error, a destroyed context) means its completion cannot be known.
+enum class event_state { done, pending, unknown };
+
+inline event_state query_event(cudaEvent_t e) noexcept {
+  const cudaError_t r = own_call([&] { return cudaEventQuery(e); });
+  if (r == cudaSuccess) return event_state::done;
+  return r == cudaErrorNotReady ? event_state::pending : event_state::unknown;
+}
+
+/// Waits until `e` completes or `deadline_ns` (monotonic) passes, polling with sleeps that grow
+/// from 10 us to `max_pause_ns`: the thread sleeps rather than spins, and a bound is possible
+/// (which cudaEventSynchronize does not offer). The caller picks the pause cap from the work's
+/// expected length (a small fraction of it), so the lag between completion and return stays
+/// small. Call inside a relaxed_capture.
+inline event_state wait_for_event(cudaEvent_t e, std::uint64_t deadline_ns,
+                                  std::uint64_t max_pause_ns) {
+  std::uint64_t pause = 10'000;
+  for (;;) {
+    const event_state s = query_event(e);
+    if (s != event_state::pending) return s;
+    if (gpushare::detail::monotonic_ns() >= deadline_ns) return event_state::pending;
+    std::this_thread::sleep_for(std::chrono::nanoseconds(pause));
+    pause = std::min(pause * 2, std::max<std::uint64_t>(max_pause_ns, 10'000));
+  }
+}
+
+/// Waits for `e` without a bound: cudaEventSynchronize, which blocks the thread (no spinning)
+/// for events created with cudaEventBlockingSync, as all of gpushare's are. Call inside a
+/// relaxed_capture.
+inline event_state wait_for_event(cudaEvent_t e) noexcept {
+  const cudaError_t r = own_call([&] { return cudaEventSynchronize(e); });
+  return r == cudaSuccess ? event_state::done : event_state::unknown;
+}
+
+/// Whether work enqueued on `stream` now would be captured rather than run. On the legacy
+/// stream while a blocking stream of the context captures, CUDA refuses the question
+/// (cudaErrorStreamCaptureImplicit) and would refuse work there too: that counts as capturing.
+/// Other failures are returned as they are.
+inline cudaError_t capture_state(cudaStream_t stream, bool& capturing) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  const cudaError_t e = own_call([&] { return cudaStreamIsCapturing(stream, &status); });
+  if (e == cudaErrorStreamCaptureImplicit) {
+    capturing = true;
+    return cudaSuccess;
+  }
+  capturing = e == cudaSuccess && status != cudaStreamCaptureStatusNone;
+  return e;
+}
+
+} // namespace detail
+} // namespace cuda
+} // namespace v0
+} // namespace gpushare
+
+#include <gpushare/cuda/detail/runtime_names_end.hpp>

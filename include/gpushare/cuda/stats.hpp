@@ -1,0 +1,34 @@
+// SPDX-License-Identifier: Apache-2.0
+// Counters of a device session's CUDA side, kept in this process (device_session::cuda_stats()).
+#pragma once
+
+#include <cstdint>
+
+namespace gpushare {
+inline namespace v0 {
+namespace cuda {
+
+/// What the CUDA layer did for one device session, for monitoring and tests. The table's
+/// session_info holds the arbitration's figures (device time, guards, waits); these are the
+/// CUDA-side events behind them.
+struct cuda_stats {
+  std::uint64_t drains = 0; ///< waits for this session's guarded work to finish (handovers,
+                            ///< yields, synchronize)
+  /// Drains that gave up after the drain timeout (GPUSHARE_DRAIN_TIMEOUT): the device was handed
+  /// over while this session's work still ran (e.g. it waited on another process).
+  std::uint64_t drain_timeouts = 0;
+  std::uint64_t captured_guards = 0; ///< guards on a capturing stream: nothing timed
+  /// Regions whose completion CUDA could not report (a failed event query, e.g. after a sticky
+  /// error): not accounted, their events dropped rather than reused.
+  std::uint64_t unknown_regions = 0;
+  /// Stream-ordered frees whose completion could not be confirmed: their bytes stay charged.
+  std::uint64_t frees_kept_charged = 0;
+  /// Bytes still charged for stream-ordered memory that the session freed but its pool has not
+  /// yet given back to the device (released when another session waits for memory, or at
+  /// synchronize()).
+  std::uint64_t pool_bytes_held = 0;
+};
+
+} // namespace cuda
+} // namespace v0
+} // namespace gpushare
