@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
     const auto r = demo::fair_share::run(run, p);
     demo::fair_share::print_report(r, p);
     std::printf("\n");
-    demo::result_line("mode", mode.gpu ? "gpu" : "simulated");
+    demo::result_line("mode", demo::mode_key(mode));
     demo::fair_share::print_results(r, p);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fair_share: FAILED: %s\n", e.what());

@@ -142,6 +142,9 @@ int main(int argc, char** argv) {
   std::printf("%s\n", demo::mode_line(mode).c_str());
   if (!mode.gpu)
     std::printf("The simulated device's memory is a shared counter with a capacity.\n");
+  else if (demo::on_simulated_runtime(mode))
+    std::printf("The CUDA runtime here is cudasim, a simulation: its device memory is a counter "
+                "that processes\nshare, charged by cudaMalloc (no GPU).\n");
   std::printf("\n");
   try {
     demo::run_context run(mode, "memory", 8 * demo::GiB);
@@ -166,7 +169,7 @@ int main(int argc, char** argv) {
     std::printf("  (a job waited for memory when its reservation found the memory held by other "
                 "jobs and\n  blocked until one released it, as the table counts it; the others "
                 "got theirs at once)\n\n");
-    demo::result_line("mode", mode.gpu ? "gpu" : "simulated");
+    demo::result_line("mode", demo::mode_key(mode));
     demo::result_line("memory_budget.jobs", jobs);
     demo::result_line("memory_budget.without_finished", without.finished);
     demo::result_line("memory_budget.without_oom", without.out_of_memory);

@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
     const auto r = demo::qos::run(run, p);
     demo::qos::print_report(r);
     std::printf("\n");
-    demo::result_line("mode", mode.gpu ? "gpu" : "simulated");
+    demo::result_line("mode", demo::mode_key(mode));
     demo::qos::print_results(r);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "qos: FAILED: %s\n", e.what());

@@ -47,8 +47,8 @@ int main(int argc, char** argv) {
     }
     demo::fair_share::print_report(f, fp);
 
-    std::printf("\nSummary (%s mode; every figure above was measured in this run)\n",
-                mode.gpu ? "GPU" : "simulated");
+    std::printf("\nSummary (%s; every figure above was measured in this run)\n",
+                demo::mode_title(mode));
     if (q.trust.trustworthy) {
       std::printf(
           "  latency:    inference p99 with gpushare %.2f ms, %.2fx its p99 alone (%.2f ms);"
@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
                   "warning above)\n");
     }
     std::printf("  (memory budgets: the memory_budget demo)\n\n");
-    demo::result_line("mode", mode.gpu ? "gpu" : "simulated");
+    demo::result_line("mode", demo::mode_key(mode));
     demo::qos::print_results(q);
     demo::fair_share::print_results(f, fp);
   } catch (const std::exception& e) {

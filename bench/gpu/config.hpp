@@ -59,11 +59,14 @@ struct config {
   double sim_gemm_us = 900, sim_act_us = 100, sim_infer_us = 500, sim_small_us = 20;
   double sim_large_us = 2000, sim_stamp_us = 5;
 
-  bool gpu = false; ///< the mode, set by resolve()
+  bool gpu = false;               ///< the mode, set by resolve()
+  bool simulated_runtime = false; ///< GPU mode on cudasim, the simulated CUDA runtime (resolve())
 
-  /// Fills in what depends on the mode and --quick.
-  void resolve(bool real_gpu) {
+  /// Fills in what depends on the mode and --quick. `on_cudasim`: GPU mode runs on the simulated
+  /// CUDA runtime (tools/cudasim); its settings are the GPU's.
+  void resolve(bool real_gpu, bool on_cudasim = false) {
     gpu = real_gpu;
+    simulated_runtime = real_gpu && on_cudasim;
     if (repeats == 0) repeats = gpu ? 3 : 1;
     if (infer_layers == 0) infer_layers = gpu ? 16 : 4;
     if (train_layers == 0) train_layers = gpu ? 8 : 2;

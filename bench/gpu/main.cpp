@@ -66,8 +66,21 @@ std::string join_command(int argc, char** argv) {
   return s;
 }
 
+/// The mode as the JSON gives it: gpu, cudasim or simulated.
+const char* mode_key(const device_info& dev) {
+  return demo::on_simulated_runtime(dev.mode) ? "cudasim" : dev.mode.gpu ? "gpu" : "simulated";
+}
+
 void print_device(const device_info& dev) {
-  if (dev.mode.gpu) {
+  if (demo::on_simulated_runtime(dev.mode)) {
+    std::printf("mode: cudasim (simulated CUDA runtime, %s) - %s, %s, %d SMs, compute %d.%d; no "
+                "GPU: kernels do not run, their durations come from kernel models "
+                "(docs/cudasim.md); the figures check the harness and are NOT GPU "
+                "measurements\n",
+                dev.mode.simulator.c_str(), dev.mode.device_name.c_str(),
+                gpushare::detail::format_bytes(dev.mode.memory).c_str(), dev.multiprocessors,
+                dev.compute_major, dev.compute_minor);
+  } else if (dev.mode.gpu) {
     std::printf("mode: GPU - %s (%s), %s, %d SMs, compute %d.%d; driver %s, CUDA driver API %d, "
                 "runtime %d\n",
                 dev.mode.device_name.c_str(), dev.mode.uuid.c_str(),
@@ -83,6 +96,13 @@ void print_device(const device_info& dev) {
 }
 
 void print_config(const config& c, bool gpu) {
+  if (c.simulated_runtime) {
+    std::printf("workload check: SKIPPED on cudasim (its cuBLAS computes no results, so there is "
+                "nothing to compare with the CPU reference)\n");
+    if (c.runs("overhead"))
+      std::printf("note: the overhead scenario takes minutes on cudasim (it does not bound a "
+                  "stream's queue of launches as a GPU does); leave it out with --scenarios\n");
+  }
   std::printf("scenarios:");
   for (const auto& s : c.scenarios) std::printf(" %s", s.c_str());
   std::printf("; %d repeat%s%s; about %.0f s of measuring per repeat, plus process start-up\n",
@@ -177,8 +197,19 @@ std::string to_json(const config& cfg, const device_info& dev, const std::string
   j.field("gpushare_version", std::to_string(gpushare::version.major) + "." +
                                   std::to_string(gpushare::version.minor) + "." +
                                   std::to_string(gpushare::version.patch));
-  j.field("mode", dev.mode.gpu ? "gpu" : "simulated");
+  j.field("mode", mode_key(dev));
   if (!dev.mode.gpu) j.field("why_simulated", dev.mode.why_simulated);
+  if (cfg.simulated_runtime) { // GPU mode, but on the simulated CUDA runtime: no GPU figures
+    j.field("simulated_runtime", dev.mode.simulator);
+    j.field("simulated_note", "cudasim (simulated CUDA runtime): kernels did not run, their "
+                              "durations came from models; these figures check the harness and "
+                              "are not GPU measurements");
+  }
+  // Each worker checks one step of its GEMM workload against a CPU reference before it is
+  // timed (GPU), except on cudasim, whose cuBLAS computes nothing.
+  j.field("workload_check", cfg.simulated_runtime ? "skipped (cudasim computes no results)"
+                            : dev.mode.gpu        ? "checked against a CPU reference"
+                                                  : "none (simulated kernels)");
   j.key("device");
   if (dev.mode.gpu) {
     j.begin_object();
@@ -314,7 +345,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  cfg.resolve(dev.mode.gpu);
+  cfg.resolve(dev.mode.gpu, demo::on_simulated_runtime(dev.mode));
   print_device(dev);
   print_config(cfg, dev.mode.gpu);
 
@@ -336,7 +367,7 @@ int main(int argc, char** argv) {
       results[name].push_back(std::move(f));
     }
 
-  bench::print_summary(cfg, results, dev.mode.gpu, cfg.repeats);
+  bench::print_summary(cfg, results, cfg.repeats);
   if (cfg.json_path.empty()) {
     std::printf("raw figures: not written (--json PATH writes them)\n");
   } else {

@@ -15,6 +15,8 @@
 #include <cuda_runtime_api.h>
 
 #include <gpushare/cuda.hpp>
+
+#include "demo/simulated_runtime.hpp"
 #endif
 
 #include "demo/no_gpu.hpp"
@@ -30,6 +32,7 @@ struct probe_report {
   char name[100] = {};
   char uuid[64] = {};
   char driver[32] = {};
+  char simulator[64] = {}; ///< "cudasim <version>" on the simulated CUDA runtime, else ""
   std::uint64_t memory = 0;
   int cuda_driver = 0, cuda_runtime = 0, multiprocessors = 0, major = 0, minor = 0;
 };
@@ -76,6 +79,7 @@ inline probe_report probe_device() {
     (void)cudaDriverGetVersion(&r.cuda_driver);
     (void)cudaRuntimeGetVersion(&r.cuda_runtime);
     std::snprintf(r.driver, sizeof r.driver, "%s", nvidia_driver_version().c_str());
+    std::snprintf(r.simulator, sizeof r.simulator, "%s", demo::simulated_runtime().c_str());
     r.usable = 1;
   } catch (const std::exception& e) {
     std::snprintf(r.reason, sizeof r.reason, "%s", e.what());
@@ -85,7 +89,8 @@ inline probe_report probe_device() {
 #endif
 
 /// The device to run on: the GPU, or the simulated one (with the reason) when `simulate` is
-/// asked for or no GPU is usable.
+/// asked for or no GPU is usable. On the simulated CUDA runtime (tools/cudasim) the "GPU" is
+/// cudasim's, and `mode.simulator` says so.
 inline device_info find_device(bool simulate) {
   device_info d;
   if (simulate) {
@@ -103,6 +108,7 @@ inline device_info find_device(bool simulate) {
     return d;
   }
   d.mode.gpu = true;
+  d.mode.simulator = r->simulator;
   d.mode.device_name = r->name;
   d.mode.uuid = r->uuid;
   d.mode.memory = r->memory;

@@ -50,8 +50,9 @@ inline std::vector<row> summary_rows(const config& cfg) {
       // On a GPU the table's device time is the guards' CUDA-event time; simulated, their wall
       // time on the simulated device.
       rows.push_back({"share " + std::string(sp.label),
-                      cfg.gpu ? "max split error, pp (CUDA events)"
-                              : "max split error, pp (guard time, simulated)",
+                      cfg.simulated_runtime ? "max split error, pp (CUDA events, cudasim)"
+                      : cfg.gpu             ? "max split error, pp (CUDA events)"
+                                            : "max split error, pp (guard time, simulated)",
                       "", base + ".error_pp_events.gpushare", "<= 2", at_most(2), 1});
       rows.push_back({"share " + std::string(sp.label), "max split error, pp (work done)",
                       base + ".error_pp_work.unmanaged", base + ".error_pp_work.gpushare", "<= 2",
@@ -141,12 +142,14 @@ inline std::string verdict(const row& r, const spread& gpushare, bool trusted) {
 
 /// Prints the final table for `results` (scenario -> one figures per repeat).
 inline void print_summary(const config& cfg,
-                          const std::map<std::string, std::vector<figures>>& results, bool gpu,
-                          int repeats) {
+                          const std::map<std::string, std::vector<figures>>& results, int repeats) {
   std::printf("\n=== gpushare GPU benchmark: summary (%s; median [min-max] over %d repeat%s) ===\n",
-              gpu ? "GPU"
-                  : "SIMULATED GPU: these figures check the harness, they are not GPU "
-                    "measurements",
+              cfg.simulated_runtime
+                  ? "cudasim, SIMULATED CUDA RUNTIME: these figures check the harness, they are "
+                    "not GPU measurements"
+              : cfg.gpu ? "GPU"
+                        : "SIMULATED GPU: these figures check the harness, they are not GPU "
+                          "measurements",
               repeats, repeats == 1 ? "" : "s");
   std::printf("%-12s %-40s %-24s %-24s %-8s %s\n", "scenario", "metric", "unmanaged", "gpushare",
               "goal", "met?");

@@ -17,6 +17,7 @@
 
 #include "kernels.hpp"
 #include "no_gpu.hpp"
+#include "simulated_runtime.hpp"
 
 namespace demo::gpu {
 
@@ -82,6 +83,7 @@ struct probe_report {
   char name[100] = {};      ///< e.g. "NVIDIA H100 80GB HBM3"
   char uuid[64] = {};       ///< the device's table key
   std::uint64_t memory = 0; ///< bytes
+  char simulator[64] = {};  ///< "cudasim <version>" on the simulated CUDA runtime, else ""
   busy_kernel_rate rate;
 };
 
@@ -101,6 +103,7 @@ inline probe_report probe() {
     const gpushare::cuda::device_info info = gpushare::cuda::describe_device(0);
     std::snprintf(r.name, sizeof r.name, "%s", info.name.c_str());
     std::snprintf(r.uuid, sizeof r.uuid, "%s", info.uuid.c_str());
+    std::snprintf(r.simulator, sizeof r.simulator, "%s", simulated_runtime().c_str());
     r.memory = info.total_memory;
     r.rate = calibrate(0);
     r.usable = 1;

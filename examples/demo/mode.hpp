@@ -19,6 +19,9 @@ namespace demo {
 struct device_mode {
   bool gpu = false;
   std::string why_simulated; ///< the reason, when simulated
+  /// GPU mode on the simulated CUDA runtime (tools/cudasim): "cudasim <version>"; "" on a GPU.
+  /// The demos then run their GPU code unchanged, but nothing they time ran on a GPU.
+  std::string simulator;
   std::string device_name, uuid;
   std::uint64_t memory = 0;
 #ifdef GPUSHARE_DEMO_CUDA
@@ -50,6 +53,7 @@ inline device_mode detect_mode(bool simulate) {
     return m;
   }
   m.gpu = true;
+  m.simulator = r.simulator;
   m.device_name = r.name;
   m.uuid = r.uuid;
   m.memory = r.memory;
@@ -60,8 +64,28 @@ inline device_mode detect_mode(bool simulate) {
   return m;
 }
 
+/// Whether GPU mode runs on the simulated CUDA runtime rather than a GPU.
+inline bool on_simulated_runtime(const device_mode& m) { return m.gpu && !m.simulator.empty(); }
+
+/// The mode as the demos' "result mode=..." line gives it: gpu, cudasim or simulated.
+inline const char* mode_key(const device_mode& m) {
+  return on_simulated_runtime(m) ? "cudasim" : m.gpu ? "gpu" : "simulated";
+}
+
+/// The mode as the demos' summaries name it.
+inline const char* mode_title(const device_mode& m) {
+  return on_simulated_runtime(m) ? "GPU mode on the simulated CUDA runtime (cudasim)"
+         : m.gpu                 ? "GPU mode"
+                                 : "simulated mode";
+}
+
 /// What the simulated device is, for the demos that compare sharing with and without gpushare.
 inline const char* simulation_note(const device_mode& m) {
+  if (on_simulated_runtime(m))
+    return "The CUDA runtime here is cudasim, a simulation: kernels do not run, each occupies "
+           "the simulated\nGPU for the time its model gives, and the GPU time-slices between "
+           "processes (2 ms slices unless\nCUDASIM_SLICE_US says otherwise); \"without "
+           "gpushare\" uses it directly, as an unmanaged GPU.\n";
   if (m.gpu) return "";
   return "The simulated device runs one kernel at a time and time-slices between processes, "
          "as a GPU\nshared without arbitration does, in 2 ms slices (a modelling choice: NVIDIA "
@@ -71,6 +95,10 @@ inline const char* simulation_note(const device_mode& m) {
 
 /// The first line every demo prints.
 inline std::string mode_line(const device_mode& m) {
+  if (on_simulated_runtime(m))
+    return "mode: GPU mode on the simulated CUDA runtime (" + m.simulator + ": " + m.device_name +
+           ", " + gpushare::detail::format_bytes(m.memory) +
+           ") — no GPU: kernels are simulated, device time from simulated CUDA events";
   if (m.gpu)
     return "mode: GPU (" + m.device_name + ", " + gpushare::detail::format_bytes(m.memory) +
            ") — real kernels, device time from CUDA events";
