@@ -64,7 +64,7 @@ public:
         return;
       }
       start_ = state_->take_event(true);
-      detail::check(detail::own_call([&] { return cudaEventRecord(start_, stream_); }),
+      detail::check(cudaEventRecord(start_, stream_),
                     "cudaEventRecord (is the stream on the session's device?)");
       ++detail::guards_on_this_thread;
       counted_ = true;
@@ -88,7 +88,7 @@ public:
       cudaEvent_t stop = nullptr;
       try {
         stop = state_->take_event(true);
-        if (detail::own_call([&] { return cudaEventRecord(stop, stream_); }) == cudaSuccess) {
+        if (cudaEventRecord(stop, stream_) == cudaSuccess) {
           used = state_->region_ended(start_, stop, state_->core().others_waiting());
           start_ = stop = nullptr; // owned by the state now
         }

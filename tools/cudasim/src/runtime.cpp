@@ -123,9 +123,9 @@ runtime& runtime::get() {
 
 cudaError_t enter(const char* name, bool initialise) {
   runtime& rt = runtime::get();
+  rt.api_calls.fetch_add(1, std::memory_order_relaxed); // counted in a forked child too
   const pid_t owner = rt.init_pid.load();
   if (owner != 0 && owner != ::getpid()) return cudaErrorInitializationError; // forked child
-  rt.api_calls.fetch_add(1, std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> lock(rt.mutex);
     ++rt.calls_by_name[name];

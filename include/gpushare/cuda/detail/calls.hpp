@@ -62,26 +62,28 @@ private:
 /// result (a sticky error, a destroyed context) means its completion cannot be known.
 enum class event_state { done, pending, unknown };
 
+/// cudaEventQuery, without own_call's extra call: NotReady leaves no error behind, and a query
+/// that fails otherwise leaves its own error (a sticky one stays anyway), never clears another.
 inline event_state query_event(cudaEvent_t e) noexcept {
-  const cudaError_t r = own_call([&] { return cudaEventQuery(e); });
+  const cudaError_t r = cudaEventQuery(e);
   if (r == cudaSuccess) return event_state::done;
   return r == cudaErrorNotReady ? event_state::pending : event_state::unknown;
 }
 
-/// Waits until `e` completes or `deadline_ns` (monotonic) passes, polling with sleeps that grow
-/// from 10 us to `max_pause_ns`: the thread sleeps rather than spins, and a bound is possible
-/// (which cudaEventSynchronize does not offer). The caller picks the pause cap from the work's
-/// expected length (a small fraction of it), so the lag between completion and return stays
-/// small. Call inside a relaxed_capture.
+/// Waits until `e` completes or `deadline_ns` (monotonic) passes: sleeps `first_pause_ns` (the
+/// work's expected remaining time, mostly), then polls every `pause_ns`. The thread sleeps
+/// rather than spins, a bound is possible (cudaEventSynchronize offers none), and a handful of
+/// queries suffice. Call inside a relaxed_capture.
 inline event_state wait_for_event(cudaEvent_t e, std::uint64_t deadline_ns,
-                                  std::uint64_t max_pause_ns) {
-  std::uint64_t pause = 10'000;
+                                  std::uint64_t first_pause_ns, std::uint64_t pause_ns) {
+  std::uint64_t pause = first_pause_ns;
   for (;;) {
     const event_state s = query_event(e);
     if (s != event_state::pending) return s;
-    if (gpushare::detail::monotonic_ns() >= deadline_ns) return event_state::pending;
-    std::this_thread::sleep_for(std::chrono::nanoseconds(pause));
-    pause = std::min(pause * 2, std::max<std::uint64_t>(max_pause_ns, 10'000));
+    const std::uint64_t now = gpushare::detail::monotonic_ns();
+    if (now >= deadline_ns) return event_state::pending;
+    std::this_thread::sleep_for(std::chrono::nanoseconds(std::min(pause, deadline_ns - now)));
+    pause = pause_ns;
   }
 }
 
@@ -99,7 +101,11 @@ inline event_state wait_for_event(cudaEvent_t e) noexcept {
 /// Other failures are returned as they are.
 inline cudaError_t capture_state(cudaStream_t stream, bool& capturing) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  const cudaError_t e = own_call([&] { return cudaStreamIsCapturing(stream, &status); });
+  // Only the legacy stream can give cudaErrorStreamCaptureImplicit, which gpushare then clears:
+  // only there is the extra call of own_call needed.
+  const bool legacy = stream == nullptr || stream == cudaStreamLegacy;
+  const cudaError_t e = legacy ? own_call([&] { return cudaStreamIsCapturing(stream, &status); })
+                               : cudaStreamIsCapturing(stream, &status);
   if (e == cudaErrorStreamCaptureImplicit) {
     capturing = true;
     return cudaSuccess;

@@ -32,3 +32,23 @@
 #undef cudaMallocAsync
 #pragma push_macro("cudaEventRecordWithFlags")
 #undef cudaEventRecordWithFlags
+
+// In a per-thread translation unit the runtime header declares only the _ptsz names (its own
+// declarations went through the macros): declare the plain entry points, which the runtime
+// library exports in every build.
+extern "C" {
+cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t event, cudaStream_t stream);
+cudaError_t CUDARTAPI cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream,
+                                               unsigned int flags);
+cudaError_t CUDARTAPI cudaFreeAsync(void* devPtr, cudaStream_t hStream);
+cudaError_t CUDARTAPI cudaMallocAsync(void** devPtr, size_t size, cudaStream_t hStream);
+cudaError_t CUDARTAPI cudaMallocFromPoolAsync(void** ptr, size_t size, cudaMemPool_t memPool,
+                                              cudaStream_t stream);
+cudaError_t CUDARTAPI cudaStreamIsCapturing(cudaStream_t stream,
+                                            enum cudaStreamCaptureStatus* pCaptureStatus);
+cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream);
+cudaError_t CUDARTAPI cudaStreamQuery(cudaStream_t stream);
+cudaError_t CUDARTAPI cudaGetDriverEntryPointByVersion(
+    const char* symbol, void** funcPtr, unsigned int cudaVersion, unsigned long long flags,
+    enum cudaDriverEntryPointQueryResult* driverStatus);
+}

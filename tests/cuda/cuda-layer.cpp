@@ -1,0 +1,442 @@
+// SPDX-License-Identifier: Apache-2.0
+// Regression tests for the CUDA layer's correctness fixes (issue 17): capture safety, bounded
+// drains, forked children, private pools, allocation kinds, error hygiene, no waiting for memory
+// inside guards, in-flight bound by time, blocking waits, the cost of a guard. Each runs on a GPU
+// and on the simulated runtime (label cudasim); the few that need cudasim's fault injection or
+// counters skip on a GPU and say so.
+#include <doctest/doctest.h>
+
+#include <cuda_runtime_api.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <gpushare/cuda.hpp>
+
+#include "cuda_test_util.hpp"
+#include "kernels.hpp"
+
+namespace gc = gpushare::cuda;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr std::uint64_t MiB = 1ull << 20;
+
+gc::device_options no_overhead() {
+  gc::device_options d;
+  d.context_overhead = 0;
+  return d;
+}
+
+struct stream {
+  cudaStream_t s = nullptr;
+  explicit stream(unsigned flags = cudaStreamNonBlocking) {
+    REQUIRE(cudaStreamCreateWithFlags(&s, flags) == cudaSuccess);
+  }
+  ~stream() { cudaStreamDestroy(s); }
+};
+
+/// A host function in a stream that blocks the stream until release(): work that waits on
+/// something outside the GPU (another process's flag, an IPC event).
+struct gate {
+  std::mutex m;
+  std::condition_variable cv;
+  bool open = false;
+  static void CUDART_CB wait(void* self) {
+    auto* g = static_cast<gate*>(self);
+    std::unique_lock lock(g->m);
+    g->cv.wait(lock, [g] { return g->open; });
+  }
+  void release() {
+    {
+      std::lock_guard lock(m);
+      open = true;
+    }
+    cv.notify_all();
+  }
+};
+
+#define CUTEST_REQUIRE_CUDASIM()                                                                   \
+  do {                                                                                             \
+    CUTEST_REQUIRE_GPU();                                                                          \
+    if (!cudasim::active()) {                                                                      \
+      std::printf("GPUSHARE_SKIP: needs the simulated runtime's fault injection or counters\n");   \
+      std::fflush(stdout);                                                                         \
+      return;                                                                                      \
+    }                                                                                              \
+  } while (0)
+
+/// Runs test case `name` of this program again in a child process with `env` added (and
+/// GPUSHARE_TEST_CHILD=1, which the test checks to play the child's part); its exit status.
+int run_in_child(const std::string& name,
+                 const std::vector<std::pair<std::string, std::string>>& env) {
+  std::vector<std::pair<std::string, std::string>> all = env;
+  all.emplace_back("GPUSHARE_TEST_CHILD", "1");
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    for (const auto& [k, v] : all) ::setenv(k.c_str(), v.c_str(), 1);
+    const std::string filter = "--test-case=" + name;
+    ::execl("/proc/self/exe", "cuda-layer", filter.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+bool in_child() { return std::getenv("GPUSHARE_TEST_CHILD") != nullptr; }
+
+} // namespace
+
+TEST_CASE("gpushare's own queries during an application's global capture leave the capture valid") {
+  CUTEST_REQUIRE_GPU();
+  cutest::private_domain d("capquery");
+  gc::device_session s(0, d.options(), no_overhead());
+  d.uses(s.device().uuid);
+  stream captured, other;
+  REQUIRE(cudaStreamBeginCapture(captured.s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  REQUIRE(gpushare_test::launch_spin(captured.s, 1'000'000) == cudaSuccess);
+  // Meanwhile another thread guards work, frees stream-ordered memory and drains: gpushare
+  // queries and waits for events, which a global capture would otherwise refuse (and be
+  // invalidated by).
+  std::thread([&] {
+    for (int i = 0; i < 3; ++i) {
+      gc::scoped_kernel guard(s, other.s);
+      REQUIRE(gpushare_test::launch_spin(other.s, 2'000'000) == cudaSuccess);
+    }
+    void* p = s.malloc_async(MiB, other.s);
+    s.free_async(p, other.s);
+    s.synchronize();
+  }).join();
+  {
+    gc::scoped_kernel guard(s, captured.s); // a guard on the capturing stream: not timed
+    REQUIRE(gpushare_test::launch_spin(captured.s, 1'000'000) == cudaSuccess);
+  }
+  cudaGraph_t graph = nullptr;
+  REQUIRE(cudaStreamEndCapture(captured.s, &graph) == cudaSuccess);
+  std::size_t nodes = 0;
+  REQUIRE(cudaGraphGetNodes(graph, nullptr, &nodes) == cudaSuccess);
+  CHECK(nodes == 2); // the two kernels; nothing of gpushare's
+  CHECK(s.statistics().captured_guards == 1);
+  CHECK(s.info().reserved == 0);
+  cudaGraphDestroy(graph);
+}
+
+TEST_CASE("a guard on the legacy stream while another stream captures is not timed and does not "
+          "throw") {
+  CUTEST_REQUIRE_GPU();
+  cutest::private_domain d("caplegacy");
+  gc::device_session s(0, d.options(), no_overhead());
+  d.uses(s.device().uuid);
+  stream blocking(cudaStreamDefault);
+  REQUIRE(cudaStreamBeginCapture(blocking.s, cudaStreamCaptureModeRelaxed) == cudaSuccess);
+  { gc::scoped_kernel guard(s, cudaStreamLegacy); }
+  CHECK(s.statistics().captured_guards == 1);
+  cudaGraph_t graph = nullptr;
+  CHECK(cudaStreamEndCapture(blocking.s, &graph) == cudaSuccess); // still valid
+  if (graph) cudaGraphDestroy(graph);
+}
+
+TEST_CASE("stream-ordered memory allocated in a capture is charged from the capture on and a "
+          "captured free returns it") {
+  CUTEST_REQUIRE_GPU();
+  cutest::private_domain d("capalloc");
+  gc::device_session s(0, d.options(), no_overhead());
+  d.uses(s.device().uuid);
+  stream st;
+  REQUIRE(cudaStreamBeginCapture(st.s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  void* p = s.malloc_async(8 * MiB, st.s);
+  REQUIRE(p != nullptr);
+  CHECK(s.info().reserved == 8 * MiB);
+  s.free_async(p, st.s);
+  CHECK(s.info().reserved == 0);
+  cudaGraph_t graph = nullptr;
+  REQUIRE(cudaStreamEndCapture(st.s, &graph) == cudaSuccess);
+  std::size_t nodes = 0;
+  REQUIRE(cudaGraphGetNodes(graph, nullptr, &nodes) == cudaSuccess);
+  CHECK(nodes == 2); // the allocation and the free, as graph memory nodes
+  cudaGraphDestroy(graph);
+}
+
+TEST_CASE("guarded work that waits on another session does not deadlock the handover") {
+  CUTEST_REQUIRE_GPU();
+  cutest::private_domain d("drain");
+  gc::device_options o = no_overhead();
+  o.drain_timeout = 300ms;
+  gc::device_session a(0, d.options("a"), o);
+  gc::device_session b(0, d.options("b"), o);
+  d.uses(a.device().uuid);
+  stream sa, sb;
+  gate g;
+  std::atomic<bool> b_ran{false};
+  std::thread waiter;
+  {
+    gc::scoped_kernel guard(a, sa.s);
+    // a's work cannot finish until b has run: b waits for the device a holds.
+    REQUIRE(cudaLaunchHostFunc(sa.s, &gate::wait, &g) == cudaSuccess);
+    waiter = std::thread([&] {
+      gc::scoped_kernel gb(b, sb.s);
+      b_ran = true;
+      g.release();
+    });
+    while (b.info().waiting_for_device == 0) std::this_thread::sleep_for(1ms);
+  } // a drains before handing over: bounded, so b gets the device and opens the gate
+  waiter.join();
+  CHECK(b_ran);
+  const gc::cuda_stats st = a.statistics();
+  CHECK(st.drain_timeouts >= 1);
+  CHECK(st.drains >= 1);
+  a.synchronize(); // now it finishes
+  CHECK(a.shared_state()->regions_in_flight() == 0);
+}
+
+TEST_CASE("a forked child's copy of a device session is inert and makes no CUDA call") {
+  CUTEST_REQUIRE_GPU();
+  cutest::private_domain d("fork");
+  gc::device_session s(0, d.options(), no_overhead());
+  d.uses(s.device().uuid);
+  void* p = s.malloc(MiB);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    // CUDA cannot be used in a child forked after it was initialised: everything gpushare does
+    // with the parent's session must refuse (or do nothing) without calling CUDA.
+    const auto calls = cudasim::api_calls();
+    int code = 0;
+    try {
+      (void)s.malloc(MiB);
+      code |= 1;
+    } catch (const gpushare::error& e) {
+      if (e.code() != gpushare::errc::session_closed) code |= 2;
+    }
+    try {
+      s.synchronize();
+      code |= 4;
+    } catch (const gpushare::error& e) {
+      if (e.code() != gpushare::errc::session_closed) code |= 8;
+    }
+    s.free(p); // the parent's memory: nothing happens
+    s.leave();
+    if (cudasim::api_calls() != calls) code |= 16;
+    ::_exit(code);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(s.info().reserved == MiB); // the parent's allocation is untouched
+  s.free(p);
+  CHECK(s.info().reserved == 0);
+}
+
+TEST_CASE("after a device fault a stream-ordered free keeps its bytes charged and reports instead "
+          "of throwing") {
+  CUTEST_REQUIRE_CUDASIM();
+  if (!in_child()) {
+    // The fault (a sticky error at the first launch) is injected in a process of its own, which
+    // exits with 42 when every check there held (0 would also be a filter that matched nothing).
+    CHECK(run_in_child("after a device fault a stream-ordered free keeps its bytes charged*",
+                       {{"CUDASIM_STICKY_AT_LAUNCH", "1"}}) == 42);
+    return;
+  }
+  bool ok = false;
+  { // (a scope, so the session and the table are cleaned up before the exit)
+    cutest::private_domain d("fault");
+    gc::device_session s(0, d.options(), no_overhead());
+    d.uses(s.device().uuid);
+    stream st;
+    void* p = s.malloc_async(4 * MiB, st.s);
+    const bool launched = gpushare_test::launch_spin(st.s, 1000) == cudaSuccess; // faults later
+    const bool faulted = cudaStreamSynchronize(st.s) == cudaErrorLaunchFailure;
+    // What Thrust's temporary allocator calls on a noexcept path: it must not throw.
+    gc::detail::device_state& state = *s.shared_state();
+    static_assert(noexcept(state.deallocate_async(p, 4 * MiB, st.s)));
+    state.deallocate_async(p, 4 * MiB, st.s);
+    const bool kept = s.statistics().frees_kept_charged == 1;
+    const bool charged = s.info().reserved == 4 * MiB; // not confirmed free: still charged
+    std::printf("child: launched %d faulted %d kept %d charged %d\n", launched, faulted, kept,
+                charged);
+    std::fflush(stdout);
+    ok = launched && faulted && kept && charged;
+  }
+  ::_exit(ok ? 42 : 1);
+}
+
+TEST_CASE("the session's own pool leaves the application's pool and its release threshold alone") {
+  CUTEST_REQUIRE_GPU();
+  cutest::private_domain d("pool");
+  gc::device_session s(0, d.options(), no_overhead());
+  d.uses(s.device().uuid);
+  stream st;
+  cudaMemPool_t app = nullptr;
+  REQUIRE(cudaDeviceGetMemPool(&app, s.device().ordinal) == cudaSuccess);
+  std::uint64_t threshold = 1ull << 30;
+  REQUIRE(cudaMemPoolSetAttribute(app, cudaMemPoolAttrReleaseThreshold, &threshold) == cudaSuccess);
+  void* mine = nullptr;
+  REQUIRE(cudaMallocAsync(&mine, 64 * MiB, st.s) == cudaSuccess);
+  REQUIRE(cudaFreeAsync(mine, st.s) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(st.s) == cudaSuccess);
+  auto reserved = [&] {
+    std::uint64_t v = 0;
+    REQUIRE(cudaMemPoolGetAttribute(app, cudaMemPoolAttrReservedMemCurrent, &v) == cudaSuccess);
+    return v;
+  };
+  const std::uint64_t cached = reserved();
+  CHECK(cached >= 64 * MiB); // the application's pool keeps its cache, as configured
+  for (int i = 0; i < 3; ++i) {
+    void* p = s.malloc_async(16 * MiB, st.s);
+    s.free_async(p, st.s);
+  }
+  s.synchronize();
+  CHECK(s.info().reserved == 0);
+  CHECK(s.statistics().pool_bytes_held == 0);
+  CHECK(reserved() == cached); // gpushare trimmed its own pool, not the application's
+  std::uint64_t now = 0;
+  REQUIRE(cudaMemPoolGetAttribute(app, cudaMemPoolAttrReleaseThreshold, &now) == cudaSuccess);
+  CHECK(now == threshold);
+  threshold = 0;
+  (void)cudaMemPoolSetAttribute(app, cudaMemPoolAttrReleaseThreshold, &threshold);
+  (void)cudaMemPoolTrimTo(app, 0);
+}
+
+TEST_CASE("free() refuses stream-ordered memory and the memory resource frees it in stream order") {
+  CUTEST_REQUIRE_GPU();
+  cutest::private_domain d("kinds");
+  gc::device_session s(0, d.options(), no_overhead());
+  d.uses(s.device().uuid);
+  stream st;
+  void* p = s.malloc_async(MiB, st.s);
+  try {
+    s.free(p);
+    FAIL("free() accepted a pointer from malloc_async()");
+  } catch (const gpushare::error& e) {
+    CHECK(e.code() == gpushare::errc::invalid_argument);
+    CHECK(std::string(e.what()).find("free_async") != std::string::npos);
+  }
+  s.free_async(p, st.s); // still known: the refused free() did not forget it
+  void* q = s.malloc(MiB);
+  CHECK_THROWS_AS(s.free_async(q, st.s), gpushare::error);
+  s.free(q);
+  gc::memory_resource mr(s);
+  void* r = mr.allocate_async(2 * MiB, 256, st.s);
+  REQUIRE(gpushare_test::launch_spin(st.s, 5'000'000) == cudaSuccess);
+  mr.deallocate(r, 2 * MiB); // routed to a stream-ordered free on st, after the kernel
+  s.synchronize();
+  CHECK(s.info().reserved == 0);
+}
+
+TEST_CASE("gpushare leaves an error the application has pending") {
+  CUTEST_REQUIRE_GPU();
+  cutest::private_domain d("errors");
+  gc::device_session s(0, d.options(), no_overhead());
+  d.uses(s.device().uuid);
+  stream st;
+  int count = 0;
+  REQUIRE(cudaGetDeviceCount(&count) == cudaSuccess);
+  REQUIRE(gpushare_test::launch_spin(st.s, 1'000'000) == cudaSuccess);
+  REQUIRE(cudaSetDevice(count + 5) == cudaErrorInvalidDevice); // now pending for this thread
+  { gc::scoped_kernel guard(s, st.s); }
+  void* p = s.malloc_async(MiB, st.s);
+  s.free_async(p, st.s);
+  s.synchronize();
+  CHECK(cudaGetLastError() == cudaErrorInvalidDevice); // still the application's to read
+  CHECK(cudaGetLastError() == cudaSuccess);
+}
+
+TEST_CASE("an allocation inside a guard fails at once instead of holding the GPU while it waits") {
+  CUTEST_REQUIRE_GPU();
+  cutest::private_domain d("holdwait");
+  auto oa = d.options("holder");
+  oa.capacity = 64 * MiB;
+  gc::device_options o = no_overhead();
+  o.allocation_timeout = 10s;
+  gc::device_session a(0, oa, o);
+  gc::device_session b(0, d.options("asker"), o);
+  d.uses(a.device().uuid);
+  void* held = a.malloc(48 * MiB);
+  stream st;
+  {
+    gc::scoped_kernel guard(b, st.s);
+    try {
+      (void)b.malloc(32 * MiB);
+      FAIL("the allocation succeeded");
+    } catch (const gpushare::error& e) {
+      CHECK(e.code() == gpushare::errc::timeout);
+      CHECK(std::string(e.what()).find("inside a scoped_kernel") != std::string::npos);
+    }
+  }
+  // Outside the guard the same request waits, and gets the memory once it is freed.
+  std::thread freer([&] {
+    std::this_thread::sleep_for(100ms);
+    a.free(held);
+  });
+  void* p = b.malloc(32 * MiB);
+  freer.join();
+  CHECK(p != nullptr);
+  b.free(p);
+}
+
+TEST_CASE("a region longer than the in-flight bound is waited for when its guard ends") {
+  CUTEST_REQUIRE_GPU();
+  cutest::private_domain d("bound");
+  gc::device_options o = no_overhead();
+  o.max_in_flight = 2ms;
+  gc::device_session s(0, d.options(), o);
+  d.uses(s.device().uuid);
+  stream st;
+  for (int i = 0; i < 5; ++i) {
+    {
+      gc::scoped_kernel guard(s, st.s);
+      REQUIRE(gpushare_test::launch_spin(st.s, 10'000'000) == cudaSuccess);
+    }
+    CHECK(s.shared_state()->regions_in_flight() == 0); // 10 ms > 2 ms: nothing left queued
+  }
+  CHECK(s.info().device_ns >= 49'000'000);
+}
+
+TEST_CASE("waiting for guarded work sleeps instead of spinning, and a guard costs few CUDA calls") {
+  CUTEST_REQUIRE_CUDASIM();
+  cutest::private_domain d("cost");
+  gc::device_session s(0, d.options(), no_overhead());
+  d.uses(s.device().uuid);
+  stream st;
+  for (int i = 0; i < 30; ++i) { // events created, the average region length learnt
+    gc::scoped_kernel warm(s, st.s);
+    REQUIRE(gpushare_test::launch_spin(st.s, 5'000'000) == cudaSuccess);
+  }
+  s.synchronize();
+  const cudasimStats before = cudasim::stats();
+  const auto calls_before = cudasim::api_calls();
+  const auto queries = cudasim::api_calls("cudaEventQuery");
+  const auto records = cudasim::api_calls("cudaEventRecord");
+  constexpr int guards = 20;
+  for (int i = 0; i < guards; ++i) {
+    gc::scoped_kernel guard(s, st.s);
+    REQUIRE(gpushare_test::launch_spin(st.s, 5'000'000) == cudaSuccess); // 2 calls of its own
+  }
+  s.synchronize();
+  const cudasimStats after = cudasim::stats();
+  const double per_guard =
+      static_cast<double>(cudasim::api_calls() - calls_before - 2 * guards) / guards;
+  std::printf("CUDA runtime calls per guard (cudasim, 5 ms kernels): %.1f (cudaEventQuery %.1f, "
+              "cudaEventRecord %.1f)\n",
+              per_guard,
+              static_cast<double>(cudasim::api_calls("cudaEventQuery") - queries) / guards,
+              static_cast<double>(cudasim::api_calls("cudaEventRecord") - records) / guards);
+  CHECK(per_guard <= 16); // about 7 for short regions, 12 when each region is waited for
+  // 100 ms of kernels were waited for (5 ms > the 2 ms bound): by sleeping, never spinning.
+  CHECK(after.spin_wait_ns == before.spin_wait_ns);
+  CHECK(after.kernel_ns - before.kernel_ns >= 100'000'000);
+}
