@@ -29,9 +29,10 @@ namespace cuda {
 ///
 /// Launches are asynchronous, so a region may still be running on the GPU when its guard ends.
 /// The guard bounds that:
-///   * if another session waits for the GPU when the guard ends, it first waits for this
-///     session's work to finish (a drain, bounded by GPUSHARE_DRAIN_TIMEOUT), so the next
-///     holder starts on an idle GPU and this session's time is exact;
+///   * if the guard's end hands the GPU to another session (decided under the table lock), it
+///     first waits for this session's work to finish (a drain, bounded by
+///     GPUSHARE_DRAIN_TIMEOUT), so the next holder starts on an idle GPU and this session's
+///     time is exact;
 ///   * otherwise it lets work stay queued, up to about GPUSHARE_MAX_IN_FLIGHT (default 2 ms) of
 ///     recent average region time; older regions, and a region longer than that bound, are
 ///     waited for (sleeping, not spinning).
@@ -89,7 +90,10 @@ public:
       try {
         stop = state_->take_event(true);
         if (cudaEventRecord(stop, stream_) == cudaSuccess) {
-          used = state_->region_ended(start_, stop, state_->core().others_waiting());
+          // Drain only before a handover: decided under the table lock, and asked only when
+          // another session waits at all (a lock-free hint).
+          const bool drain = state_->core().others_waiting() && state_->core().handover_due();
+          used = state_->region_ended(start_, stop, drain);
           start_ = stop = nullptr; // owned by the state now
         }
       } catch (...) {

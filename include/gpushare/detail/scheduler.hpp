@@ -587,6 +587,22 @@ inline std::int64_t release_at_guard_exit(const table_view& t, std::uint32_t i,
   return w;
 }
 
+/// Whether the guard of session `i` that is about to end would hand the device over at its exit
+/// (release_at_guard_exit's decision, taken without changing anything). The CUDA layer drains
+/// its in-flight work before the exit only then: a drain costs a CPU-GPU round trip, wasted
+/// inside the quantum or when the holder hands over only at yield(). The region's own device
+/// time is not accounted yet, so a quantum it would complete is not seen: the exit may then
+/// hand over with that region still queued (at most the in-flight bound, GPUSHARE_MAX_IN_FLIGHT).
+inline bool handover_due_at_exit(const table_view& t, std::uint32_t i, std::uint64_t now) noexcept {
+  const slot_record& s = t.slots[i];
+  if (current_holder(t) != i) return false;
+  if (s.lease.load(std::memory_order_relaxed) != 0) return true; // settled by the exit: be safe
+  if (busy_guards(s) > 1) return false; // other guards of its own stay open: no handover now
+  const std::int64_t w = best_waiter(t, i);
+  if (w == nobody) return false;
+  return paced(s, now) || should_hand_over(*t.header, s, t.slots[w], boundary::guard_exit);
+}
+
 /// yield() by holder `i` between guards: hand over to a waiter that should run now.
 inline std::int64_t hand_over_at_yield(const table_view& t, std::uint32_t i,
                                        std::uint64_t now) noexcept {

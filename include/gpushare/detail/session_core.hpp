@@ -298,6 +298,18 @@ public:
     return all > own_waiters_.load(std::memory_order_relaxed);
   }
 
+  /// Whether ending this session's guard now would hand the device to a waiter
+  /// (scheduler.hpp, handover_due_at_exit). Takes the table lock; true when it cannot be had.
+  bool handover_due() noexcept {
+    if (!joined_ || inherited_) return false;
+    try {
+      locked g(*this);
+      return handover_due_at_exit(table_.view(), slot_, monotonic_ns());
+    } catch (...) {
+      return true;
+    }
+  }
+
   /// Whether a thread of any session of the table waits for memory now. Takes the table lock;
   /// true when the lock cannot be had (the caller then frees what it can, the safe side).
   bool memory_waiters() noexcept {
