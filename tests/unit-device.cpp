@@ -81,6 +81,18 @@ TEST_CASE("device options: code beats the environment, the environment beats the
   CHECK(resolve({}, {{"GPUSHARE_ALLOC_TIMEOUT", "none"}}).allocation_timeout_ns == gc::no_timeout);
   CHECK(resolve({}, {{"GPUSHARE_ALLOC_TIMEOUT", "1.5s"}}).allocation_timeout_ns ==
         1'500'000'000ull);
+
+  CHECK(resolve({}).drain_timeout_ns == gc::default_drain_timeout_ns);
+  CHECK(resolve({}, {{"GPUSHARE_DRAIN_TIMEOUT", "300ms"}}).drain_timeout_ns == 300'000'000ull);
+  CHECK(resolve({}, {{"GPUSHARE_DRAIN_TIMEOUT", "none"}}).drain_timeout_ns == gc::no_timeout);
+  gc::device_options d;
+  d.drain_timeout = 1s;
+  CHECK(resolve(d, {{"GPUSHARE_DRAIN_TIMEOUT", "300ms"}}).drain_timeout_ns == 1'000'000'000ull);
+  d.drain_timeout = -1ms;
+  const auto e = thrown([&] { resolve(d); });
+  REQUIRE(e.has_value());
+  CHECK(e->code() == errc::invalid_argument);
+  CHECK(std::string(e->what()).find("drain_timeout") != std::string::npos);
 }
 
 TEST_CASE("bad device option variables name the variable, the value and the accepted forms") {
@@ -98,7 +110,8 @@ TEST_CASE("bad device option variables name the variable, the value and the acce
         bad_case{"GPUSHARE_ALLOC_TIMEOUT", "25h", "longer than 24h"},
         bad_case{"GPUSHARE_ALLOC_TIMEOUT", "", "set but empty"},
         bad_case{"GPUSHARE_MAX_IN_FLIGHT", "20s", "10s"},
-        bad_case{"GPUSHARE_MAX_IN_FLIGHT", "fast", "must start with a digit"}}) {
+        bad_case{"GPUSHARE_MAX_IN_FLIGHT", "fast", "must start with a digit"},
+        bad_case{"GPUSHARE_DRAIN_TIMEOUT", "2", "a unit is required"}}) {
     CAPTURE(c.var);
     CAPTURE(c.value);
     const auto e = thrown([&] { resolve({}, {{c.var, c.value}}); });

@@ -21,19 +21,10 @@ using namespace std::chrono_literals;
 
 namespace {
 
+using cutest::no_overhead;
+using cutest::stream;
+
 constexpr std::uint64_t MiB = 1ull << 20;
-
-gc::device_options no_overhead() {
-  gc::device_options d;
-  d.context_overhead = 0;
-  return d;
-}
-
-struct stream {
-  cudaStream_t s = nullptr;
-  stream() { REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess); }
-  ~stream() { cudaStreamDestroy(s); }
-};
 
 } // namespace
 

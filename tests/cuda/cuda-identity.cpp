@@ -32,6 +32,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
+using cutest::stream;
+
 constexpr std::uint64_t MiB = 1ull << 20;
 constexpr std::uint64_t GiB = 1ull << 30;
 
@@ -69,12 +71,6 @@ std::uint64_t external_sum(const gpushare::table_snapshot& t) {
   for (const auto& s : t.sessions) sum += s.external;
   return sum;
 }
-
-struct stream {
-  cudaStream_t s = nullptr;
-  stream() { REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess); }
-  ~stream() { cudaStreamDestroy(s); }
-};
 
 } // namespace
 
@@ -170,9 +166,7 @@ TEST_CASE("an allocation that fails on device 1 describes device 1's memory, not
   cutest::private_domain d("oomdev1");
   auto opts = d.options();
   opts.capacity = 1ull << 50; // the budget allows 1 PiB; the device cannot
-  gc::device_options no_overhead;
-  no_overhead.context_overhead = 0;
-  gc::device_session s(1, opts, no_overhead);
+  gc::device_session s(1, opts, cutest::no_overhead());
   d.uses(s.device().uuid);
   void* held = s.malloc(GiB); // device 1 now uses more than device 0 would
   REQUIRE(held != nullptr);

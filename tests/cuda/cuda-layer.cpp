@@ -30,21 +30,10 @@ using namespace std::chrono_literals;
 
 namespace {
 
+using cutest::no_overhead;
+using cutest::stream;
+
 constexpr std::uint64_t MiB = 1ull << 20;
-
-gc::device_options no_overhead() {
-  gc::device_options d;
-  d.context_overhead = 0;
-  return d;
-}
-
-struct stream {
-  cudaStream_t s = nullptr;
-  explicit stream(unsigned flags = cudaStreamNonBlocking) {
-    REQUIRE(cudaStreamCreateWithFlags(&s, flags) == cudaSuccess);
-  }
-  ~stream() { cudaStreamDestroy(s); }
-};
 
 /// A host function in a stream that blocks the stream until release(): work that waits on
 /// something outside the GPU (another process's flag, an IPC event).

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -63,6 +64,25 @@ inline bool gpu_available(std::string* why = nullptr) {
       return;                                                                                      \
     }                                                                                              \
   } while (0)
+
+/// Device options that charge no context overhead (the tests count their own bytes exactly).
+inline gpushare::cuda::device_options no_overhead() {
+  gpushare::cuda::device_options d;
+  d.context_overhead = 0;
+  return d;
+}
+
+/// A stream for one test (non-blocking unless told otherwise), destroyed at the end.
+struct stream {
+  cudaStream_t s = nullptr;
+  explicit stream(unsigned flags = cudaStreamNonBlocking) {
+    if (cudaStreamCreateWithFlags(&s, flags) != cudaSuccess)
+      throw std::runtime_error("cudaStreamCreateWithFlags failed");
+  }
+  ~stream() { cudaStreamDestroy(s); }
+  stream(const stream&) = delete;
+  stream& operator=(const stream&) = delete;
+};
 
 /// A domain no other test or run uses; removes its table for GPU 0 at the end.
 class private_domain {

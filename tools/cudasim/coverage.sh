@@ -2,14 +2,17 @@
 # Line coverage of the CUDA layer (include/gpushare/cuda/, detail/ included) reached by the CUDA
 # tests on the simulated runtime (ctest -L cudasim), measured with gcc's --coverage and gcovr.
 #
-#   tools/cudasim/coverage.sh [--build-dir DIR] [--jobs N] [--min PERCENT]
+#   tools/cudasim/coverage.sh [--build-dir DIR] [--jobs N] [--min PERCENT] [--cudasim-only]
 #
 #   --build-dir DIR  build tree (default: build-coverage in the repository), configured Debug
 #                    with -DGPUSHARE_COVERAGE=ON (cmake/coverage.cmake), no benchmarks/examples
 #   --jobs N         parallel build and gcov jobs (default: the number of cores)
 #   --min PERCENT    fail (exit 2) if the total line coverage is below PERCENT
+#   --cudasim-only   count the cudasim tests alone (default: also unit-device, the layer's
+#                    CUDA-free rules tested with g++)
 #
-# It builds only what the cudasim tests run (cuda-device, cuda-thrust, the cuda_worker helper,
+# It builds only what the cudasim tests run (cuda-device, cuda-identity, cuda-layer, cuda-thrust,
+# the simulator's own tests, the helpers,
 # the simulated libcudart and libnvidia-ml), removes earlier runs' counters (*.gcda), runs the
 # tests, and prints gcovr's per-file table (with the uncovered lines) and the totals. The reports
 # stay in DIR/coverage/: coverage.txt (the table), coverage.json, index.html (annotated sources).
@@ -54,12 +57,13 @@ repo=$(cd "$(dirname "$self")/../.." && pwd)
 build_dir=${repo}/build-coverage
 jobs=$(nproc)
 min=
+cudasim_only=
 
 usage() { # usage STATUS: to stdout for --help, else to stderr
   if (($1 == 0)); then
-    sed -n '5,10p' "$self" | sed 's/^# \{0,1\}//'
+    sed -n '5,12p' "$self" | sed 's/^# \{0,1\}//'
   else
-    sed -n '5,10p' "$self" | sed 's/^# \{0,1\}//' >&2
+    sed -n '5,12p' "$self" | sed 's/^# \{0,1\}//' >&2
   fi
   exit "$1"
 }
@@ -69,6 +73,7 @@ while (($#)); do
     --build-dir) build_dir=${2:?--build-dir needs a directory} && shift 2 ;;
     --jobs | -j) jobs=${2:?--jobs needs a number} && shift 2 ;;
     --min) min=${2:?--min needs a percentage} && shift 2 ;;
+    --cudasim-only) cudasim_only=1 && shift ;;
     -h | --help) usage 0 ;;
     *) echo "coverage.sh: unknown argument: $1" >&2 && usage 64 ;;
   esac
@@ -88,8 +93,9 @@ cmake -S "$repo" -B "$build_dir" -DCMAKE_BUILD_TYPE=Debug -DGPUSHARE_COVERAGE=ON
   -DGPUSHARE_BUILD_BENCHMARKS=OFF -DGPUSHARE_BUILD_EXAMPLES=OFF
 
 # The targets the cudasim tests need (tests/cuda/CMakeLists.txt, tools/cudasim/CMakeLists.txt).
-cmake --build "$build_dir" --parallel "$jobs" --target cuda-device cuda-thrust \
-  gpushare_helper_cuda_worker gpushare_cudasim gpushare_cudasim_nvml
+cmake --build "$build_dir" --parallel "$jobs" --target cuda-device cuda-identity cuda-layer \
+  cuda-thrust gpushare_helper_cuda_worker cudasim-rules gpushare_helper_cudasim_probe \
+  gpushare_cudasim gpushare_cudasim_nvml unit-device
 
 # Counters of earlier runs would add up: start from zero.
 find "$build_dir" -name '*.gcda' -delete
@@ -97,7 +103,13 @@ rm -rf "$report_dir"
 mkdir -p "$report_dir"
 
 test_status=0
-(cd "$build_dir" && ctest -L cudasim --output-on-failure) || test_status=$?
+# (The demos' and benchmark's smoke tests are not built here: examples and benchmarks are off.)
+(cd "$build_dir" && ctest -L cudasim -E '^cudasim/smoke/' --output-on-failure) || test_status=$?
+# The layer's CUDA-free rules (options, messages, UUID forms) are unit-tested with g++ alone
+# (unit-device): counted too, unless --cudasim-only.
+if [[ -z $cudasim_only ]]; then
+  (cd "$build_dir" && ctest -R '^unit-device/' --output-on-failure) || test_status=$?
+fi
 
 # gcovr's filters are relative to its working directory: run it from the repository root. The
 # text table goes to stdout and to coverage.txt.

@@ -80,16 +80,9 @@ struct driver_context_api {
 inline const driver_context_api& driver_contexts() noexcept {
   static const driver_context_api api = [] {
     driver_context_api a;
-    void* get = nullptr;
-    void* set = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    const auto entry = [&](const char* name, void** fn) {
-      return own_call([&] {
-               return cudaGetDriverEntryPointByVersion(name, fn, 12000, cudaEnableDefault, &found);
-             }) == cudaSuccess &&
-             found == cudaDriverEntryPointSuccess && *fn != nullptr;
-    };
-    if (entry("cuCtxGetCurrent", &get) && entry("cuCtxSetCurrent", &set)) {
+    void* get = driver_entry_point("cuCtxGetCurrent");
+    void* set = get ? driver_entry_point("cuCtxSetCurrent") : nullptr;
+    if (get && set) {
       a.get_current = reinterpret_cast<int (*)(void**)>(get);
       a.set_current = reinterpret_cast<int (*)(void*)>(set);
     }

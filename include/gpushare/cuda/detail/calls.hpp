@@ -58,6 +58,19 @@ private:
   bool restore_ = true;
 };
 
+/// A driver API function by name (cuDeviceGet, cuCtxSetCurrent, ...) for CUDA 12.0's ABI,
+/// through the runtime (so gpushare never links libcuda): the function, or nullptr.
+inline void* driver_entry_point(const char* name) noexcept {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  if (own_call([&] {
+        return cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &found);
+      }) != cudaSuccess ||
+      found != cudaDriverEntryPointSuccess)
+    return nullptr;
+  return fn;
+}
+
 /// Whether an event has completed: only cudaSuccess says so. NotReady: not yet; any other
 /// result (a sticky error, a destroyed context) means its completion cannot be known.
 enum class event_state { done, pending, unknown };

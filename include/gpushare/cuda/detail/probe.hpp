@@ -136,17 +136,9 @@ inline const nvml_library& process_nvml() {
 inline std::optional<bool> primary_context_active(int ordinal) {
   using device_get_t = int (*)(int*, int);
   using ctx_state_t = int (*)(int, unsigned*, int*);
-  void* get = nullptr;
-  void* state = nullptr;
-  cudaDriverEntryPointQueryResult found{};
-  const auto entry = [&](const char* name, void** fn) {
-    return own_call([&] {
-             return cudaGetDriverEntryPointByVersion(name, fn, 12000, cudaEnableDefault, &found);
-           }) == cudaSuccess &&
-           found == cudaDriverEntryPointSuccess && *fn != nullptr;
-  };
-  if (!entry("cuDeviceGet", &get) || !entry("cuDevicePrimaryCtxGetState", &state))
-    return std::nullopt;
+  void* get = driver_entry_point("cuDeviceGet");
+  void* state = get ? driver_entry_point("cuDevicePrimaryCtxGetState") : nullptr;
+  if (!get || !state) return std::nullopt;
   int device = 0;
   if (reinterpret_cast<device_get_t>(get)(&device, ordinal) != 0) return std::nullopt;
   unsigned flags = 0;
