@@ -3,6 +3,7 @@
 // environment variables, capacity from device memory, the in-flight allowance, the context
 // overhead's source and plausibility, UUID text and its GPU-/MIG- prefix, the device block of a
 // table snapshot, and the words of the no-device error.
+#include <gpushare/cuda/detail/intervals.hpp>
 #include <gpushare/cuda/detail/no_device.hpp>
 #include <gpushare/cuda/detail/uuid.hpp>
 #include <gpushare/cuda/options.hpp>
@@ -16,8 +17,10 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <random>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <doctest/doctest.h>
 
@@ -142,6 +145,82 @@ TEST_CASE("bad device options set in code are invalid_argument") {
   e = thrown([&] { resolve(o); });
   REQUIRE(e.has_value());
   CHECK(std::string(e->what()).find("headroom") != std::string::npos);
+}
+
+TEST_CASE("GPUSHARE_DRAIN picks what a handover waits for: the guarded streams or the device") {
+  CHECK(resolve({}).drain == gc::drain_scope::stream);
+  CHECK(resolve({}, {{"GPUSHARE_DRAIN", "device"}}).drain == gc::drain_scope::device);
+  CHECK(resolve({}, {{"GPUSHARE_DRAIN", "STREAM"}}).drain == gc::drain_scope::stream);
+  gc::device_options o;
+  o.drain = gc::drain_scope::stream;
+  CHECK(resolve(o, {{"GPUSHARE_DRAIN", "device"}}).drain == gc::drain_scope::stream);
+  o.drain = gc::drain_scope::device;
+  CHECK(resolve(o).drain == gc::drain_scope::device);
+  for (const char* bad : {"", "all", "devices"}) {
+    CAPTURE(bad);
+    const auto e = thrown([&] { resolve({}, {{"GPUSHARE_DRAIN", bad}}); });
+    REQUIRE(e.has_value());
+    CHECK(e->code() == errc::invalid_environment);
+    const std::string m = e->what();
+    CHECK(m.find("GPUSHARE_DRAIN") != std::string::npos);
+    if (*bad) CHECK(m.find("\"stream\" or \"device\"") != std::string::npos);
+  }
+  o.drain = static_cast<gc::drain_scope>(7);
+  const auto e = thrown([&] { resolve(o); });
+  REQUIRE(e.has_value());
+  CHECK(e->code() == errc::invalid_argument);
+}
+
+TEST_CASE("accounted intervals: only the part not covered yet counts") {
+  gc::detail::interval_set s;
+  CHECK(s.add(10, 20) == 10);
+  CHECK(s.add(10, 20) == 0);      // the same region again
+  CHECK(s.add(15, 25) == 5);      // overlaps the end
+  CHECK(s.add(5, 12) == 5);       // overlaps the start
+  CHECK(s.add(30, 40) == 10);     // disjoint
+  CHECK(s.add(0, 50) == 50 - 30); // covers everything: only the gaps count
+  REQUIRE(s.size() == 1);
+  CHECK(s.spans().front() == std::pair<std::int64_t, std::int64_t>(0, 50));
+  CHECK(s.add(50, 60) == 10); // touching: merged
+  CHECK(s.size() == 1);
+  CHECK(s.add(7, 7) == 0); // empty
+  CHECK(s.add(9, 3) == 0); // reversed
+  CHECK(s.add(-20, -10) == 10);
+  CHECK(s.size() == 2);
+  s.drop_before(-10); // ends at -10: forgotten
+  CHECK(s.size() == 1);
+  s.drop_before(59); // ends after 59: kept
+  CHECK(s.size() == 1);
+  CHECK(s.add(100, 110) == 10);
+  CHECK(s.add(200, 210) == 10);
+  s.keep_newest(2);
+  CHECK(s.spans().front().first == 100);
+  s.clear();
+  CHECK(s.empty());
+}
+
+TEST_CASE("accounted intervals: the sum accounted is the length of the union (random)") {
+  std::mt19937_64 rng(17);
+  for (int round = 0; round < 200; ++round) {
+    gc::detail::interval_set s;
+    std::vector<bool> covered(1000, false);
+    std::uint64_t accounted = 0;
+    std::uniform_int_distribution<int> begin(0, 990), len(0, 60);
+    const int n = 1 + round % 40;
+    for (int i = 0; i < n; ++i) {
+      const int b = begin(rng), e = std::min(b + len(rng), 1000);
+      accounted += s.add(b, e);
+      for (int t = b; t < e; ++t) covered[static_cast<std::size_t>(t)] = true;
+      std::uint64_t union_length = 0;
+      for (const bool c : covered) union_length += c ? 1 : 0;
+      REQUIRE(accounted == union_length);
+      // Disjoint, sorted, not touching.
+      for (std::size_t k = 0; k < s.size(); ++k) {
+        REQUIRE(s.spans()[k].first < s.spans()[k].second);
+        if (k > 0) REQUIRE(s.spans()[k - 1].second < s.spans()[k].first);
+      }
+    }
+  }
 }
 
 TEST_CASE("a device table's capacity is the device memory less the headroom") {

@@ -455,3 +455,103 @@ TEST_CASE("a guard that ends inside its quantum does not drain although another 
   waiter.join();
   CHECK(b.info().guards == 1);
 }
+
+TEST_CASE("guards of one session on two streams at once are accounted their union, not the sum") {
+  CUTEST_REQUIRE_GPU();
+  cutest::private_domain d("union");
+  gc::device_session s(0, d.options(), no_overhead());
+  d.uses(s.device().uuid);
+  constexpr int guards = 10;
+  constexpr std::uint64_t kernel_ns = 20'000'000;
+  constexpr std::uint64_t one_thread_ns = guards * kernel_ns; // 200 ms
+  std::atomic<int> ready{0};
+  const auto work = [&] {
+    stream st;
+    ++ready;
+    while (ready < 2) std::this_thread::yield();
+    for (int i = 0; i < guards; ++i) {
+      gc::scoped_kernel guard(s, st.s);
+      REQUIRE(gpushare_test::launch_spin(st.s, kernel_ns) == cudaSuccess);
+    }
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  std::thread a(work), b(work);
+  a.join();
+  b.join();
+  s.synchronize();
+  const double wall_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const std::uint64_t accounted = s.info().device_ns;
+  std::printf("two threads x %d guards of 20 ms on two streams: accounted %.1f ms (sum of one "
+              "thread %.0f ms, wall %.1f ms)\n",
+              guards, static_cast<double>(accounted) / 1e6,
+              static_cast<double>(one_thread_ns) / 1e6, wall_ms);
+  CHECK(accounted >= one_thread_ns / 100 * 99);
+  CHECK(accounted < one_thread_ns * 3 / 2); // the sum would be 2x
+}
+
+TEST_CASE("with GPUSHARE_DRAIN=device a handover also waits for unguarded work on other streams") {
+  CUTEST_REQUIRE_GPU();
+  cutest::private_domain d("devdrain");
+  gc::device_options o = no_overhead();
+  o.drain = gc::drain_scope::device;
+  auto oa = d.options("a");
+  oa.quantum = 10us; // its quantum is over at its guard's end: the end hands over (and drains)
+  gc::device_session a(0, oa, o);
+  gc::device_session b(0, d.options("b"), no_overhead());
+  d.uses(a.device().uuid);
+  stream sa, su, sb;
+  cudaEvent_t unguarded_done = nullptr;
+  REQUIRE(cudaEventCreateWithFlags(&unguarded_done, cudaEventDisableTiming) == cudaSuccess);
+  std::atomic<int> seen{-1};
+  std::thread waiter;
+  {
+    gc::scoped_kernel guard(a, sa.s);
+    REQUIRE(gpushare_test::launch_spin(sa.s, 1'000'000) == cudaSuccess);
+    // Work a library put on its own stream, outside any guard.
+    REQUIRE(gpushare_test::launch_spin(su.s, 100'000'000) == cudaSuccess);
+    REQUIRE(cudaEventRecord(unguarded_done, su.s) == cudaSuccess);
+    waiter = std::thread([&] {
+      gc::scoped_kernel gb(b, sb.s);
+      seen = static_cast<int>(cudaEventQuery(unguarded_done));
+    });
+    while (b.info().waiting_for_device == 0) std::this_thread::sleep_for(1ms);
+  } // a hands over: after its guarded regions, it waits for the whole device
+  waiter.join();
+  CHECK(seen.load() == static_cast<int>(cudaSuccess)); // the unguarded kernel ended first
+  const gc::cuda_stats st = a.statistics();
+  CHECK(st.device_drains >= 1);
+  CHECK(st.device_drains_skipped == 0);
+  REQUIRE(cudaEventSynchronize(unguarded_done) == cudaSuccess);
+  cudaEventDestroy(unguarded_done);
+}
+
+TEST_CASE("with GPUSHARE_DRAIN=device a handover during a blocking stream's capture skips the "
+          "device wait and counts it") {
+  CUTEST_REQUIRE_GPU();
+  cutest::private_domain d("devdrainskip");
+  gc::device_options o = no_overhead();
+  o.drain = gc::drain_scope::device;
+  auto oa = d.options("a");
+  oa.quantum = 10us; // its quantum is over at its guard's end: the end hands over (and drains)
+  gc::device_session a(0, oa, o);
+  gc::device_session b(0, d.options("b"), no_overhead());
+  d.uses(a.device().uuid);
+  stream sa, sb, captured(cudaStreamDefault); // a blocking stream: the legacy stream reports it
+  REQUIRE(cudaStreamBeginCapture(captured.s, cudaStreamCaptureModeRelaxed) == cudaSuccess);
+  REQUIRE(gpushare_test::launch_spin(captured.s, 1'000'000) == cudaSuccess);
+  std::thread waiter;
+  {
+    gc::scoped_kernel guard(a, sa.s);
+    REQUIRE(gpushare_test::launch_spin(sa.s, 1'000'000) == cudaSuccess);
+    waiter = std::thread([&] { gc::scoped_kernel gb(b, sb.s); });
+    while (b.info().waiting_for_device == 0) std::this_thread::sleep_for(1ms);
+  } // a cudaDeviceSynchronize now would break the capture
+  waiter.join();
+  cudaGraph_t graph = nullptr;
+  CHECK(cudaStreamEndCapture(captured.s, &graph) == cudaSuccess); // the capture is intact
+  if (graph) cudaGraphDestroy(graph);
+  const gc::cuda_stats st = a.statistics();
+  CHECK(st.device_drains_skipped >= 1);
+  CHECK(st.device_drains == 0);
+}

@@ -126,7 +126,7 @@ public:
     if (!state_) return;
     state_->check_not_forked();
     if (state_->core().others_waiting())
-      state_->core().add_device_time(state_->drain_regions(true));
+      state_->core().add_device_time(state_->drain_regions(true, true));
     sess().yield();
   }
 

@@ -37,6 +37,12 @@ inline constexpr std::uint64_t default_drain_timeout_ns = 2'000'000'000;       /
 inline constexpr std::uint32_t max_in_flight_regions = 64;
 inline constexpr std::uint64_t no_timeout = UINT64_MAX;
 
+/// What a session waits for before it hands the device over (device_options::drain).
+enum class drain_scope {
+  stream, ///< its guarded regions (the streams it guards)
+  device, ///< also all other work of this process on the device (cudaDeviceSynchronize)
+};
+
 /// Options of a device session beyond session_options. Unset fields take the GPUSHARE_*
 /// variable named beside them, else the default. Precedence: code > environment > default.
 struct device_options {
@@ -64,6 +70,14 @@ struct device_options {
   /// process (an IPC event, a flag a peer writes) cannot deadlock with that peer waiting for the
   /// device. Default 2 s.
   std::optional<std::chrono::nanoseconds> drain_timeout;
+  /// GPUSHARE_DRAIN ("stream" or "device"): what a session waits for before it hands the device
+  /// over. `stream` (the default): its guarded regions. `device`: after them, also every other
+  /// piece of work this process has on the device (cudaDeviceSynchronize), for applications that
+  /// cannot guard every stream (a library's internal streams, NCCL's). That wait is not bounded
+  /// by the drain timeout, and it is skipped (cuda_stats::device_drains_skipped) while a blocking
+  /// stream of the process is being captured; do not use `device` while the application captures
+  /// on a non-blocking stream, which that check cannot see.
+  std::optional<drain_scope> drain;
 };
 
 struct resolved_device_options {
@@ -73,6 +87,7 @@ struct resolved_device_options {
   std::uint64_t allocation_timeout_ns = default_allocation_timeout_ns;
   std::uint64_t max_in_flight_ns = default_max_in_flight_ns;
   std::uint64_t drain_timeout_ns = default_drain_timeout_ns;
+  drain_scope drain = drain_scope::stream;
 };
 
 namespace detail {
@@ -115,6 +130,16 @@ inline std::uint64_t parse_byte_count(std::string_view s) {
         {"byte count", "a number of bytes, with or without a unit (\"512MiB\")"}, s,
         "a percentage is not accepted here");
   return m.value;
+}
+
+inline constexpr std::string_view drain_forms = "\"stream\" or \"device\"";
+
+/// "stream" or "device" (any case).
+inline drain_scope parse_drain_scope(std::string_view s) {
+  using gpushare::detail::iequals;
+  if (iequals(s, "stream")) return drain_scope::stream;
+  if (iequals(s, "device")) return drain_scope::device;
+  gpushare::detail::reject({"drain scope", drain_forms}, s, "unknown scope");
 }
 
 inline void check_in_code(const char* field, bool ok, const std::string& why) {
@@ -178,6 +203,13 @@ inline resolved_device_options resolve_device_options(const device_options& o,
       pick_option(to_ns(o.drain_timeout), env, "GPUSHARE_DRAIN_TIMEOUT", detail::timeout_forms,
                   detail::parse_timeout_ns, [](std::uint64_t) {});
   if (drain) r.drain_timeout_ns = *drain;
+  const auto scope = pick_option(
+      o.drain, env, "GPUSHARE_DRAIN", detail::drain_forms, detail::parse_drain_scope,
+      [](drain_scope d) {
+        detail::check_in_code("drain", d == drain_scope::stream || d == drain_scope::device,
+                              "is not a drain_scope");
+      });
+  if (scope) r.drain = *scope;
   return r;
 }
 

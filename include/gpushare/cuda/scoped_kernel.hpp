@@ -6,6 +6,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -41,9 +42,12 @@ namespace cuda {
 ///
 /// What a guard covers: the work enqueued on `stream` between its construction and its end.
 /// Work on other streams (a library's internal streams, NCCL's, async copies elsewhere) and
-/// unguarded launches are neither timed nor drained. `stream` defaults to the default stream of
-/// the file that creates the guard (GPUSHARE_CUDA_DEFAULT_STREAM: per-thread in a file compiled
-/// for it); an explicit 0 means the legacy default stream.
+/// unguarded launches are neither timed nor drained, unless GPUSHARE_DRAIN=device
+/// (device_options::drain), with which a handover also waits for all of the process's work on
+/// the device. Guards of one session on several streams may overlap on the device: the session
+/// is accounted the union of their device time, not the sum. `stream` defaults to the default
+/// stream of the file that creates the guard (GPUSHARE_CUDA_DEFAULT_STREAM: per-thread in a file
+/// compiled for it); an explicit 0 means the legacy default stream.
 ///
 /// A stream being captured into a CUDA Graph is not timed (nothing runs during capture; the
 /// legacy stream while another stream captures counts as capturing); guard the cudaGraphLaunch
@@ -67,6 +71,7 @@ public:
       start_ = state_->take_event(true);
       detail::check(cudaEventRecord(start_, stream_),
                     "cudaEventRecord (is the stream on the session's device?)");
+      mark_ = state_->region_opened();
       ++detail::guards_on_this_thread;
       counted_ = true;
     } catch (...) {
@@ -87,17 +92,25 @@ public:
     std::uint64_t used = 0;
     if (start_) {
       cudaEvent_t stop = nullptr;
+      bool handed = false;
       try {
         stop = state_->take_event(true);
         if (cudaEventRecord(stop, stream_) == cudaSuccess) {
+          handed = true;
           // Drain only before a handover: decided under the table lock, and asked only when
           // another session waits at all (a lock-free hint).
-          const bool drain = state_->core().others_waiting() && state_->core().handover_due();
-          used = state_->region_ended(start_, stop, drain);
+          // The region's device time is not known yet: at least its host time, or the
+          // recent average region, whichever is longer.
+          const bool drain =
+              state_->core().others_waiting() &&
+              state_->core().handover_due(std::max(gpushare::detail::monotonic_ns() - start_ns_,
+                                                   state_->average_region_ns()));
+          used = state_->region_ended(start_, stop, mark_, drain);
           start_ = stop = nullptr; // owned by the state now
         }
       } catch (...) {
       }
+      if (!handed) state_->region_abandoned(mark_);
       state_->give_event(start_, true);
       state_->give_event(stop, true);
     }
@@ -115,7 +128,8 @@ private:
   std::uint64_t requested_ns_;
   std::uint64_t start_ns_;
   cudaEvent_t start_ = nullptr;
-  bool counted_ = false; // in detail::guards_on_this_thread
+  std::int64_t mark_ = 0; // from device_state::region_opened
+  bool counted_ = false;  // in detail::guards_on_this_thread
 };
 
 } // namespace cuda

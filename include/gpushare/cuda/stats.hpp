@@ -17,6 +17,11 @@ struct cuda_stats {
   /// Drains that gave up after the drain timeout (GPUSHARE_DRAIN_TIMEOUT): the device was handed
   /// over while this session's work still ran (e.g. it waited on another process).
   std::uint64_t drain_timeouts = 0;
+  /// Waits for all of this process's work on the device before a handover (GPUSHARE_DRAIN=device).
+  std::uint64_t device_drains = 0;
+  /// Such waits skipped because a blocking stream of the process was being captured (a
+  /// cudaDeviceSynchronize then would break the capture).
+  std::uint64_t device_drains_skipped = 0;
   std::uint64_t captured_guards = 0; ///< guards on a capturing stream: nothing timed
   /// Regions whose completion CUDA could not report (a failed event query, e.g. after a sticky
   /// error): not accounted, their events dropped rather than reused.

@@ -590,17 +590,23 @@ inline std::int64_t release_at_guard_exit(const table_view& t, std::uint32_t i,
 /// Whether the guard of session `i` that is about to end would hand the device over at its exit
 /// (release_at_guard_exit's decision, taken without changing anything). The CUDA layer drains
 /// its in-flight work before the exit only then: a drain costs a CPU-GPU round trip, wasted
-/// inside the quantum or when the holder hands over only at yield(). The region's own device
-/// time is not accounted yet, so a quantum it would complete is not seen: the exit may then
-/// hand over with that region still queued (at most the in-flight bound, GPUSHARE_MAX_IN_FLIGHT).
-inline bool handover_due_at_exit(const table_view& t, std::uint32_t i, std::uint64_t now) noexcept {
+/// inside the quantum or when the holder hands over only at yield(). `pending_ns` estimates the
+/// device time of the region(s) not accounted yet (the exit accounts them before it decides):
+/// with them the quantum may be over, and an equal or higher waiter then takes the device.
+inline bool handover_due_at_exit(const table_view& t, std::uint32_t i, std::uint64_t now,
+                                 std::uint64_t pending_ns) noexcept {
   const slot_record& s = t.slots[i];
   if (current_holder(t) != i) return false;
   if (s.lease.load(std::memory_order_relaxed) != 0) return true; // settled by the exit: be safe
   if (busy_guards(s) > 1) return false; // other guards of its own stay open: no handover now
   const std::int64_t w = best_waiter(t, i);
   if (w == nobody) return false;
-  return paced(s, now) || should_hand_over(*t.header, s, t.slots[w], boundary::guard_exit);
+  const slot_record& ws = t.slots[w];
+  if (paced(s, now) || should_hand_over(*t.header, s, ws, boundary::guard_exit)) return true;
+  const bool quantum_over = sat_add(t.header->quantum_used_ns, pending_ns) >= s.quantum_ns;
+  return quantum_over && ws.priority >= s.priority &&
+         !(s.handover_mode == handover_at_yield &&
+           sat_add(t.header->quantum_used_ns, pending_ns) < yield_backstop(s));
 }
 
 /// yield() by holder `i` between guards: hand over to a waiter that should run now.

@@ -299,12 +299,13 @@ public:
   }
 
   /// Whether ending this session's guard now would hand the device to a waiter
-  /// (scheduler.hpp, handover_due_at_exit). Takes the table lock; true when it cannot be had.
-  bool handover_due() noexcept {
+  /// (scheduler.hpp, handover_due_at_exit), `pending_ns` being the estimated device time the
+  /// exit will account. Takes the table lock; true when it cannot be had.
+  bool handover_due(std::uint64_t pending_ns) noexcept {
     if (!joined_ || inherited_) return false;
     try {
       locked g(*this);
-      return handover_due_at_exit(table_.view(), slot_, monotonic_ns());
+      return handover_due_at_exit(table_.view(), slot_, monotonic_ns(), pending_ns);
     } catch (...) {
       return true;
     }

@@ -8,6 +8,8 @@
 //     whose bytes return to the budget once executed and given back by the pool;
 //   * the sizes and kinds of allocations made through device_session::malloc/malloc_async;
 //   * pools of reusable CUDA events (timing and untimed, all blocking-sync);
+//   * a timeline of the device time already accounted, so that regions of the session that
+//     overlap on the device (guards on several streams) are accounted once, as their union;
 //   * counters (cuda_stats).
 // It belongs to the process that created it: in a forked child every operation is inert or
 // refused (CUDA cannot be used in a child forked after CUDA was initialised).
@@ -18,6 +20,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
+#include <cmath>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -29,6 +33,7 @@
 #include <vector>
 
 #include <gpushare/cuda/detail/calls.hpp>
+#include <gpushare/cuda/detail/intervals.hpp>
 #include <gpushare/cuda/error.hpp>
 #include <gpushare/cuda/options.hpp>
 #include <gpushare/cuda/stats.hpp>
@@ -62,6 +67,7 @@ public:
     shutdown();
     for (cudaEvent_t e : timing_events_) drop_event(e);
     for (cudaEvent_t e : untimed_events_) drop_event(e);
+    drop_event(ref_);
     if (pool_) (void)own_call([&] { return cudaMemPoolDestroy(pool_); });
   }
 
@@ -146,17 +152,35 @@ public:
 
   // ---- guarded regions ---------------------------------------------------------------------
 
+  /// A guard recorded the start event of a region: returns the region's mark (a point of the
+  /// accounting timeline its work cannot start before), to pass to region_ended, or to
+  /// region_abandoned if the region is never handed over.
+  std::int64_t region_opened() {
+    std::lock_guard lock(tl_m_);
+    if (!marks_.empty() && marks_.back().first == watermark_)
+      ++marks_.back().second;
+    else
+      marks_.emplace_back(watermark_, 1);
+    return watermark_;
+  }
+
+  /// A region opened but not handed over (its stop event could not be recorded).
+  void region_abandoned(std::int64_t mark) noexcept {
+    std::lock_guard lock(tl_m_);
+    forget_mark(mark);
+  }
+
   /// A guarded region whose work lies between events `start` and `stop` (recorded on its
-  /// stream) ended on the host. With `drain`, waits (up to the drain timeout) until every region
-  /// of this session has finished on the device; otherwise waits only for the oldest ones beyond
-  /// the in-flight allowance. Returns the device time of the regions now known to be finished:
-  /// the caller accounts it.
-  std::uint64_t region_ended(cudaEvent_t start, cudaEvent_t stop, bool drain) {
+  /// stream) ended on the host; `mark` is what region_opened returned. With `drain`, waits (up to
+  /// the drain timeout) until every region of this session has finished on the device; otherwise
+  /// waits only for the oldest ones beyond the in-flight allowance. Returns the device time of the
+  /// regions now known to be finished: the caller accounts it.
+  std::uint64_t region_ended(cudaEvent_t start, cudaEvent_t stop, std::int64_t mark, bool drain) {
     {
       std::lock_guard lock(m_);
-      pending_.push_back({start, stop});
+      pending_.push_back({start, stop, mark});
     }
-    if (drain) return drain_regions(true);
+    if (drain) return drain_regions(true, true);
     relaxed_capture relaxed;
     std::vector<region> finished, unknown, to_wait;
     {
@@ -180,8 +204,10 @@ public:
 
   /// Waits until every guarded region has finished; returns their device time (to account).
   /// `bounded`: gives up after the drain timeout, leaves the unfinished regions in flight and
-  /// counts a drain timeout. Unbounded (synchronize()): waits as long as it takes.
-  std::uint64_t drain_regions(bool bounded) {
+  /// counts a drain timeout. Unbounded (synchronize()): waits as long as it takes. `handover`
+  /// (the device is about to be handed over): with drain_scope::device, then also waits for all
+  /// other work of this process on the device.
+  std::uint64_t drain_regions(bool bounded, bool handover = false) {
     std::vector<region> all, finished, unknown;
     {
       std::lock_guard lock(m_);
@@ -192,7 +218,9 @@ public:
     relaxed_capture relaxed;
     wait_all(all, finished, unknown, bounded);
     drop_unknown(unknown);
-    return settle(finished);
+    const std::uint64_t used = settle(finished);
+    if (handover && options_.drain == drain_scope::device) drain_device();
+    return used;
   }
 
   /// Regions recorded but not yet known to be finished.
@@ -472,6 +500,7 @@ public:
 private:
   struct region {
     cudaEvent_t start, stop;
+    std::int64_t mark; // from region_opened
   };
   struct deferred_free {
     cudaEvent_t done;
@@ -526,32 +555,105 @@ private:
   /// Regions whose completion CUDA cannot report: not accounted, events dropped (they may
   /// still be in use, so not reused).
   void drop_unknown(const std::vector<region>& rs) noexcept {
+    if (rs.empty()) return;
     for (const region& r : rs) {
       drop_event(r.start);
       drop_event(r.stop);
     }
-    if (rs.empty()) return;
+    {
+      std::lock_guard lock(tl_m_);
+      for (const region& r : rs) forget_mark(r.mark);
+      tidy_timeline();
+    }
     std::lock_guard lock(m_);
     stats_.unknown_regions += rs.size();
   }
 
-  /// Device time of finished regions; returns their events to the pool.
+  /// Device time of finished regions not accounted yet: each region is placed on the
+  /// accounting timeline (its start's time since the reference event), and only the part of it
+  /// that no region accounted before covers counts. Regions on one stream never overlap; guards
+  /// of the session on several streams do, and then the session held the device once, not
+  /// twice. Returns the events to the pool.
   std::uint64_t settle(const std::vector<region>& rs) {
+    if (rs.empty()) return 0;
     std::uint64_t sum = 0;
+    std::lock_guard tl(tl_m_);
     for (const region& r : rs) {
       float ms = 0;
       std::uint64_t ns = 0;
       if (cudaEventElapsedTime(&ms, r.start, r.stop) == cudaSuccess && ms > 0)
         ns = static_cast<std::uint64_t>(static_cast<double>(ms) * 1e6);
-      sum = gpushare::detail::sat_add(sum, ns);
+      sum = gpushare::detail::sat_add(sum, ns > 0 ? uncovered(r.start, ns) : 0);
       {
         std::lock_guard lock(m_);
         avg_region_ns_ = update_average(avg_region_ns_, ns);
       }
-      give_event(r.start, true);
+      forget_mark(r.mark);
+      if (r.start != ref_) give_event(r.start, true);
       give_event(r.stop, true);
     }
+    tidy_timeline();
     return sum;
+  }
+
+  /// The part of a finished region of `ns` starting at event `start` that the accounted
+  /// timeline does not cover yet (adding it). The reference event is the start of an earlier
+  /// region; it moves to a newer one once a second from it, so that the float milliseconds of
+  /// cudaEventElapsedTime keep sub-microsecond precision. Call with tl_m_ held.
+  std::uint64_t uncovered(cudaEvent_t start, std::uint64_t ns) {
+    constexpr std::int64_t max_ns = INT64_MAX / 4;
+    const std::int64_t len = static_cast<std::int64_t>(std::min<std::uint64_t>(ns, max_ns));
+    std::int64_t at = 0;
+    if (!ref_) {
+      ref_ = start; // kept (not returned to the pool) while it is the reference
+      base_ = watermark_ == INT64_MIN ? 0 : watermark_;
+      at = base_;
+    } else {
+      float ms = 0;
+      if (cudaEventElapsedTime(&ms, ref_, start) != cudaSuccess) return ns; // cannot place it
+      const double rel = std::clamp(static_cast<double>(ms) * 1e6, -1e15, 1e15);
+      at = base_ + static_cast<std::int64_t>(std::llround(rel));
+      if (rel > 1e9) { // a second away: this start becomes the reference
+        give_event(ref_, true);
+        ref_ = start;
+        base_ = at;
+      }
+    }
+    const std::uint64_t fresh = covered_.add(at, at + len);
+    watermark_ = std::max(watermark_, at + len);
+    return fresh;
+  }
+
+  /// Forgets accounted time that no region still open or in flight can overlap: they started
+  /// after their mark. Call with tl_m_ held.
+  void tidy_timeline() noexcept {
+    covered_.drop_before(marks_.empty() ? watermark_ : marks_.front().first);
+    covered_.keep_newest(1024);
+  }
+
+  /// Removes one region's mark. Call with tl_m_ held.
+  void forget_mark(std::int64_t mark) noexcept {
+    const auto it = std::lower_bound(marks_.begin(), marks_.end(), mark,
+                                     [](const std::pair<std::int64_t, std::uint32_t>& m,
+                                        std::int64_t v) { return m.first < v; });
+    if (it == marks_.end() || it->first != mark) return;
+    if (--it->second == 0) marks_.erase(it);
+  }
+
+  /// Waits for all work of this process on the device (GPUSHARE_DRAIN=device), unless a
+  /// blocking stream is being captured (the legacy stream then reports capturing): a device
+  /// synchronisation would break that capture.
+  void drain_device() {
+    bool capturing = false;
+    device_scope on(ordinal_);
+    if (capture_state(cudaStreamLegacy, capturing) != cudaSuccess || capturing) {
+      std::lock_guard lock(m_);
+      ++stats_.device_drains_skipped;
+      return;
+    }
+    (void)own_call([] { return cudaDeviceSynchronize(); });
+    std::lock_guard lock(m_);
+    ++stats_.device_drains;
   }
 
   void kept_charged() noexcept {
@@ -665,6 +767,15 @@ private:
   std::uint64_t pool_charged_ = 0;     // bytes charged to the budget for pool_
   std::uint64_t avg_region_ns_ = 0;
   cuda_stats stats_;
+  // The accounting timeline (ns; guarded by tl_m_, taken before m_ when both are): the
+  // reference event and its place on the timeline, the time accounted lately, the latest end
+  // accounted, and the marks of the regions open or in flight (ascending, with counts).
+  std::mutex tl_m_;
+  cudaEvent_t ref_ = nullptr;
+  std::int64_t base_ = 0;
+  interval_set covered_;
+  std::int64_t watermark_ = INT64_MIN;
+  std::deque<std::pair<std::int64_t, std::uint32_t>> marks_;
 };
 
 } // namespace detail
