@@ -104,17 +104,16 @@ TEST_CASE("bad device option variables name the variable, the value and the acce
     const char* value;
     const char* expect;
   };
-  for (const bad_case& c :
-       {bad_case{"GPUSHARE_DEVICE_HEADROOM", "-1", "a sign is not allowed"},
-        bad_case{"GPUSHARE_DEVICE_HEADROOM", "150%", "100%"},
-        bad_case{"GPUSHARE_CONTEXT_OVERHEAD", "10%", "percentage"},
-        bad_case{"GPUSHARE_CONTEXT_OVERHEAD", "1e99GiB", "unit"},
-        bad_case{"GPUSHARE_ALLOC_TIMEOUT", "30", "a unit is required"},
-        bad_case{"GPUSHARE_ALLOC_TIMEOUT", "25h", "longer than 24h"},
-        bad_case{"GPUSHARE_ALLOC_TIMEOUT", "", "set but empty"},
-        bad_case{"GPUSHARE_MAX_IN_FLIGHT", "20s", "10s"},
-        bad_case{"GPUSHARE_MAX_IN_FLIGHT", "fast", "must start with a digit"},
-        bad_case{"GPUSHARE_DRAIN_TIMEOUT", "2", "a unit is required"}}) {
+  for (const bad_case& c : {bad_case{"GPUSHARE_DEVICE_HEADROOM", "-1", "a sign is not allowed"},
+                            bad_case{"GPUSHARE_DEVICE_HEADROOM", "150%", "100%"},
+                            bad_case{"GPUSHARE_CONTEXT_OVERHEAD", "10%", "percentage"},
+                            bad_case{"GPUSHARE_CONTEXT_OVERHEAD", "1e99GiB", "unit"},
+                            bad_case{"GPUSHARE_ALLOC_TIMEOUT", "30", "a unit is required"},
+                            bad_case{"GPUSHARE_ALLOC_TIMEOUT", "25h", "longer than 24h"},
+                            bad_case{"GPUSHARE_ALLOC_TIMEOUT", "", "set but empty"},
+                            bad_case{"GPUSHARE_MAX_IN_FLIGHT", "20s", "10s"},
+                            bad_case{"GPUSHARE_MAX_IN_FLIGHT", "fast", "must start with a digit"},
+                            bad_case{"GPUSHARE_DRAIN_TIMEOUT", "2", "a unit is required"}}) {
     CAPTURE(c.var);
     CAPTURE(c.value);
     const auto e = thrown([&] { resolve({}, {{c.var, c.value}}); });
