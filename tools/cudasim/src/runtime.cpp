@@ -91,7 +91,7 @@ std::vector<int> visible(const std::vector<unit_info>& units, int mig) {
     }
   }
   // A CUDA process can use one MIG instance at most: the first one it sees.
-  if (mig > 0 && out.size() > 1) out.resize(1);
+  if (mig > 0 && out.size() > 1) out = std::vector<int>{out.front()};
   return out;
 }
 
