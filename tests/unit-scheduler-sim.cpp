@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include <gpushare/detail/slot.hpp>
 #include <gpushare/table.hpp>
 
 namespace d = gpushare::detail;
@@ -244,17 +245,15 @@ private:
   void join(int k) {
     const session_spec& spec = sc_.sessions[static_cast<std::size_t>(k)];
     d::slot_record& s = slots_[session_slot_[static_cast<std::size_t>(k)]];
-    s.state.store(d::slot_active);
+    d::reset_slot_for_join(s);
     ++s.generation;
     s.priority = spec.priority;
     s.share = spec.share;
     s.quantum_ns = spec.quantum;
     s.handover_mode = spec.mode;
     s.compute_limit_ppm = spec.limit_ppm;
-    s.active_guards = s.wants_device = 0;
     s.vtime = d::class_floor(*header_, spec.priority);
-    s.wait_since_ns = s.cap_vclock_ns = s.last_active_ns = 0;
-    s.device_ns = s.guards = 0;
+    s.state.store(d::slot_active);
     for (int j = 0; j < spec.threads; ++j) {
       thread th;
       th.session = k;

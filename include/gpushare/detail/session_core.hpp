@@ -21,6 +21,7 @@
 
 #include <gpushare/detail/budget.hpp>
 #include <gpushare/detail/fork_guard.hpp>
+#include <gpushare/detail/slot.hpp>
 #include <gpushare/detail/table_core.hpp>
 #include <gpushare/table.hpp>
 
@@ -796,6 +797,9 @@ inline bool session_core::activate(const resolved_options& r) {
                       format_bytes(h.capacity) + ", already committed " +
                       format_bytes(h.committed_total) + "; lower the guarantee or wait");
     }
+    // Nothing of the slot's previous session survives (slot.hpp): only what is set below is
+    // not zero. The slot is free and counts nowhere, so the totals need no adjustment.
+    reset_slot_for_join(s);
     generation_ = s.generation + 1;
     s.generation = generation_;
     s.pid = ::getpid();
@@ -807,22 +811,10 @@ inline bool session_core::activate(const resolved_options& r) {
     s.compute_limit_ppm = r.compute_limit_ppm;
     ++s.settings_seq;
     s.memory_limit = limit;
-    s.memory_waiting = 0;
-    s.peak = s.reservations_granted = s.reserve_waits = 0;
-    s.reserve_wait_ns = s.reserve_wait_max_ns = 0;
     s.quantum_ns = r.quantum_ns;
     s.handover_mode =
         r.handover == handover_point::at_yield ? handover_at_yield : handover_at_guard;
-    s.active_guards = s.wants_device = 0;
-    s.lease.store(0, std::memory_order_relaxed); // nothing of an earlier session's lease is ours
-    s.lease_guards.store(0, std::memory_order_relaxed);
-    s.lease_used_ns.store(0, std::memory_order_relaxed);
-    s.lease_exits.store(0, std::memory_order_relaxed);
-    s.lease_guards_done = 0;
     s.vtime = class_floor(h, r.priority); // a newcomer starts level with its class (see place())
-    s.wait_since_ns = s.cap_vclock_ns = s.last_active_ns = 0;
-    s.device_ns = s.guards = s.device_waits = s.device_wait_ns = s.device_wait_max_ns = 0;
-    s.handovers = s.cap_throttle_ns = 0;
     set_usage(h, s, 0, 0, guarantee);
     ++h.live_sessions;
     crash_point("join.locked");
