@@ -146,28 +146,35 @@ inline session_info read_session(const slot_record& s, std::uint32_t index) {
   i.compute_limit_ppm = s.compute_limit_ppm;
   i.memory_limit = s.memory_limit;
   i.memory_guarantee = s.memory_guarantee;
-  i.reserved = s.reserved;
+  i.reserved = sat_sub(s.reserved, s.journal_shrink_bytes.load(std::memory_order_relaxed));
   i.external = s.external;
   i.peak = s.peak;
   i.reservations_granted = s.reservations_granted;
   i.reserve_waits = s.reserve_waits;
   i.reserve_wait_ns = s.reserve_wait_ns;
   i.reserve_wait_max_ns = s.reserve_wait_max_ns;
-  i.waiting_for_memory = s.memory_waiting;
+  // Updates in the journal (detail/journal.hpp) are shown as applied: a lock-free reader sees
+  // them before the next locker folds them (a locked snapshot folds them first).
+  i.waiting_for_memory =
+      sat_sub32(s.memory_waiting, s.journal_memory_waiters.load(std::memory_order_relaxed));
   i.settings_seq = s.settings_seq;
   i.quantum_ns = s.quantum_ns;
   i.handover =
       s.handover_mode == handover_at_yield ? handover_point::at_yield : handover_point::at_guard;
-  i.active_guards = busy_guards(s);
-  i.waiting_for_device = s.wants_device;
+  i.active_guards = sat_sub32(busy_guards(s), s.journal_exits.load(std::memory_order_relaxed));
+  i.waiting_for_device =
+      sat_sub32(s.wants_device, s.journal_device_waiters.load(std::memory_order_relaxed));
   // Lease guards' time not yet folded into the slot (read, never written: a reader changes
   // nothing).
-  i.device_ns = sat_add(s.device_ns, s.lease_used_ns.load(std::memory_order_relaxed));
-  i.guards = sat_add(s.guards, s.lease_exits.load(std::memory_order_relaxed));
+  i.device_ns = sat_add(sat_add(s.device_ns, s.lease_used_ns.load(std::memory_order_relaxed)),
+                        sat_add(s.journal_used_ns.load(std::memory_order_relaxed),
+                                s.journal_device_ns.load(std::memory_order_relaxed)));
+  i.guards = sat_add(sat_add(s.guards, s.lease_exits.load(std::memory_order_relaxed)),
+                     s.journal_exits.load(std::memory_order_relaxed));
   i.guards_on_lease = sat_add(s.lease_guards_done, s.lease_exits.load(std::memory_order_relaxed));
   // How long its current guard has run: since it last started one under the lock, or, on its
   // lease, since a lease guard last ended (a lease guard records no start).
-  if (busy_guards(s) > 0) {
+  if (i.active_guards > 0) {
     const std::uint64_t since =
         std::max(s.last_active_ns, s.lease_guards.load(std::memory_order_relaxed) > 0
                                        ? s.lease_last_exit_ns.load(std::memory_order_relaxed)

@@ -14,7 +14,12 @@
 //   2. the table's reserved total equals the sum over its live sessions and the committed total
 //      never exceeds the capacity;
 //   3. no slot stays owned by a dead process for longer than the recovery bound;
-//   4. every live worker makes progress (no operation hangs beyond a bound).
+//   4. every live worker makes progress (no operation hangs beyond a bound);
+//   5. a worker that has gone idle (no gpushare call; some do right after an operation that hit
+//      the lock timeout, so an exit may have been lost then) has nothing left in the table but
+//      its reservations: no guard counted running, no thread counted waiting, exactly the bytes
+//      its reservations hold. Lost exit updates are applied by whichever process locks next
+//      (the journal, detail/journal.hpp), not only by the idle session's next call.
 //
 // It prints kills, recoveries, the longest recovery and every violation, and exits 1 on any.
 //
@@ -72,9 +77,13 @@ struct shared_state {
   std::atomic<std::uint64_t> guards;
   std::atomic<std::uint64_t> timeouts; ///< reservations refused (timeout or over limit)
   std::atomic<std::uint64_t> busy;     ///< operations refused with table_busy (a stopped peer)
-  std::atomic<std::uint64_t> guard_timeouts; ///< guards that gave up at their deadline
-  std::atomic<std::uint64_t> alarms;         ///< SIGALRMs the workers' storms delivered
-  std::atomic<std::uint32_t> errors;         ///< unexpected errors in workers
+  std::atomic<std::uint64_t> guard_timeouts;             ///< guards that gave up at their deadline
+  std::atomic<std::uint64_t> alarms;                     ///< SIGALRMs the workers' storms delivered
+  std::atomic<std::uint32_t> errors;                     ///< unexpected errors in workers
+  std::atomic<std::uint64_t> idle_since[max_workers];    ///< 0: in an operation; else idle since
+  std::atomic<std::uint64_t> idle_reserved[max_workers]; ///< bytes its reservations hold then
+  std::atomic<std::uint64_t> idles;                      ///< idle periods the workers took
+  std::atomic<std::uint64_t> idles_after_timeout;        ///< of them, right after a lock-timeout op
   char last_error[512];
   std::atomic<std::uint32_t> next_interval;
   interval intervals[max_intervals];
@@ -158,12 +167,31 @@ void spin_for(std::uint64_t ns) {
     st.alarms.fetch_add(a - alarms_reported);
     alarms_reported = a;
   };
+  // Between operations a worker sometimes goes idle for 300 ms to 1 s, calling nothing: usually
+  // after an operation that took longer than the lock timeout (an exit may have been lost to
+  // it), rarely otherwise. The checker then expects the table to show nothing of it running or
+  // waiting (check 5).
+  const auto busy = [&] { st.idle_since[w].store(0); };
+  const auto maybe_idle = [&](std::uint64_t op_start,
+                              const std::vector<gpushare::reservation>& held) {
+    const bool slow = now_ns() - op_start >= gpushare::detail::lock_timeout_ns;
+    std::uint64_t reserved = 0;
+    for (const auto& r : held) reserved += r.size();
+    st.idle_reserved[w].store(reserved);
+    st.idle_since[w].store(now_ns());
+    if (rng() % 100 >= (slow ? 80u : 3u)) return;
+    st.idles.fetch_add(1);
+    if (slow) st.idles_after_timeout.fetch_add(1);
+    const std::uint64_t until = now_ns() + 300'000'000 + rng() % 700'000'000;
+    while (now_ns() < until) ::usleep(10'000); // by the clock: alarms cut sleeps short
+  };
   const auto note_error = [&](const char* what) {
     if (st.errors.fetch_add(1) == 0)
       std::snprintf(st.last_error, sizeof st.last_error, "worker %u (pid %d): %s", w, ::getpid(),
                     what);
   };
   for (;;) {
+    busy();
     try {
       gpushare::session_options so;
       so.domain = "gpusharechaos";
@@ -176,6 +204,8 @@ void spin_for(std::uint64_t ns) {
       std::vector<gpushare::reservation> held;
       const int ops = 20 + static_cast<int>(rng() % 200);
       for (int i = 0; i < ops; ++i) {
+        busy();
+        const std::uint64_t op_start = now_ns();
         const unsigned pick = rng() % 100;
         if (pick < 30) { // reserve, waiting a little
           try {
@@ -216,6 +246,8 @@ void spin_for(std::uint64_t ns) {
           const std::uint32_t k = st.next_interval.fetch_add(1);
           if (k < max_intervals) st.intervals[k] = {start, end, w};
           st.guards.fetch_add(1);
+          maybe_idle(op_start, held); // before the yield: its lock would apply a lost exit
+          busy();
           s.yield();
         } else if (pick < 97) { // change its own settings
           gpushare::settings_change c;
@@ -226,7 +258,9 @@ void spin_for(std::uint64_t ns) {
           break; // leave and join again
         }
         beat();
+        maybe_idle(op_start, held);
       }
+      busy(); // the reservations' releases and the leave follow
     } catch (const gpushare::error& e) {
       // A peer stopped while holding the table lock: an answer, not a failure (after it, the
       // session is left and joined again, which is what the exit paths must survive).
@@ -267,12 +301,56 @@ bool is_stopped(pid_t pid) {
 struct report {
   std::uint32_t kills = 0, self_kills = 0, restarts = 0, stops = 0, long_stops = 0, self_stops = 0;
   std::uint64_t max_recovery_ns = 0, recoveries = 0, budget_checks = 0, budget_checks_busy = 0;
+  std::uint64_t idle_checks = 0; ///< idle workers whose slot check 5 looked at
+  std::map<std::uint32_t, std::uint64_t> idle_reported; ///< worker -> idle period reported
   std::vector<std::string> violations;
   void violation(std::string s) {
     if (violations.size() < 20) std::fprintf(stderr, "VIOLATION: %s\n", s.c_str());
     violations.push_back(std::move(s));
   }
 };
+
+/// The name in slot `s`, read with relaxed loads (the slot may be written meanwhile).
+std::string slot_name(const gpushare::detail::slot_record& slot) {
+  char name[gpushare::detail::name_capacity];
+  for (std::size_t k = 0; k < sizeof name; ++k)
+    name[k] = __atomic_load_n(&slot.name[k], __ATOMIC_RELAXED);
+  name[sizeof name - 1] = '\0';
+  return name;
+}
+
+/// 5. Under the table lock (which folds every journal first): a worker idle for over 50 ms shows
+///    no running guard and no waiting thread, and exactly the bytes its reservations hold.
+template <class Procs>
+void check_idle_workers(gpushare::detail::table_core& raw, shared_state& st, const Procs& procs,
+                        std::uint32_t workers, report& rep) {
+  namespace d = gpushare::detail;
+  std::map<std::string, std::uint32_t> slot_of;
+  for (std::uint32_t i = 0; i < raw.slot_count(); ++i)
+    if (raw.slot(i).state.load(std::memory_order_relaxed) == d::slot_active)
+      slot_of[slot_name(raw.slot(i))] = i;
+  for (std::uint32_t w = 0; w < workers; ++w) {
+    const std::uint64_t since = st.idle_since[w].load();
+    const auto it = slot_of.find(procs[w].name);
+    if (since == 0 || now_ns() - since < 50'000'000 || it == slot_of.end()) continue;
+    const d::slot_record& s = raw.slot(it->second);
+    const std::uint32_t running = d::busy_guards(s), waiting = s.wants_device;
+    const std::uint32_t memory = s.memory_waiting;
+    const std::uint64_t reserved = s.reserved, expected = st.idle_reserved[w].load();
+    if (st.idle_since[w].load() != since) continue; // it started an operation meanwhile
+    ++rep.idle_checks;
+    if ((running != 0 || waiting != 0 || memory != 0 || reserved != expected) &&
+        rep.idle_reported[w] != since) { // once per idle period
+      rep.idle_reported[w] = since;
+      rep.violation("worker " + procs[w].name + ", idle for " +
+                    std::to_string((now_ns() - since) / 1'000'000) + " ms, shows " +
+                    std::to_string(running) + " guards running, " + std::to_string(waiting) +
+                    " threads waiting for the device, " + std::to_string(memory) + " for memory, " +
+                    std::to_string(reserved) + " bytes reserved (its reservations hold " +
+                    std::to_string(expected) + ")");
+    }
+  }
+}
 
 int run(const options& o) {
   void* mem = ::mmap(nullptr, sizeof(shared_state), PROT_READ | PROT_WRITE,
@@ -419,13 +497,8 @@ int run(const options& o) {
     std::map<std::string, bool> present;
     for (std::uint32_t i = 0; i < raw.slot_count(); ++i) {
       const auto& slot = raw.slot(i);
-      if (slot.state.load(std::memory_order_acquire) == gpushare::detail::slot_active) {
-        char name[gpushare::detail::name_capacity];
-        for (std::size_t k = 0; k < sizeof name; ++k)
-          name[k] = __atomic_load_n(&slot.name[k], __ATOMIC_RELAXED);
-        name[sizeof name - 1] = '\0';
-        present[name] = true;
-      }
+      if (slot.state.load(std::memory_order_acquire) == gpushare::detail::slot_active)
+        present[slot_name(slot)] = true;
     }
     for (auto* dead : {&killed_at, &self_dead}) {
       for (auto it = dead->begin(); it != dead->end();) {
@@ -473,6 +546,7 @@ int run(const options& o) {
         if (h.committed_total > h.capacity)
           rep.violation("committed " + std::to_string(h.committed_total) + " > capacity " +
                         std::to_string(h.capacity));
+        check_idle_workers(raw, st, procs, o.workers, rep);
         ++rep.budget_checks;
         next_snapshot = now + 10'000'000;
       } catch (const gpushare::error& e) {
@@ -543,6 +617,11 @@ int run(const options& o) {
   std::printf("  budget checks under the lock: %llu (%llu skipped: a stopped worker held it)\n",
               static_cast<unsigned long long>(rep.budget_checks),
               static_cast<unsigned long long>(rep.budget_checks_busy));
+  std::printf("  idle workers: %llu idle periods (%llu right after an operation that hit the "
+              "lock timeout), %llu checks of an idle worker's slot\n",
+              static_cast<unsigned long long>(st.idles.load()),
+              static_cast<unsigned long long>(st.idles_after_timeout.load()),
+              static_cast<unsigned long long>(rep.idle_checks));
   std::printf("  violations: %zu\n", rep.violations.size());
   ::shm_unlink(table.object_name().c_str());
   return rep.violations.empty() ? 0 : 1;

@@ -123,6 +123,9 @@ struct alignas(64) table_header {
   // ---- futex words and lock-free hints, each on its own cache line
   alignas(64) std::atomic<std::uint32_t> memory_wake;    ///< bumped whenever memory is released
   alignas(64) std::atomic<std::uint32_t> device_waiters; ///< threads waiting for the device
+  /// Bumped after a session writes its slot's journal (detail/journal.hpp); every locker checks
+  /// it once and, when it is not 0, folds every slot's journal before anything else.
+  alignas(64) std::atomic<std::uint32_t> journal_pending;
 };
 
 struct alignas(64) slot_record {
@@ -183,7 +186,21 @@ struct alignas(64) slot_record {
   std::uint64_t
       lease_guards_done; ///< statistics: guards that ran on a lease (folded, under the lock)
 
-  std::uint8_t spare[512 - 352]; ///< room to grow without moving fields
+  // ---- the journal (detail/journal.hpp): updates of this session's exit paths that could not
+  // take the table lock (a stopped peer held it past the lock timeout). Atomics, added to by the
+  // owner without the lock and folded (exchanged) by whichever process takes the lock next, so
+  // an update is applied even if its session never calls gpushare again.
+  std::atomic<std::uint32_t> journal_exits;          ///< guard exits (locked guards) to apply
+  std::atomic<std::uint32_t> journal_device_waiters; ///< device-waiter registrations to undo
+  std::atomic<std::uint64_t> journal_used_ns;        ///< device time of those guard exits
+  std::atomic<std::uint64_t> journal_first_start_ns; ///< earliest start among them (0: none)
+  std::atomic<std::uint64_t> journal_last_exit_ns;   ///< latest exit among them
+  std::atomic<std::uint64_t> journal_device_ns;      ///< device time measured after its guard
+  std::atomic<std::uint64_t> journal_shrink_bytes;   ///< reservation bytes released
+  std::atomic<std::uint32_t> journal_memory_waiters; ///< memory-waiter counts to undo
+  std::atomic<std::uint32_t> journal_lease_exits;    ///< lease guards owed their locked exit
+
+  std::uint8_t spare[512 - 408]; ///< room to grow without moving fields
 };
 
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
@@ -195,7 +212,8 @@ static_assert(std::is_standard_layout_v<slot_record>);
 static_assert(sizeof(slot_record) == 512, "slot layout changed: bump table_layout_version");
 static_assert(offsetof(slot_record, grant_word) == 184);
 static_assert(offsetof(slot_record, lease) == 312);
-static_assert(offsetof(slot_record, spare) == 352);
+static_assert(offsetof(slot_record, journal_exits) == 352);
+static_assert(offsetof(slot_record, spare) == 408);
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 static_assert(offsetof(table_header, lock) % 64 == 0);
 

@@ -769,19 +769,30 @@ inline acquire_result acquire_step(const table_view& t, std::uint32_t i, std::ui
   return {acquire_result::wait, r.wake, r.recheck_ns};
 }
 
+/// `exits` guards of session `i` (the first started at `start_ns`) end, the last at `now`, having
+/// used `used_ns` of device time together. Returns the slot to wake after unlocking, or nobody.
+/// Several at once only when a journal is folded (journal.hpp); otherwise exit_step().
+inline std::int64_t exits_step(const table_view& t, std::uint32_t i, std::uint32_t exits,
+                               std::uint64_t start_ns, std::uint64_t used_ns,
+                               std::uint64_t now) noexcept {
+  slot_record& s = t.slots[i];
+  const bool holder = current_holder(t) == i;
+  s.guards = sat_add(s.guards, exits);
+  account_device_time(*t.header, s, used_ns, holder, start_ns);
+  renormalise_class(t, s.priority); // nothing to do (one comparison) until ~53 days of device time
+  if (exits == 0) return nobody;    // time only (a partly folded journal): no boundary yet
+  s.active_guards = sat_sub32(s.active_guards, exits);
+  s.last_active_ns = std::max(s.last_active_ns, now);
+  if (!holder || busy_guards(s) > 0) return nobody;
+  if (grant_lease(t, i, now)) return nobody;
+  return release_at_guard_exit(t, i, now);
+}
+
 /// A guard of session `i` that started at `start_ns` ends at `now`, having used `used_ns` of
 /// device time. Returns the slot to wake after unlocking, or nobody.
 inline std::int64_t exit_step(const table_view& t, std::uint32_t i, std::uint64_t start_ns,
                               std::uint64_t used_ns, std::uint64_t now) noexcept {
-  slot_record& s = t.slots[i];
-  const bool holder = current_holder(t) == i;
-  account_guard(*t.header, s, used_ns, holder, start_ns);
-  renormalise_class(t, s.priority); // nothing to do (one comparison) until ~53 days of device time
-  s.active_guards = sat_sub32(s.active_guards, 1);
-  s.last_active_ns = now;
-  if (!holder || busy_guards(s) > 0) return nobody;
-  if (grant_lease(t, i, now)) return nobody;
-  return release_at_guard_exit(t, i, now);
+  return exits_step(t, i, 1, start_ns, used_ns, now);
 }
 
 /// yield() by session `i`: if it holds the device between guards and a waiter should run now,

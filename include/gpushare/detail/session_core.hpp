@@ -133,14 +133,17 @@ public:
   /// waiter of another session may start while that guard's work still runs. Leave only once the
   /// session's guards have ended (docs/design.md, "Leaving").
   ///
-  /// Exits that could not be applied earlier (pending(): a lock timeout) need nothing here:
-  /// ending the session clears everything its slot held. If the lock cannot be had either,
-  /// dropping the liveness lock makes the slot dead, and the next process that looks (every
-  /// waiter does, at least every liveness_recheck_ns) reclaims all of it.
+  /// Exits that could not be applied earlier (the slot's journal: a lock timeout) need nothing
+  /// here: ending the session clears everything its slot held. If the lock cannot be had
+  /// either, dropping the liveness lock makes the slot dead, and the next process that looks
+  /// (every waiter does, at least every liveness_recheck_ns) reclaims all of it.
   void leave() noexcept {
     if (!joined_.exchange(false)) return;
     fork_registry::instance().remove(this);
     if (inherited_) return; // a forked child's copy: the parent's session is not ours to end
+    // No journal write may land in the slot once it can be reclaimed and reused: wait for any
+    // write in progress (the writers check joined_ under this mutex, so later ones do nothing).
+    { const std::lock_guard<std::mutex> barrier(journal_mutex_); }
     try {
       table_core::guard g(table_);
       slot_record& s = own();
@@ -165,7 +168,6 @@ public:
       // makes the slot dead, and the next process that looks reclaims it. Our own threads see
       // joined_ == false at their next re-check (check_usable()) and give up.
     }
-    drop_pending();
     unlock_byte(table_.fd(), slot_lock_byte(slot_));
   }
 
@@ -199,8 +201,8 @@ public:
   }
 
   /// Releases `bytes` of this session's reservations. Never loses them: if the table lock cannot
-  /// be had (a stopped peer holds it), the release is recorded and applied at this session's next
-  /// successful lock (or the session's end returns them).
+  /// be had (a stopped peer holds it), the release goes into the slot's journal, which the next
+  /// process to lock the table applies (or the session's end returns them).
   void shrink(std::uint64_t bytes) noexcept {
     if (!joined_ || inherited_ || bytes == 0) return;
     try {
@@ -210,7 +212,7 @@ public:
       apply_shrink(table_.header(), s, bytes);
       g.released_memory();
     } catch (...) {
-      add_pending([&](pending_state& p) { p.shrink_bytes = sat_add(p.shrink_bytes, bytes); });
+      journal([&](table_header& h, slot_record& s) { journal_shrink(h, s, bytes); });
     }
   }
 
@@ -227,8 +229,9 @@ public:
   }
 
   /// Ends, at `now`, a guarded region that started at `start_ns` and used `used_ns` of device
-  /// time. Never lost: if the table lock cannot be had, the exit is recorded and applied at this
-  /// session's next successful lock (any thread, any call) or by its end.
+  /// time. Never lost: if the table lock cannot be had, the exit goes into the slot's journal,
+  /// which the next process to lock the table applies, whether or not this session ever calls
+  /// gpushare again (journal.hpp).
   void exit_guard(std::uint64_t start_ns, std::uint64_t used_ns, std::uint64_t now) noexcept {
     if (!joined_ || inherited_) return;
     try {
@@ -239,7 +242,9 @@ public:
       g.unlock();
       table_.wake_slot(wake);
     } catch (...) {
-      add_pending([&](pending_state& p) { p.guard_exits.push_back({start_ns, used_ns}); });
+      journal([&](table_header& h, slot_record& s) {
+        journal_guard_exit(h, s, start_ns, used_ns, now);
+      });
     }
   }
 
@@ -248,9 +253,9 @@ public:
   /// if not, the caller takes the locked way (enter_guard). A joined session's slot is its own
   /// (only its leaving or its death frees it), so the slot is read without the lock.
   bool try_enter_on_lease() noexcept {
-    if (!joined_.load(std::memory_order_relaxed) || inherited_ ||
-        has_pending_.load(std::memory_order_relaxed)) // pending exits: the lock applies them
-      return false;
+    // (A journal cannot hold a locked guard's exit while the lease lasts: the lease is granted
+    // only under the lock, which folds every journal first, and only with no guard running.)
+    if (!joined_.load(std::memory_order_relaxed) || inherited_) return false;
     slot_record& s = own();
     if (s.lease.load(std::memory_order_acquire) != 1) return false;
     s.lease_guards.fetch_add(1, std::memory_order_seq_cst);
@@ -286,7 +291,7 @@ public:
       const bool holder = current_holder(table_.view()) == slot_;
       account_device_time(table_.header(), s, used_ns, holder, monotonic_ns());
     } catch (...) {
-      add_pending([&](pending_state& p) { p.device_ns = sat_add(p.device_ns, used_ns); });
+      journal([&](table_header& h, slot_record& s) { journal_device_time(h, s, used_ns); });
     }
   }
 
@@ -325,14 +330,12 @@ public:
   }
 
   /// A cheap moment to give way: hands the device to a waiter that should run now and returns
-  /// once this session has it back. One relaxed load when nobody waits (and nothing is pending).
+  /// once this session has it back. One relaxed load when nobody waits.
   void yield() {
     if (!joined_ || inherited_) return;
-    if (table_.header().device_waiters.load(std::memory_order_relaxed) == 0 &&
-        !has_pending_.load(std::memory_order_relaxed))
-      return;
+    if (table_.header().device_waiters.load(std::memory_order_relaxed) == 0) return;
     {
-      locked g(*this); // applies pending exits, if any
+      locked g(*this);
       own_checked();
       const std::int64_t wake = yield_step(table_.view(), slot_, monotonic_ns());
       if (wake == nobody) return;
@@ -371,15 +374,16 @@ public:
 
   table_snapshot snapshot() {
     check_usable();
-    if (has_pending_.load(std::memory_order_relaxed)) {
-      locked g(*this); // applies them first
-    }
-    return take_snapshot(table_);
+    return take_snapshot(table_); // its lock folds every journal first
   }
 
-  /// Whether exits (guard exits, releases, waiter removals, device time) wait to be applied
-  /// because the table lock could not be had when they happened.
-  bool pending() const noexcept { return has_pending_.load(std::memory_order_relaxed); }
+  /// Whether updates of this session (guard exits, releases, waiter removals, device time) wait
+  /// in its slot's journal because the table lock could not be had when they happened. The next
+  /// process that locks the table applies them.
+  bool pending() const noexcept {
+    return joined_.load(std::memory_order_relaxed) && !inherited_ &&
+           journal_holds(table_.slot(slot_));
+  }
 
   session_id id() const noexcept { return {slot_, generation_}; }
   const std::string& name() const noexcept { return name_; }
@@ -388,47 +392,25 @@ public:
   table_core& core() noexcept { return table_; }
 
 private:
-  /// What exit paths could not apply because the table lock timed out (a stopped peer held it).
-  /// Kept in the process, applied under the next lock this session takes: the table must never
-  /// stay wrong because an exit was swallowed (a guard counted active forever holds the device
-  /// for good; a release not applied leaks its bytes; a waiter not removed is a phantom the
-  /// scheduler keeps granting the device to).
-  struct pending_guard_exit {
-    std::uint64_t start_ns;
-    std::uint64_t used_ns;
-  };
-  struct pending_state {
-    std::vector<pending_guard_exit> guard_exits;
-    std::uint64_t shrink_bytes = 0;
-    std::uint64_t device_ns = 0;
-    std::uint32_t device_waiters = 0; ///< registrations (wants_device) to undo
-    std::uint32_t memory_waiters = 0; ///< memory_waiting counts to undo
-  };
-
-  template <class F> void add_pending(F&& f) noexcept {
+  /// Writes an update that could not take the table lock into this session's slot's journal
+  /// (journal.hpp), where the next locker of any process applies it. Nothing is written once the
+  /// session has left (leave() waits for a write in progress before its slot can be reused).
+  template <class F> void journal(F&& write) noexcept {
     try {
-      std::lock_guard<std::mutex> l(pending_mutex_);
-      f(pending_);
-      has_pending_.store(true, std::memory_order_release);
+      const std::lock_guard<std::mutex> l(journal_mutex_);
+      if (!joined_.load(std::memory_order_relaxed) || inherited_) return;
+      write(table_.header(), own());
     } catch (...) {
-      // Out of memory for one more record: nothing better to do than what a lost exit did
-      // before (the session's end still returns everything).
+      // std::mutex::lock failing (EDEADLK, ...): nothing better to do than what a lost exit did
+      // before; the session's end still returns everything.
     }
   }
 
-  void drop_pending() noexcept {
-    std::lock_guard<std::mutex> l(pending_mutex_);
-    pending_ = pending_state{};
-    has_pending_.store(false, std::memory_order_release);
-  }
-
-  /// The table lock, taken for this session: applies pending exits right after locking, and
-  /// sends the wakes they (and the caller) call for right after unlocking.
+  /// The table lock, taken for this session (its guard folds every journal first), and the
+  /// wakes the caller calls for, sent right after unlocking.
   class locked {
   public:
-    explicit locked(session_core& c) : c_(&c), g_(c.table_) {
-      if (c.has_pending_.load(std::memory_order_acquire)) c.apply_pending_locked(*this);
-    }
+    explicit locked(session_core& c) : c_(&c), g_(c.table_) {}
     locked(const locked&) = delete;
     locked& operator=(const locked&) = delete;
     ~locked() { unlock(); }
@@ -444,7 +426,6 @@ private:
       c_ = nullptr;
       t.unlock_after_release(g_, released_);
       t.wake_slot(wake_);
-      if (pending_wake_ != wake_) t.wake_slot(pending_wake_);
     }
 
   private:
@@ -453,36 +434,7 @@ private:
     table_core::guard g_;
     bool released_ = false;
     std::int64_t wake_ = nobody;
-    std::int64_t pending_wake_ = nobody; ///< a slot that applying pending exits must wake
   };
-
-  void apply_pending_locked(locked& g) noexcept {
-    pending_state p;
-    {
-      std::lock_guard<std::mutex> l(pending_mutex_);
-      std::swap(p, pending_);
-      has_pending_.store(false, std::memory_order_release);
-    }
-    slot_record& s = own();
-    if (!holds(s)) return; // the session ended (reclaimed): its slot holds nothing of ours
-    const table_view& t = table_.view();
-    const std::uint64_t now = monotonic_ns();
-    if (p.device_waiters > 0) remove_waiters(t, slot_, p.device_waiters);
-    if (p.memory_waiters > 0) {
-      const std::uint32_t n = std::min(p.memory_waiters, s.memory_waiting);
-      s.memory_waiting -= n;
-      table_.header().memory_waiters = sat_sub32(table_.header().memory_waiters, n);
-    }
-    if (p.device_ns > 0)
-      account_device_time(table_.header(), s, p.device_ns, current_holder(t) == slot_, now);
-    for (const pending_guard_exit& e : p.guard_exits)
-      if (const std::int64_t w = exit_step(t, slot_, e.start_ns, e.used_ns, now); w != nobody)
-        g.pending_wake_ = w;
-    if (p.shrink_bytes > 0) {
-      apply_shrink(table_.header(), s, p.shrink_bytes);
-      g.released_memory();
-    }
-  }
 
   slot_record& own() noexcept { return table_.slot(slot_); }
 
@@ -504,8 +456,9 @@ private:
       g.wake_after(lease_exit_step(table_.view(), slot_, now));
     } catch (...) {
       // The lock is stuck (a stopped peer holds it): the guard's time stays in the slot's lease
-      // counters, folded by the next settler; the device, idle, is taken over by a waiter once
-      // the holder's idle budget is spent (as from any holder idle between guards).
+      // counters, and the locked part of its exit (a release, a handover) goes into the journal,
+      // which the next locker applies.
+      journal([](table_header& h, slot_record& s) { journal_lease_exit(h, s); });
     }
   }
 
@@ -602,7 +555,7 @@ private:
   }
 
   /// A memory waiter leaves its wait by an exception: uncount it now, or (the lock timed out)
-  /// record it as pending, so that no phantom memory waiter stays counted.
+  /// journal it, so that no phantom memory waiter stays counted.
   void forget_memory_wait(bool try_lock) noexcept {
     try {
       if (!try_lock) throw error(errc::table_busy, "");
@@ -612,7 +565,7 @@ private:
       s.memory_waiting = sat_sub32(s.memory_waiting, 1);
       table_.header().memory_waiters = sat_sub32(table_.header().memory_waiters, 1);
     } catch (...) {
-      add_pending([](pending_state& p) { ++p.memory_waiters; });
+      journal([](table_header& h, slot_record& s) { journal_memory_waiter(h, s); });
     }
   }
 
@@ -635,7 +588,7 @@ private:
 
   /// A thread that gives up waiting (an exception) must not stay counted as a waiter: the holder
   /// would keep waking, and handing the device to, a session that no longer waits. If the lock
-  /// cannot be had either, the removal is recorded and applied at the session's next lock.
+  /// cannot be had either, the removal goes into the slot's journal (the next locker applies it).
   /// (A grant it got meanwhile needs nothing: a holder with no guard is taken over once its idle
   /// grace is spent.) `try_lock` false: the lock just timed out; do not wait for it again.
   void forget_registration(bool try_lock) noexcept {
@@ -645,7 +598,7 @@ private:
       locked g(*this);
       if (holds(own())) remove_waiters(table_.view(), slot_);
     } catch (...) {
-      add_pending([](pending_state& p) { ++p.device_waiters; });
+      journal([](table_header& h, slot_record& s) { journal_device_waiter(h, s); });
     }
   }
 
@@ -725,10 +678,8 @@ private:
   bool inherited_ = false;
   std::atomic<std::uint32_t> own_waiters_{0}; ///< this process's threads counted in device_waiters
   std::atomic<std::uint64_t> throttled_ns_{
-      0};                                ///< compute-limit pauses not yet added to the slot's stats
-  std::atomic<bool> has_pending_{false}; ///< pending_ holds something (read without the mutex)
-  std::mutex pending_mutex_;
-  pending_state pending_;
+      0};                    ///< compute-limit pauses not yet added to the slot's stats
+  std::mutex journal_mutex_; ///< held by each journal write; leave() waits for it (journal())
 };
 
 /// Takes the liveness lock of a slot: that lock *is* the claim, so concurrent joiners never need
@@ -884,7 +835,7 @@ inline error session_core::guard_timeout(std::uint64_t timeout_ns, std::uint64_t
     const std::uint64_t quiet = hs.last_active_ns ? sat_sub(now, hs.last_active_ns) : 0;
     why = "the device is held by session '" + read_bounded(hs.name, name_capacity) + "' (slot " +
           std::to_string(h) + ", pid " + std::to_string(hs.pid) + ")";
-    if (hs.active_guards > 0)
+    if (busy_guards(hs) > 0)
       why += ", inside a guard with no guard entry or exit for " +
              std::to_string(quiet / 1'000'000) +
              " ms (its quantum: " + std::to_string(hs.quantum_ns / 1'000'000) +

@@ -15,6 +15,7 @@
 #include <gpushare/detail/budget.hpp>
 #include <gpushare/detail/crash_point.hpp>
 #include <gpushare/detail/futex.hpp>
+#include <gpushare/detail/journal.hpp>
 #include <gpushare/detail/liveness.hpp>
 #include <gpushare/detail/scheduler.hpp>
 #include <gpushare/detail/shm.hpp>
@@ -70,6 +71,9 @@ public:
           lock_outcome::owner_died)
         t.repair_locked();
       h.lock_holder_pid.store(t.pid_, std::memory_order_relaxed);
+      // Updates other sessions could not apply (journal.hpp): before this locker decides
+      // anything. One relaxed load when there are none.
+      if (h.journal_pending.load(std::memory_order_relaxed) != 0) t.fold_journals_locked();
     }
     guard(const guard&) = delete;
     guard& operator=(const guard&) = delete;
@@ -155,6 +159,18 @@ public:
   }
 
 private:
+  /// Applies every session's journal (journal.hpp), under the lock. Rare (only after lock
+  /// timeouts), so the wakes it calls for are sent under the lock, as a repair's are.
+  void fold_journals_locked() noexcept {
+    table_header& h = header();
+    const fold_result r =
+        fold_journals(view(), monotonic_ns(), [&](std::int64_t w) { wake_slot(w); });
+    if (r.released_memory && h.memory_waiters > 0) {
+      h.memory_wake.fetch_add(1, std::memory_order_release);
+      futex_wake(&h.memory_wake);
+    }
+  }
+
   /// Called with the lock held, after taking it over from a dead owner: clears the slots of every
   /// dead session and recomputes every total from the slots that remain.
   void repair_locked() noexcept {

@@ -1,0 +1,184 @@
+// SPDX-License-Identifier: Apache-2.0
+// The journal: exit-path updates that could not take the table lock, kept in the session's own
+// slot where any locker applies them.
+//
+// A guard exit, a release, device time measured after a guard, and the undoing of a waiter
+// registration run where they cannot report an error (destructors, unwinding). When the table
+// lock times out there (a stopped peer holds it), the update must still reach the table, or the
+// table stays wrong: a guard counted active keeps the device forever; a waiter still registered
+// is a phantom the holders hand over to. An earlier version kept such updates in the process and
+// applied them at the session's next lock, so a session that went idle after a lost update (a
+// server between requests) kept the device for as long as it lived (issue 23, item 1).
+//
+// The rule: each such update is one or two lock-free atomic additions to the slot's journal
+// counters (layout.hpp), written by the owner, then a bump of the header's journal_pending.
+// Every locker reads journal_pending right after taking the lock and, when it is not 0, folds
+// every active slot's journal (fold_journals) before deciding anything: it exchanges the
+// counters with 0 and applies them exactly as the lost update would have (exit_step with the
+// exit's own time, apply_shrink, remove_waiters, ...). Nobody's cooperation is needed: the next
+// process that locks for any reason (a waiter's re-check, at least every 100 ms; a snapshot)
+// applies it.
+//
+// Why no update is lost or applied twice: a writer adds to the counters first and bumps
+// journal_pending after (seq_cst); a folder exchanges journal_pending with 0 first and the
+// counters after. A fold that misses part of an update (the writer was between two additions)
+// leaves the rest in the counters with journal_pending already bumped or about to be, so the
+// next locker folds it. Each counter is exchanged, so each addition is applied once. Writes
+// happen only while the session is joined and holds its liveness lock (session_core takes its
+// journal mutex for each write and leave() takes it before dropping the liveness lock), so a
+// journal always belongs to the slot's current session; ending a session discards its journal
+// (reset_slot_for_join() zeroes it for the next one).
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+
+#include <gpushare/detail/budget.hpp>
+#include <gpushare/detail/layout.hpp>
+#include <gpushare/detail/scheduler.hpp>
+
+namespace gpushare {
+inline namespace v0 {
+namespace detail {
+
+// ---------------------------------------------------------------------------------------------
+// Writers: the owner of slot `s`, without the table lock
+// ---------------------------------------------------------------------------------------------
+
+/// Marks that a journal has something to fold (after the counters are written).
+inline void journal_written(table_header& h) noexcept {
+  h.journal_pending.fetch_add(1, std::memory_order_seq_cst);
+}
+
+/// A guard that started at `start_ns` ended at `now` having used `used_ns`.
+inline void journal_guard_exit(table_header& h, slot_record& s, std::uint64_t start_ns,
+                               std::uint64_t used_ns, std::uint64_t now) noexcept {
+  s.journal_used_ns.fetch_add(used_ns, std::memory_order_seq_cst);
+  // The earliest start (it bounds a capped session's burst) and the latest exit.
+  std::uint64_t first = s.journal_first_start_ns.load(std::memory_order_relaxed);
+  const std::uint64_t start = std::max<std::uint64_t>(start_ns, 1); // 0 means "none"
+  while ((first == 0 || start < first) &&
+         !s.journal_first_start_ns.compare_exchange_weak(first, start, std::memory_order_seq_cst)) {
+  }
+  std::uint64_t last = s.journal_last_exit_ns.load(std::memory_order_relaxed);
+  while (now > last &&
+         !s.journal_last_exit_ns.compare_exchange_weak(last, now, std::memory_order_seq_cst)) {
+  }
+  s.journal_exits.fetch_add(1, std::memory_order_seq_cst);
+  journal_written(h);
+}
+
+/// `used_ns` of device time measured after its guard ended (the CUDA layer's late accounting).
+inline void journal_device_time(table_header& h, slot_record& s, std::uint64_t used_ns) noexcept {
+  s.journal_device_ns.fetch_add(used_ns, std::memory_order_seq_cst);
+  journal_written(h);
+}
+
+/// `bytes` of reservations released.
+inline void journal_shrink(table_header& h, slot_record& s, std::uint64_t bytes) noexcept {
+  s.journal_shrink_bytes.fetch_add(bytes, std::memory_order_seq_cst);
+  journal_written(h);
+}
+
+/// One thread of the session no longer waits for the device.
+inline void journal_device_waiter(table_header& h, slot_record& s) noexcept {
+  s.journal_device_waiters.fetch_add(1, std::memory_order_seq_cst);
+  journal_written(h);
+}
+
+/// One thread of the session no longer waits for memory.
+inline void journal_memory_waiter(table_header& h, slot_record& s) noexcept {
+  s.journal_memory_waiters.fetch_add(1, std::memory_order_seq_cst);
+  journal_written(h);
+}
+
+/// A lease guard found its lease ended as it exited: the locked part of its exit is owed.
+inline void journal_lease_exit(table_header& h, slot_record& s) noexcept {
+  s.journal_lease_exits.fetch_add(1, std::memory_order_seq_cst);
+  journal_written(h);
+}
+
+/// Whether slot `s` has journal entries not yet folded (a lock-free read, for display).
+inline bool journal_holds(const slot_record& s) noexcept {
+  return s.journal_exits.load(std::memory_order_relaxed) != 0 ||
+         s.journal_device_waiters.load(std::memory_order_relaxed) != 0 ||
+         s.journal_memory_waiters.load(std::memory_order_relaxed) != 0 ||
+         s.journal_lease_exits.load(std::memory_order_relaxed) != 0 ||
+         s.journal_used_ns.load(std::memory_order_relaxed) != 0 ||
+         s.journal_device_ns.load(std::memory_order_relaxed) != 0 ||
+         s.journal_shrink_bytes.load(std::memory_order_relaxed) != 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The folder: any process, under the table lock
+// ---------------------------------------------------------------------------------------------
+
+/// What folding changed that the locker must act on.
+struct fold_result {
+  bool released_memory = false; ///< reservations or memory waits came back: wake memory waiters
+  bool folded = false;          ///< some journal held something
+};
+
+/// Applies slot `i`'s journal (under the lock), calling `wake(slot)` for each slot a step
+/// decides to wake. Returns whether memory was released.
+template <class Wake>
+bool fold_journal(const table_view& t, std::uint32_t i, std::uint64_t now, Wake&& wake) noexcept {
+  table_header& h = *t.header;
+  slot_record& s = t.slots[i];
+  bool released = false;
+  // Waiters first: a decision below must not hand the device to a thread that no longer waits.
+  if (const std::uint32_t n = s.journal_device_waiters.exchange(0, std::memory_order_seq_cst))
+    remove_waiters(t, i, n);
+  if (const std::uint32_t n = s.journal_memory_waiters.exchange(0, std::memory_order_seq_cst)) {
+    const std::uint32_t k = std::min(n, s.memory_waiting);
+    s.memory_waiting -= k;
+    h.memory_waiters = sat_sub32(h.memory_waiters, k);
+    released = true; // the waiters' count changed: let the others re-check
+  }
+  if (const std::uint64_t ns = s.journal_device_ns.exchange(0, std::memory_order_seq_cst))
+    account_device_time(h, s, ns, current_holder(t) == i, now);
+  const std::uint32_t exits = s.journal_exits.exchange(0, std::memory_order_seq_cst);
+  const std::uint64_t used = s.journal_used_ns.exchange(0, std::memory_order_seq_cst);
+  const std::uint64_t first = s.journal_first_start_ns.exchange(0, std::memory_order_seq_cst);
+  const std::uint64_t last = s.journal_last_exit_ns.exchange(0, std::memory_order_seq_cst);
+  if (exits > 0 || used > 0) {
+    // As the lost exits would have run, at the last one's time (never later than now). A fold
+    // that caught a writer between its additions gets the time without the exit (or the exit
+    // without the time): exits_step accounts either, and decides only on exits.
+    const std::uint64_t at = last != 0 ? std::min(last, now) : now;
+    const std::uint64_t start = first != 0 ? std::min(first, at) : sat_sub(at, used);
+    const std::int64_t w = exits_step(t, i, exits, start, used, at);
+    if (w != nobody) wake(w);
+  }
+  for (std::uint32_t n = s.journal_lease_exits.exchange(0, std::memory_order_seq_cst); n > 0; --n) {
+    const std::int64_t w = lease_exit_step(t, i, now);
+    if (w != nobody) wake(w);
+  }
+  if (const std::uint64_t bytes = s.journal_shrink_bytes.exchange(0, std::memory_order_seq_cst)) {
+    apply_shrink(h, s, bytes);
+    released = true;
+  }
+  return released;
+}
+
+/// Folds every active slot's journal if any was written since the last fold (one relaxed load
+/// when none was). Call right after taking the table lock, before any decision.
+template <class Wake>
+fold_result fold_journals(const table_view& t, std::uint64_t now, Wake&& wake) noexcept {
+  fold_result r;
+  table_header& h = *t.header;
+  if (h.journal_pending.load(std::memory_order_relaxed) == 0) return r;
+  h.journal_pending.exchange(0, std::memory_order_seq_cst);
+  r.folded = true;
+  for (std::uint32_t i = 0; i < t.slot_count; ++i) {
+    slot_record& s = t.slots[i];
+    if (!is_active(s) || !journal_holds(s)) continue;
+    if (fold_journal(t, i, now, wake)) r.released_memory = true;
+  }
+  return r;
+}
+
+} // namespace detail
+} // namespace v0
+} // namespace gpushare
