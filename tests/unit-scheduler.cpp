@@ -726,9 +726,15 @@ TEST_CASE("try_take: a holder idle within its grace keeps the device until the g
   CHECK(r.recheck_ns == 150 * us); // it watches: wakes when the holder's budget runs out
   CHECK(t.header->watch_until_ns == 10 * ms + 200 * us);
   CHECK(t.header->holder == 1);
-  // A second waiter while that watch is armed sleeps until the liveness recheck.
-  r = d::try_take(t.view(), 1, 10 * ms + 60 * us, liveness);
+  // A waiter of another session, while that watch is armed, sleeps until the liveness recheck.
+  t.join(2);
+  r = d::try_take(t.view(), 2, 10 * ms + 60 * us, liveness);
   CHECK(r.recheck_ns == liveness);
+  // A thread of the watching session itself (the watcher, woken early by a signal) arms the
+  // watch again instead of taking it for another's (issue 23, case 6).
+  r = d::try_take(t.view(), 1, 10 * ms + 70 * us, liveness);
+  CHECK(r.recheck_ns == 130 * us);
+  CHECK(t.header->watcher == 2);
 
   h.handover_mode = d::handover_at_yield;
   t.header->watch_until_ns = 0;
@@ -1072,6 +1078,7 @@ TEST_CASE("hand_over_at_yield: with quantum left, or the waiter ahead, the holde
   s.vtime = 5'000;
   w.vtime = 0;
   t.header->quantum_used_ns = 4 * ms;
+  t.header->quantum_start_ns = 56 * ms; // its quantum began 4 ms ago: within the wall bound
   CHECK(d::hand_over_at_yield(t.view(), 0, 60 * ms) == d::nobody);
   t.header->quantum_used_ns = 5 * ms;
   w.vtime = 5'000 + 5'000'000'001; // more than one of its quanta ahead
@@ -1243,25 +1250,30 @@ TEST_CASE("a turn that overran its quantum makes the session's next turn shorter
   CHECK(b.quantum_debt_ns == 0);
 }
 
-TEST_CASE("a lower class gets the gaps of a holder that spent its idle budget, at exits only") {
+TEST_CASE("a lower class gets the gaps of a holder that spent its idle debt, at exits only") {
   fake_table t;
   auto& h = t.join(0, prio::high);
   t.join(1, prio::low);
   t.wait(1);
   t.hold(0, 0);
-  t.header->holder_idle_ns = 150 * us;
+  h.idle_debt_ns = 150 * us;
   CHECK_FALSE(d::should_hand_over(*t.header, h, t.slots[1], d::boundary::guard_exit));
-  t.header->holder_idle_ns = 200 * us; // spent
+  h.idle_debt_ns = 200 * us; // spent
   CHECK_FALSE(d::should_hand_over(*t.header, h, t.slots[1], d::boundary::guard_enter));
   CHECK(d::should_hand_over(*t.header, h, t.slots[1], d::boundary::guard_exit));
   CHECK(d::should_hand_over(*t.header, h, t.slots[1], d::boundary::yield));
+  // The per-quantum idle budget is not what counts for a lower class (a renewed quantum reset
+  // it before it was ever spent: issue 23, case 3).
+  h.idle_debt_ns = 0;
+  t.header->holder_idle_ns = 200 * us;
+  CHECK_FALSE(d::should_hand_over(*t.header, h, t.slots[1], d::boundary::guard_exit));
   // At its guard entry the holder keeps the device (it wants it now), and the gap it just ended
-  // is counted...
-  t.header->holder_idle_ns = 100 * us;
+  // adds to its debt...
+  h.idle_debt_ns = 100 * us;
   t.header->holder_idle_since_ns = 1 * ms;
   d::take_result r = d::try_take(t.view(), 0, 1 * ms + 150 * us, liveness);
   CHECK(r.granted);
-  CHECK(t.header->holder_idle_ns == 250 * us);
+  CHECK(h.idle_debt_ns == 250 * us);
   // ...so at the exit of that guard the next gap goes to the lower class.
   CHECK(d::release_at_guard_exit(t.view(), 0, 2 * ms) == 1);
   CHECK(t.header->holder == 2);
@@ -1323,7 +1335,15 @@ TEST_CASE("a busy session far behind gets the device back at the holder's next b
   w.last_turn_busy = 0; // it idled through its last turn: it would leave the device idle again
   CHECK_FALSE(d::should_hand_over(*t.header, h, w, d::boundary::guard_exit));
   w.last_turn_busy = 1;
+  w.last_turn_ns = 5 * ms;  // its last turn was a whole quantum
   w.vtime = 15'000'000'000; // exactly one turn behind: the holder finishes its quantum
+  CHECK_FALSE(d::should_hand_over(*t.header, h, w, d::boundary::guard_exit));
+  // A session whose last turn was one 1 ms guard (it hands its gaps over) is owed its next one
+  // as soon as it is more than that behind.
+  w.last_turn_ns = 1 * ms;
+  w.vtime = 18'900'000'000;
+  CHECK(d::should_hand_over(*t.header, h, w, d::boundary::guard_exit));
+  w.vtime = 19'000'000'000; // exactly one of its turns behind
   CHECK_FALSE(d::should_hand_over(*t.header, h, w, d::boundary::guard_exit));
 }
 
@@ -1348,7 +1368,9 @@ TEST_CASE("reservation: a busy holder behind in vtime keeps the device through a
   s.vtime = 20'000'000'000; // the taker is two turns ahead
   p.last_active_ns = 10 * ms;
   t.header->quantum_used_ns = 3 * ms; // busy: no idle so far
-  // Its idle budget is long spent at 12 ms, but it was busy and is owed: kept until 20 ms.
+  p.cpu_wait_ppm = 400'000;           // its threads wait for a CPU 40% of the time
+  // Its idle budget is long spent at 12 ms, but it was busy, is owed and waits for a CPU (it was
+  // descheduled): kept until 20 ms.
   d::take_result r = d::try_take(t.view(), 1, 12 * ms, liveness);
   CHECK_FALSE(r.granted);
   CHECK(r.recheck_ns == 8 * ms);
@@ -1372,6 +1394,16 @@ TEST_CASE("reservation: a busy holder behind in vtime keeps the device through a
     p.vtime = s.vtime; // level: nothing owed
     CHECK(d::try_take(t.view(), 1, 42 * ms, liveness).granted);
   }
+  SUBCASE("no reservation for a session that does not wait for a CPU: its gap is host work") {
+    // (issue 23, case 2: a session owed time had the device kept idle through its host work)
+    d::grant(t.view(), 0, 30 * ms);
+    t.header->holder_started = 1;
+    t.header->holder_idle_since_ns = 31 * ms;
+    p.last_active_ns = 31 * ms;
+    t.header->quantum_used_ns = 3 * ms;
+    p.cpu_wait_ppm = 50'000; // 5%: below reserve_cpu_wait_ppm
+    CHECK(d::try_take(t.view(), 1, 32 * ms, liveness).granted);
+  }
 }
 
 TEST_CASE("reservation: a free device is kept for the busy session that freed it, if owed") {
@@ -1388,6 +1420,7 @@ TEST_CASE("reservation: a free device is kept for the busy session that freed it
   CHECK(p.last_turn_busy == 1);
   p.vtime = 1'000;
   s.vtime = 30'000'000'000;
+  p.cpu_wait_ppm = 400'000; // it was descheduled
   d::take_result r = d::try_take(t.view(), 1, 5 * ms, liveness);
   CHECK_FALSE(r.granted);
   CHECK(r.recheck_ns == 7 * ms);

@@ -101,6 +101,9 @@ struct alignas(64) table_header {
   std::uint64_t watch_exits;          ///< holder_exits when that watch was armed
   std::uint32_t last_holder;          ///< slot + 1 of the session that last freed the device
   std::uint32_t last_holder_generation; ///< its generation
+  std::uint64_t quantum_start_ns; ///< when the holder's current quantum began (its wall bound)
+  std::uint32_t watcher;          ///< slot + 1 of the session whose thread armed the watch
+  std::uint32_t reserved1;        ///< zero
   /// Bit i set: slot i has threads waiting for the device (wants_device > 0). Lets a decision
   /// visit only the waiting slots instead of all of them.
   std::uint64_t waiting_mask[max_slot_count / 64];
@@ -173,7 +176,11 @@ struct alignas(64) slot_record {
   std::uint64_t last_active_ns;  ///< monotonic time it last held or used the device (0: never)
   std::uint64_t quantum_debt_ns; ///< how far its last turn overran its quantum: its next is shorter
   std::uint32_t last_turn_busy;  ///< its last turn was mostly guards, not idle gaps (1) or not (0)
-  std::uint32_t reserved0;       ///< zero
+  std::uint32_t cpu_wait_ppm;    ///< its threads' recent share of time waiting for a CPU
+  /// Idle time it kept the device from waiters, less 1/8 of the device time it used since (a
+  /// leaky bucket): lower classes take its gaps once this reaches the idle grace.
+  std::uint64_t idle_debt_ns;
+  std::uint64_t last_turn_ns; ///< how long its last turn was (device and idle time, <= quantum)
 
   // ---- the lease (detail/scheduler.hpp, "The lease"): an uncontended holder's guards enter and
   // exit without the table lock. Atomics, written by the owner's guards without the lock and
@@ -200,7 +207,7 @@ struct alignas(64) slot_record {
   std::atomic<std::uint32_t> journal_memory_waiters; ///< memory-waiter counts to undo
   std::atomic<std::uint32_t> journal_lease_exits;    ///< lease guards owed their locked exit
 
-  std::uint8_t spare[512 - 408]; ///< room to grow without moving fields
+  std::uint8_t spare[512 - 424]; ///< room to grow without moving fields
 };
 
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
@@ -211,9 +218,9 @@ static_assert(sizeof(table_prefix) == 40);
 static_assert(std::is_standard_layout_v<slot_record>);
 static_assert(sizeof(slot_record) == 512, "slot layout changed: bump table_layout_version");
 static_assert(offsetof(slot_record, grant_word) == 184);
-static_assert(offsetof(slot_record, lease) == 312);
-static_assert(offsetof(slot_record, journal_exits) == 352);
-static_assert(offsetof(slot_record, spare) == 408);
+static_assert(offsetof(slot_record, lease) == 328);
+static_assert(offsetof(slot_record, journal_exits) == 368);
+static_assert(offsetof(slot_record, spare) == 424);
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 static_assert(offsetof(table_header, lock) % 64 == 0);
 

@@ -57,6 +57,9 @@ inline constexpr std::uint64_t watch_period_ns = 1'000'000; // 1 ms
 /// from its last activity) before a session ahead of it may take it: otherwise a CPU scheduler that
 /// balances CPU time would also balance device time, whatever the shares.
 inline constexpr std::uint64_t reserve_ns = 10'000'000; // 10 ms
+/// ... and only for a session whose threads spent at least this share of their recent time
+/// runnable but waiting for a CPU (slot_record::cpu_wait_ppm, detail/cpu_wait.hpp): 10%.
+inline constexpr std::uint32_t reserve_cpu_wait_ppm = 100'000;
 /// Credit: a session that used the device less than this long ago keeps its virtual time when it
 /// contends again (it was descheduled, not idle); one idle for longer starts at its class clock.
 /// Longer than what a CPU scheduler makes a runnable process wait on a loaded machine.
@@ -68,9 +71,11 @@ inline constexpr std::uint64_t credit_idle_ns = 100'000'000; // 100 ms
 inline constexpr std::uint64_t credit_quanta = 2;
 /// A handover_at_yield holder that does not yield hands over at guard boundaries (to an
 /// equal-class waiter that is due) once it has held the device for this many quanta, device plus
-/// idle time, and at least yield_backstop_min_ns.
+/// idle time, and at least yield_backstop_min_ns, at most yield_backstop_max_ns (but never less
+/// than one quantum: a 10 s quantum is kept whole).
 inline constexpr std::uint64_t yield_backstop_quanta = 16;
-inline constexpr std::uint64_t yield_backstop_min_ns = 100'000'000; // 100 ms
+inline constexpr std::uint64_t yield_backstop_min_ns = 100'000'000;   // 100 ms
+inline constexpr std::uint64_t yield_backstop_max_ns = 1'000'000'000; // 1 s
 inline constexpr std::int64_t nobody = -1;
 /// Virtual time never saturates (2^64 - 1 would make every session equal, whatever its share):
 ///   * a session's vtime is never more than vtime_max_lead ahead of its class floor: accounting
@@ -102,6 +107,19 @@ inline std::uint64_t mul_div(std::uint64_t a, std::uint64_t b, std::uint64_t c) 
 
 inline bool is_active(const slot_record& s) noexcept {
   return s.state.load(std::memory_order_relaxed) == slot_active;
+}
+
+/// Whether session `s` must pause before its next guard (its compute limit).
+inline bool paced(const slot_record& s, std::uint64_t now) noexcept {
+  return s.compute_limit_ppm != 0 && s.compute_limit_ppm < 1'000'000 && s.cap_vclock_ns > now;
+}
+
+/// Records a sample of the share of time session `s`'s threads waited for a CPU (runnable, not
+/// running) since the previous sample: a moving average, 1/4 weight to the new sample.
+inline void note_cpu_wait(slot_record& s, std::uint32_t sample_ppm) noexcept {
+  const std::uint64_t avg =
+      (std::uint64_t{s.cpu_wait_ppm} * 3 + std::min(sample_ppm, 1'000'000u)) / 4;
+  s.cpu_wait_ppm = static_cast<std::uint32_t>(avg);
 }
 
 /// Virtual time that `used_ns` of device time costs session `s`.
@@ -156,7 +174,13 @@ inline void remove_waiters(const table_view& t, std::uint32_t i,
   slot_record& s = t.slots[i];
   const std::uint32_t n = std::min(threads, s.wants_device);
   s.wants_device -= n;
-  if (s.wants_device == 0) set_waiting_bit(*t.header, i, false);
+  if (s.wants_device == 0) {
+    set_waiting_bit(*t.header, i, false);
+    if (t.header->watcher == i + 1) { // nobody of it watches any more: the watch is off
+      t.header->watcher = 0;
+      t.header->watch_until_ns = 0;
+    }
+  }
   std::atomic<std::uint32_t>& all = t.header->device_waiters;
   all.fetch_sub(std::min(n, all.load(std::memory_order_relaxed)), std::memory_order_relaxed);
 }
@@ -173,6 +197,8 @@ inline std::uint64_t quantum_vt(const slot_record& s) noexcept {
 ///      ahead of the class's smallest (a session further ahead has had more than its share);
 ///   3. among those, the longest wait (so n equal sessions take turns: each waits at most one
 ///      turn of each other); then the smaller vtime; then the lower slot index.
+/// A waiting session its compute limit holds back at `now` (paced) is no candidate: granted the
+/// device, it could not start a guard, and the device would sit unused (issue 23, case 7).
 /// Visits only the waiting slots, and nothing at all when nobody waits and `also` is nobody.
 inline std::int64_t best_claim(const table_view& t, std::int64_t except, std::int64_t also,
                                std::uint64_t now) noexcept {
@@ -181,7 +207,7 @@ inline std::int64_t best_claim(const table_view& t, std::int64_t except, std::in
   auto for_each_candidate = [&](auto&& f) {
     for_each_waiting(t, [&](std::uint32_t i) {
       const slot_record& s = t.slots[i];
-      if (i != except && i != also && s.wants_device > 0 && is_active(s)) f(i);
+      if (i != except && i != also && s.wants_device > 0 && is_active(s) && !paced(s, now)) f(i);
     });
     if (also != nobody && also != except) f(static_cast<std::uint32_t>(also));
   };
@@ -215,9 +241,28 @@ inline std::int64_t best_claim(const table_view& t, std::int64_t except, std::in
   return best;
 }
 
-/// The waiting session with the best claim (excluding `except`), or nobody.
-inline std::int64_t best_waiter(const table_view& t, std::int64_t except = nobody) noexcept {
-  return best_claim(t, except, nobody, 0);
+/// The waiting session with the best claim (excluding `except`) at `now`, or nobody. Without a
+/// time, pacing is not looked at.
+inline std::int64_t best_waiter(const table_view& t, std::int64_t except = nobody,
+                                std::uint64_t now = UINT64_MAX) noexcept {
+  return best_claim(t, except, nobody, now);
+}
+
+/// Wakes a waiting session that its compute limit holds back at `now`, other than `except`, and
+/// returns it (nobody if none): called as the device is released to nobody, so that it sleeps
+/// out its pause and comes back on time instead of at its next re-check. Bumps its grant word
+/// under the lock (the caller wakes it after unlocking), as a grant does.
+inline std::int64_t wake_paced_waiter(const table_view& t, std::int64_t except,
+                                      std::uint64_t now) noexcept {
+  if (t.header->device_waiters.load(std::memory_order_relaxed) == 0) return nobody;
+  std::int64_t found = nobody;
+  for_each_waiting(t, [&](std::uint32_t i) {
+    const slot_record& s = t.slots[i];
+    if (found == nobody && i != except && s.wants_device > 0 && is_active(s) && paced(s, now))
+      found = i;
+  });
+  if (found != nobody) t.slots[found].grant_word.fetch_add(1, std::memory_order_release);
+  return found;
 }
 
 /// The slot named by `slot_plus_one` (0: none) if it holds a live session of `generation`, else
@@ -282,6 +327,15 @@ inline std::uint64_t class_clock(const table_view& t, int priority, std::int64_t
   return floor;
 }
 
+/// Raises the floor of class `priority` to the smallest vtime of its contenders, the holder
+/// included: called as device time is accounted, so the floor follows a session that runs alone
+/// (on its lease, say) and a newcomer placed at the floor is at most one guard behind it, never
+/// seconds (issue 23, case 1: the floor rose only from sessions contending at a placement, so a
+/// session alone for seconds left it at 0, and a newcomer took 96% of the next 500 ms).
+inline void raise_floor(const table_view& t, int priority) noexcept {
+  (void)class_clock(t, priority, nobody);
+}
+
 /// The most credit (virtual time behind its class clock) recently active session `i` keeps: how
 /// far the clock can move in credit_idle_ns (the device used all that time by the class's
 /// smallest share), plus credit_quanta of the class's widest quanta. Visits every slot, but runs
@@ -324,27 +378,51 @@ inline void change_class(const table_view& t, std::uint32_t i, int priority) noe
 // Who holds the device
 // ---------------------------------------------------------------------------------------------
 
-enum class boundary { guard_enter, guard_exit, yield };
+/// Where a decision is taken: the holder enters or leaves a guard, yields, or a waiter looks at
+/// a holder that is between guards (would the holder hand over at its next boundary anyway?).
+enum class boundary { guard_enter, guard_exit, yield, takeover };
 
 inline std::uint64_t idle_grace(const slot_record& holder) noexcept {
   return holder.handover_mode == handover_at_yield ? idle_grace_at_yield_ns
                                                    : idle_grace_at_guard_ns;
 }
 
-/// How long a handover_at_yield holder keeps the device without yielding while others are due.
+/// How long a handover_at_yield holder keeps the device without yielding while others are due:
+/// 16 quanta, from 100 ms to 1 s, and never less than one quantum.
 inline std::uint64_t yield_backstop(const slot_record& hs) noexcept {
-  return std::max(mul_div(hs.quantum_ns, yield_backstop_quanta, 1), yield_backstop_min_ns);
+  const std::uint64_t quanta = mul_div(hs.quantum_ns, yield_backstop_quanta, 1);
+  return std::max(hs.quantum_ns, std::clamp(quanta, yield_backstop_min_ns, yield_backstop_max_ns));
+}
+
+/// Whether holder `hs`, with a gap of `gap_ns` in progress, has left the device idle long enough
+/// that a lower class may take its gaps: its idle debt (idle time kept from waiters, drained by
+/// 1/8 of its device time) reached the idle grace of an at_guard holder. A leaky bucket, not a
+/// budget renewed per quantum: a renewed budget was never spent by a holder whose quantum ends
+/// before its gaps add up to the grace (a 100 us quantum, or the 50 ms grace of at_yield), and
+/// the lower class got 0% of a device 75-80% idle (issue 23, case 3). The at_yield grace is for
+/// equal-class waiters only: a lower class takes gaps, it does not end iterations.
+inline bool lower_class_may_take(const slot_record& hs, std::uint64_t gap_ns) noexcept {
+  return sat_add(hs.idle_debt_ns, gap_ns) >= idle_grace_at_guard_ns;
 }
 
 /// At a boundary of holder `hs`, should waiter `ws` get the device?
 inline bool should_hand_over(const table_header& h, const slot_record& hs, const slot_record& ws,
                              boundary at) noexcept {
   if (ws.priority > hs.priority) return true;
+  // A lower class gets the gaps of a holder whose idle debt is spent: the next gap is the lower
+  // class's (handed over as the gap begins), but never when the holder starts a guard.
+  if (ws.priority < hs.priority) return at != boundary::guard_enter && lower_class_may_take(hs, 0);
+  if (at == boundary::takeover && !h.holder_started) return false; // its start grace
   const bool idle_spent = h.holder_idle_ns >= idle_grace(hs); // it has left the device idle long
-  // A lower class gets the gaps of a holder that has spent its idle budget: the next gap is the
-  // lower class's (handed over as the gap begins), but never when the holder starts a guard.
-  if (ws.priority < hs.priority) return idle_spent && at != boundary::guard_enter;
   if (idle_spent) return true; // an equal waiter: the holder wasted its turn on idle gaps
+  // An at_guard holder whose gaps keep the device idle (its idle debt spent: idle beyond 1/8 of
+  // its device time) hands each gap to an equal waiter as it begins, and gets the device back at
+  // the waiter's next boundary by the catch-up below while it is behind. Holding through its
+  // gaps until its idle budget ran out, then waiting a whole turn, a session with pauses as long
+  // as its guards ran 2-4% of the time against its 37-50% (issue 23, case 4).
+  if ((at == boundary::guard_exit || at == boundary::takeover) &&
+      hs.handover_mode == handover_at_guard && lower_class_may_take(hs, 0))
+    return true;
   if (hs.handover_mode == handover_at_yield && at != boundary::yield &&
       h.quantum_used_ns < yield_backstop(hs))
     return false;
@@ -353,11 +431,15 @@ inline bool should_hand_over(const table_header& h, const slot_record& hs, const
   // waits at most one turn of each other session.
   if (h.quantum_used_ns >= hs.quantum_ns && ws.vtime <= sat_add(hs.vtime, quantum_vt(ws)))
     return true;
-  // A waiter more than one of the holder's turns behind it, and busy in its last turn, gets the
-  // device back at once: it was descheduled between two guards (the holder took the idle or free
-  // device meanwhile), and the holder has had more than its share. A waiter that idled through
-  // its last turn does not: it would leave the device idle again.
-  return ws.last_turn_busy != 0 && sat_add(ws.vtime, quantum_vt(hs)) < hs.vtime;
+  // Catch-up: a waiter behind the holder by more than one turn, and busy in its last turn, gets
+  // the device back at once: it was descheduled between two guards, or handed its gaps over (the
+  // holder took the idle or free device meanwhile), and the holder has had more than its share.
+  // "One turn" is the holder's quantum, or the waiter's own last turn if that was shorter: a
+  // session whose turns are a guard long (it hands each gap over) is owed its next guard as soon
+  // as it is behind by one. A waiter that idled through its last turn does not catch up: it
+  // would leave the device idle again.
+  const std::uint64_t turn = std::min(quantum_vt(hs), virtual_ns(ws, ws.last_turn_ns));
+  return ws.last_turn_busy != 0 && sat_add(ws.vtime, turn) < hs.vtime;
 }
 
 /// Guards of session `s` inside their region now: those entered under the lock and those entered
@@ -368,19 +450,23 @@ inline std::uint32_t busy_guards(const slot_record& s) noexcept {
   return n > UINT32_MAX ? UINT32_MAX : static_cast<std::uint32_t>(n);
 }
 
-/// How much longer holder `hs`, between guards now, may leave the device idle while others wait:
-/// the start grace until it has started, then what is left of its idle budget.
-inline std::uint64_t idle_left(const table_header& h, const slot_record& hs,
+/// How much longer holder `hs`, between guards now, may leave the device idle while waiter `ws`
+/// waits: the start grace until it has started; then, for an equal waiter, what is left of its
+/// idle budget, and for a lower class, what is left before its idle debt reaches the grace.
+inline std::uint64_t idle_left(const table_header& h, const slot_record& hs, const slot_record& ws,
                                std::uint64_t now) noexcept {
   if (!h.holder_started)
     return sat_sub(sat_add(h.holder_since_ns, std::max(idle_grace(hs), start_grace_ns)), now);
-  const std::uint64_t idle = sat_add(h.holder_idle_ns, sat_sub(now, h.holder_idle_since_ns));
-  return sat_sub(idle_grace(hs), idle);
+  const std::uint64_t gap = sat_sub(now, h.holder_idle_since_ns);
+  if (ws.priority < hs.priority)
+    return sat_sub(idle_grace_at_guard_ns, sat_add(hs.idle_debt_ns, gap));
+  return sat_sub(idle_grace(hs), sat_add(h.holder_idle_ns, gap));
 }
 
 /// Records how the holder's turn went as it ends: busy if idle gaps took less than half of it.
 inline void end_turn(const table_header& h, slot_record& holder) noexcept {
   holder.last_turn_busy = sat_add(h.holder_idle_ns, h.holder_idle_ns) < h.quantum_used_ns ? 1 : 0;
+  holder.last_turn_ns = std::min(h.quantum_used_ns, holder.quantum_ns);
 }
 
 /// Makes slot `i` the holder. Returns `i` (the slot whose waiters to wake after unlocking).
@@ -390,6 +476,9 @@ inline std::int64_t grant(const table_view& t, std::uint32_t i, std::uint64_t no
   const std::int64_t prev = current_holder(t);
   if (prev != nobody && prev != i) {
     slot_record& p = t.slots[prev];
+    // Taken over during a gap (its idle budget or debt spent): the gap so far was kept idle.
+    if (h.holder_started && busy_guards(p) == 0)
+      p.idle_debt_ns = sat_add(p.idle_debt_ns, sat_sub(now, h.holder_idle_since_ns));
     ++p.handovers;
     ++h.handovers;
     end_turn(h, p);
@@ -402,11 +491,13 @@ inline std::int64_t grant(const table_view& t, std::uint32_t i, std::uint64_t no
   h.holder_generation = s.generation;
   h.holder_since_ns = now;
   h.holder_idle_since_ns = now;
+  h.quantum_start_ns = now;
   h.quantum_used_ns = prev == i ? 0 : s.quantum_debt_ns; // its turn starts short by its debt
   s.quantum_debt_ns = 0;
   h.holder_idle_ns = 0;
   h.holder_started = 0;
   h.watch_until_ns = 0; // a new holder: nobody watches it yet
+  h.watcher = 0;
   s.last_active_ns = now;
   // Its sleeping threads are woken by this bump. With none registered, none can be asleep or
   // about to sleep on the word (a waiter registers under the lock before it reads the word), so
@@ -415,11 +506,13 @@ inline std::int64_t grant(const table_view& t, std::uint32_t i, std::uint64_t no
   return i;
 }
 
-/// The device is free: give it to the best waiter, if any. Returns the slot to wake or nobody.
+/// The device is free: give it to the best waiter, if any (else wake a paced waiter, so it
+/// sleeps out its pause). Returns the slot to wake or nobody.
 inline std::int64_t grant_next(const table_view& t, std::uint64_t now) noexcept {
   t.header->holder = 0;
-  const std::int64_t w = best_waiter(t);
-  return w == nobody ? nobody : grant(t, static_cast<std::uint32_t>(w), now);
+  const std::int64_t w = best_waiter(t, nobody, now);
+  if (w == nobody) return wake_paced_waiter(t, nobody, now);
+  return grant(t, static_cast<std::uint32_t>(w), now);
 }
 
 struct take_result {
@@ -428,31 +521,45 @@ struct take_result {
   std::uint64_t recheck_ns = 0; ///< when not granted: sleep at most this long, then retry
 };
 
-/// A waiting thread is about to sleep while holder `hs` runs or idles: how long it sleeps, and
-/// whether it becomes the watcher (the one waiter that re-checks the holder on its own; the
-/// holder's guard exits wake a waiter only while nobody watches).
-inline std::uint64_t watch(table_header& h, const slot_record& hs, std::uint64_t now,
-                           std::uint64_t liveness_recheck_ns) noexcept {
+/// A waiting thread of session `me` is about to sleep while holder `hs` runs or idles: how long
+/// it sleeps, and whether it becomes the watcher (the one waiter that re-checks the holder on
+/// its own; the holder's guard exits wake a waiter only while nobody watches).
+inline std::uint64_t watch(const table_view& t, const slot_record& hs, std::uint32_t me,
+                           std::uint64_t now, std::uint64_t liveness_recheck_ns) noexcept {
+  table_header& h = *t.header;
   std::uint64_t until = 0;
-  if (busy_guards(hs) == 0)
-    until = sat_add(now, std::max<std::uint64_t>(idle_left(h, hs, now), 1));
-  else if (h.watch_exits != h.holder_exits) // its guards end and start: poll
+  if (busy_guards(hs) == 0) { // a gap: re-check when it would exhaust the holder's idle budget
+    const std::uint64_t left = idle_left(h, hs, t.slots[me], now);
+    until = sat_add(now, left > 0 ? left : watch_period_ns); // spent, yet kept: poll
+  } else if (h.watch_exits != h.holder_exits) {              // its guards end and start: poll
     until = sat_add(now, watch_period_ns);
-  // else: one long guard since the last watch; its exit will wake a waiter
-  if (h.watch_until_ns > now && (until == 0 || h.watch_until_ns <= until))
-    return liveness_recheck_ns; // another thread re-checks soon enough
+  } // else: one long guard since the last watch; its exit will wake a waiter
+  // A thread of another session re-checks soon enough: sleep until woken or the liveness
+  // re-check. A watch armed by this session (this very thread, woken early by a signal or a
+  // settings change, or a sibling) is armed again instead: a watcher that took its own watch for
+  // another's slept 100 ms, and the holder's exits woke nobody since a watch seemed armed, so a
+  // gap went unnoticed for up to 15 ms (issue 23, case 6).
+  if (h.watcher != me + 1 && h.watch_until_ns > now && (until == 0 || h.watch_until_ns <= until))
+    return liveness_recheck_ns;
   h.watch_until_ns = until;
   h.watch_exits = h.holder_exits;
+  h.watcher = until != 0 ? me + 1 : 0;
   return until ? std::min(until - now, liveness_recheck_ns) : liveness_recheck_ns;
 }
 
 /// Should session `s` leave the device to `p`, a session of its class that holds it between
 /// guards (or freed it at its last guard exit), for now? Yes while `p` was busy, is more than one
-/// of `s`'s turns behind `s`, and was last active less than reserve_ns ago. Returns how long
-/// the reservation lasts (0: none).
+/// of `s`'s turns behind `s`, was last active less than reserve_ns ago, *and its threads wait for
+/// a CPU* (cpu_wait_ppm at least reserve_cpu_wait_ppm): it was descheduled between two guards,
+/// not doing host work. Returns how long the reservation lasts (0: none). Without the CPU test,
+/// a session owed time (one whose demand is below its share is owed forever) had the device
+/// kept idle for it through its ordinary host work, and a busy peer ran 55% of the time
+/// (issue 23, case 2); the table cannot tell a deschedule from host work, the session's own
+/// run-queue wait can (detail/cpu_wait.hpp).
 inline std::uint64_t reserved_for(const table_header& h, const slot_record& p, bool holding,
                                   const slot_record& s, std::uint64_t now) noexcept {
   if (p.priority != s.priority || sat_add(p.vtime, quantum_vt(s)) >= s.vtime) return 0;
+  if (p.cpu_wait_ppm < reserve_cpu_wait_ppm || paced(p, now)) return 0; // (paced: it cannot run)
   const bool busy = holding ? sat_add(h.holder_idle_ns, h.holder_idle_ns) < h.quantum_used_ns
                             : p.last_turn_busy != 0;
   if (!busy) return 0;
@@ -464,37 +571,66 @@ inline std::int64_t last_holder(const table_view& t) noexcept {
   return live_session(t, t.header->last_holder, t.header->last_holder_generation);
 }
 
+/// A turn is bounded in wall time too: a holder whose quantum has lasted more than this many
+/// quanta of wall time while others wait has the wall time it did not account charged to its
+/// quantum and its virtual time. Guards that account little device time (set_device_time(0), a
+/// stream capture) otherwise kept the device for as long as they ran: at 10% of their wall time
+/// an equal peer waited 50 ms and ran 9% of the time, at 0% never (issue 23, case 8). Two
+/// quanta, not one, so that a session whose accounted time trails its wall time moderately (the
+/// CUDA layer's event times, host work inside guards) keeps its turns as they were.
+inline constexpr std::uint64_t wall_bound_quanta = 2;
+
+/// Charges holder `s` (in `h`) the wall time of its quantum it did not account, once the quantum
+/// has lasted wall_bound_quanta quanta of wall time. Call at a boundary while others wait.
+inline void charge_wall(table_header& h, slot_record& s, std::uint64_t now) noexcept {
+  const std::uint64_t wall = sat_sub(now, h.quantum_start_ns);
+  if (wall <= mul_div(s.quantum_ns, wall_bound_quanta, 1) || h.quantum_used_ns >= wall) return;
+  s.vtime = sat_add(s.vtime, virtual_ns(s, wall - h.quantum_used_ns));
+  h.quantum_used_ns = wall;
+}
+
+/// Thread of session `i` wants to enter a guard (or to get the device back after a yield), and
+/// holds the device already.
+inline take_result take_own(const table_view& t, std::uint32_t i, std::uint64_t now,
+                            std::uint64_t liveness_recheck_ns) noexcept {
+  table_header& h = *t.header;
+  slot_record& s = t.slots[i];
+  const std::int64_t w = best_waiter(t, i, now);
+  if (h.holder_started && busy_guards(s) == 0 && w != nobody) {
+    // The gap since its last guard kept the device from waiters: it costs quantum and budget,
+    // and adds to its idle debt.
+    const std::uint64_t gap = sat_sub(now, h.holder_idle_since_ns);
+    h.quantum_used_ns = sat_add(h.quantum_used_ns, gap);
+    h.holder_idle_ns = sat_add(h.holder_idle_ns, gap);
+    s.idle_debt_ns = sat_add(s.idle_debt_ns, gap);
+    h.holder_idle_since_ns = now;
+  }
+  h.holder_started = 1;
+  if (w != nobody) charge_wall(h, s, now);
+  if (w != nobody && should_hand_over(h, s, t.slots[w], boundary::guard_enter)) {
+    if (busy_guards(s) > 0) return {false, nobody, liveness_recheck_ns}; // drain first
+    return {false, grant(t, static_cast<std::uint32_t>(w), now), liveness_recheck_ns};
+  }
+  // Quantum used and nobody should take over, even at a yield: a new quantum, and a new idle
+  // budget (the budget is per quantum: the inevitable gaps between guards of a busy holder,
+  // microseconds each, must not add up over a long run to a lost turn). An at_yield holder
+  // keeps a used quantum until its next yield() hands over, or its backstop.
+  if (h.quantum_used_ns >= s.quantum_ns &&
+      (w == nobody || !should_hand_over(h, s, t.slots[w], boundary::yield))) {
+    h.quantum_used_ns = std::min(h.quantum_used_ns - s.quantum_ns, s.quantum_ns); // the overrun
+    h.holder_idle_ns = 0;
+    h.quantum_start_ns = now;
+  }
+  return {true};
+}
+
 /// Thread of session `i` wants to enter a guard (or to get the device back after a yield).
 inline take_result try_take(const table_view& t, std::uint32_t i, std::uint64_t now,
                             std::uint64_t liveness_recheck_ns) noexcept {
   table_header& h = *t.header;
   slot_record& s = t.slots[i];
   const std::int64_t holder = current_holder(t);
-  const std::int64_t w = best_waiter(t, i);
-  if (holder == i) {
-    if (h.holder_started && busy_guards(s) == 0 && w != nobody) {
-      // The gap since its last guard kept the device from waiters: it costs quantum and budget.
-      const std::uint64_t gap = sat_sub(now, h.holder_idle_since_ns);
-      h.quantum_used_ns = sat_add(h.quantum_used_ns, gap);
-      h.holder_idle_ns = sat_add(h.holder_idle_ns, gap);
-      h.holder_idle_since_ns = now;
-    }
-    h.holder_started = 1;
-    if (w != nobody && should_hand_over(h, s, t.slots[w], boundary::guard_enter)) {
-      if (busy_guards(s) > 0) return {false, nobody, liveness_recheck_ns}; // drain first
-      return {false, grant(t, static_cast<std::uint32_t>(w), now), liveness_recheck_ns};
-    }
-    // Quantum used and nobody should take over, even at a yield: a new quantum, and a new idle
-    // budget (the budget is per quantum: the inevitable gaps between guards of a busy holder,
-    // microseconds each, must not add up over a long run to a lost turn). An at_yield holder
-    // keeps a used quantum until its next yield() hands over, or its backstop.
-    if (h.quantum_used_ns >= s.quantum_ns &&
-        (w == nobody || !should_hand_over(h, s, t.slots[w], boundary::yield))) {
-      h.quantum_used_ns = std::min(h.quantum_used_ns - s.quantum_ns, s.quantum_ns); // the overrun
-      h.holder_idle_ns = 0;
-    }
-    return {true};
-  }
+  if (holder == i) return take_own(t, i, now, liveness_recheck_ns);
   if (holder == nobody) {
     const std::int64_t b = best_claim(t, nobody, i, now);
     if (b != i) return {false, grant(t, static_cast<std::uint32_t>(b), now), liveness_recheck_ns};
@@ -507,16 +643,23 @@ inline take_result try_take(const table_view& t, std::uint32_t i, std::uint64_t 
     return {true};
   }
   const slot_record& hs = t.slots[holder];
-  if (busy_guards(hs) > 0) return {false, nobody, watch(h, hs, now, liveness_recheck_ns)};
-  // The holder is between guards: a higher class takes over at once; anyone once the holder's
-  // idle budget is spent (or when the holder would hand over to it at its next boundary anyway).
-  bool takeover = s.priority > hs.priority || should_hand_over(h, hs, s, boundary::guard_exit);
+  if (busy_guards(hs) > 0) return {false, nobody, watch(t, hs, i, now, liveness_recheck_ns)};
+  // The holder is between guards. Its own threads registered to start guards (woken, not yet
+  // running: a wake-up can take a millisecond on a busy machine) come before a lower class: a
+  // lower guard started then made them wait (issue 23, case 5).
+  if (s.priority < hs.priority && hs.wants_device > 0)
+    return {false, nobody, watch(t, hs, i, now, liveness_recheck_ns)};
+  // A higher class takes over at once; anyone once the holder's idle budget (a lower class: its
+  // idle debt) is spent, or when the holder would hand over to it at its next boundary anyway.
+  bool takeover = s.priority > hs.priority || should_hand_over(h, hs, s, boundary::takeover);
   std::uint64_t recheck = 0;
-  if (!takeover && idle_left(h, hs, now) == 0) {
-    recheck = reserved_for(h, hs, true, s, now); // descheduled, not idle: keep it a while
+  if (!takeover && idle_left(h, hs, s, now) == 0) {
+    // Descheduled, not idle: keep it a while (an equal-class holder only).
+    recheck = s.priority == hs.priority ? reserved_for(h, hs, true, s, now) : 0;
     takeover = recheck == 0;
   }
-  if (!takeover) return {false, nobody, recheck ? recheck : watch(h, hs, now, liveness_recheck_ns)};
+  if (!takeover)
+    return {false, nobody, recheck ? recheck : watch(t, hs, i, now, liveness_recheck_ns)};
   const std::int64_t b = best_claim(t, holder, i, now);
   if (b != i) return {false, grant(t, static_cast<std::uint32_t>(b), now), liveness_recheck_ns};
   grant(t, i, now);
@@ -536,6 +679,7 @@ inline void account_device_time(table_header& h, slot_record& s, std::uint64_t u
   if (std::uint64_t& floor = class_floor(h, s.priority); s.vtime > sat_add(floor, vtime_max_lead))
     floor = s.vtime - vtime_max_lead;
   if (holder) h.quantum_used_ns = sat_add(h.quantum_used_ns, used_ns);
+  s.idle_debt_ns = sat_sub(s.idle_debt_ns, used_ns / 16); // device time drains the idle debt
   const std::uint32_t limit = s.compute_limit_ppm == 0 ? 1'000'000 : s.compute_limit_ppm;
   if (limit < 1'000'000) {
     const std::uint64_t earned = mul_div(used_ns, 1'000'000, limit); // wall time it costs
@@ -550,11 +694,6 @@ inline void account_guard(table_header& h, slot_record& s, std::uint64_t used_ns
   account_device_time(h, s, used_ns, holder, start_ns);
 }
 
-/// Whether session `s` must pause before its next guard (its compute limit).
-inline bool paced(const slot_record& s, std::uint64_t now) noexcept {
-  return s.compute_limit_ppm != 0 && s.compute_limit_ppm < 1'000'000 && s.cap_vclock_ns > now;
-}
-
 /// The last active guard of holder `i` ended. Returns the slot to wake (a new holder, this
 /// session's own threads waiting to start a guard, or a waiter to watch the holder), or nobody.
 inline std::int64_t release_at_guard_exit(const table_view& t, std::uint32_t i,
@@ -564,15 +703,21 @@ inline std::int64_t release_at_guard_exit(const table_view& t, std::uint32_t i,
   h.holder_idle_since_ns = now;
   ++h.holder_exits;
   const bool must_pause = paced(s, now); // its compute limit makes it pause: let go
-  const std::int64_t w = best_waiter(t, i);
-  if (w != nobody && (must_pause || should_hand_over(h, s, t.slots[w], boundary::guard_exit)))
-    return grant(t, static_cast<std::uint32_t>(w), now);
+  const std::int64_t w = best_waiter(t, i, now);
+  if (w != nobody) charge_wall(h, s, now);
+  bool hand =
+      w != nobody && (must_pause || should_hand_over(h, s, t.slots[w], boundary::guard_exit));
+  // Its own threads wait to start guards: a lower class does not get the device before them (a
+  // holder that had spent its idle debt handed over to the lower class first: issue 23, case 5).
+  if (hand && !must_pause && s.wants_device > 0 && t.slots[w].priority < s.priority) hand = false;
+  if (hand) return grant(t, static_cast<std::uint32_t>(w), now);
   if (w == nobody && (must_pause || s.handover_mode == handover_at_guard)) {
     end_turn(h, s);
     h.holder = 0; // nobody else waits: the device is simply free
     h.last_holder = i + 1;
     h.last_holder_generation = s.generation;
-    if (s.wants_device == 0) return nobody;
+    // A waiter its compute limit holds back is woken to sleep out its pause.
+    if (s.wants_device == 0) return wake_paced_waiter(t, i, now);
   }
   if (s.wants_device > 0) { // its own threads wait for the running guards to drain
     s.grant_word.fetch_add(1, std::memory_order_release);
@@ -599,22 +744,30 @@ inline bool handover_due_at_exit(const table_view& t, std::uint32_t i, std::uint
   if (current_holder(t) != i) return false;
   if (s.lease.load(std::memory_order_relaxed) != 0) return true; // settled by the exit: be safe
   if (busy_guards(s) > 1) return false; // other guards of its own stay open: no handover now
-  const std::int64_t w = best_waiter(t, i);
+  const table_header& h = *t.header;
+  const std::int64_t w = best_waiter(t, i, now);
   if (w == nobody) return false;
   const slot_record& ws = t.slots[w];
-  if (paced(s, now) || should_hand_over(*t.header, s, ws, boundary::guard_exit)) return true;
-  const bool quantum_over = sat_add(t.header->quantum_used_ns, pending_ns) >= s.quantum_ns;
-  return quantum_over && ws.priority >= s.priority &&
-         !(s.handover_mode == handover_at_yield &&
-           sat_add(t.header->quantum_used_ns, pending_ns) < yield_backstop(s));
+  if (paced(s, now)) return true;
+  if (s.wants_device > 0 && ws.priority < s.priority) return false; // its own threads first
+  if (should_hand_over(h, s, ws, boundary::guard_exit)) return true;
+  // With the pending time, or past the wall bound (charge_wall), the quantum may be over.
+  const std::uint64_t used =
+      std::max(sat_add(h.quantum_used_ns, pending_ns),
+               sat_sub(now, h.quantum_start_ns) > mul_div(s.quantum_ns, wall_bound_quanta, 1)
+                   ? sat_sub(now, h.quantum_start_ns)
+                   : 0);
+  return used >= s.quantum_ns && ws.priority >= s.priority &&
+         !(s.handover_mode == handover_at_yield && used < yield_backstop(s));
 }
 
 /// yield() by holder `i` between guards: hand over to a waiter that should run now.
 inline std::int64_t hand_over_at_yield(const table_view& t, std::uint32_t i,
                                        std::uint64_t now) noexcept {
-  const std::int64_t w = best_waiter(t, i);
-  if (w == nobody || !should_hand_over(*t.header, t.slots[i], t.slots[w], boundary::yield))
-    return nobody;
+  const std::int64_t w = best_waiter(t, i, now);
+  if (w == nobody) return nobody;
+  charge_wall(*t.header, t.slots[i], now);
+  if (!should_hand_over(*t.header, t.slots[i], t.slots[w], boundary::yield)) return nobody;
   return grant(t, static_cast<std::uint32_t>(w), now);
 }
 
@@ -668,7 +821,7 @@ inline void fold_lease(const table_view& t, std::uint32_t i, bool charge_quantum
   s.guards = sat_add(s.guards, exits);
   s.lease_guards_done = sat_add(s.lease_guards_done, exits);
   account_device_time(*t.header, s, used, charge_quantum, last);
-  renormalise_class(t, s.priority);
+  raise_floor(t, s.priority); // renormalises too
   s.last_active_ns = std::max(s.last_active_ns, last);
 }
 
@@ -684,6 +837,7 @@ inline bool grant_lease(const table_view& t, std::uint32_t i, std::uint64_t now)
   ++h.holder_exits;
   end_turn(h, s);
   h.holder_since_ns = now;
+  h.quantum_start_ns = now;
   h.quantum_used_ns = 0;
   h.holder_idle_ns = 0;
   s.lease_last_exit_ns.store(now, std::memory_order_relaxed);
@@ -704,6 +858,7 @@ inline std::int64_t settle_lease(const table_view& t, std::uint32_t i, std::uint
     return release_at_guard_exit(t, i, s.lease_last_exit_ns.load(std::memory_order_relaxed));
   table_header& h = *t.header; // busy: a turn starts now, and its guards' exits end it
   h.holder_since_ns = now;
+  h.quantum_start_ns = now;
   h.quantum_used_ns = 0;
   h.holder_idle_ns = 0;
   h.holder_started = 1;
@@ -779,8 +934,8 @@ inline std::int64_t exits_step(const table_view& t, std::uint32_t i, std::uint32
   const bool holder = current_holder(t) == i;
   s.guards = sat_add(s.guards, exits);
   account_device_time(*t.header, s, used_ns, holder, start_ns);
-  renormalise_class(t, s.priority); // nothing to do (one comparison) until ~53 days of device time
-  if (exits == 0) return nobody;    // time only (a partly folded journal): no boundary yet
+  raise_floor(t, s.priority);    // and renormalises (once in ~53 days of device time)
+  if (exits == 0) return nobody; // time only (a partly folded journal): no boundary yet
   s.active_guards = sat_sub32(s.active_guards, exits);
   s.last_active_ns = std::max(s.last_active_ns, now);
   if (!holder || busy_guards(s) > 0) return nobody;

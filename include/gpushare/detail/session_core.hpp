@@ -20,6 +20,7 @@
 #include <vector>
 
 #include <gpushare/detail/budget.hpp>
+#include <gpushare/detail/cpu_wait.hpp>
 #include <gpushare/detail/fork_guard.hpp>
 #include <gpushare/detail/slot.hpp>
 #include <gpushare/detail/table_core.hpp>
@@ -614,6 +615,8 @@ private:
       locked g(*this);
       slot_record& s = own_checked();
       if (!first) now = monotonic_ns();
+      if (first) // how much this thread waits for a CPU (the reservation's test; cpu_wait.hpp)
+        if (const std::optional<std::uint32_t> w = sample_cpu_wait(now)) note_cpu_wait(s, *w);
       const bool was_registered = st.registered;
       const acquire_result r =
           acquire_step(table_.view(), slot_, now, as_guard, st, liveness_recheck_ns);
