@@ -1,0 +1,416 @@
+// SPDX-License-Identifier: Apache-2.0
+// Compute arbitration, part 3 of 4 (detail/scheduler.hpp has the policy): who holds the device,
+// turns, idle budgets and debts, the watch, the reservation, accounting and the decisions at
+// a holder's boundaries. Pure functions of the table state, under the lock.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+
+#include <gpushare/detail/sched_vtime.hpp>
+
+namespace gpushare {
+inline namespace v0 {
+namespace detail {
+
+// ---------------------------------------------------------------------------------------------
+// Who holds the device
+// ---------------------------------------------------------------------------------------------
+
+/// Where a decision is taken: the holder enters or leaves a guard, yields, or a waiter looks at
+/// a holder that is between guards (would the holder hand over at its next boundary anyway?).
+enum class boundary { guard_enter, guard_exit, yield, takeover };
+
+inline std::uint64_t idle_grace(const slot_record& holder) noexcept {
+  return holder.handover_mode == handover_at_yield ? idle_grace_at_yield_ns
+                                                   : idle_grace_at_guard_ns;
+}
+
+/// How long a handover_at_yield holder keeps the device without yielding while others are due:
+/// 16 quanta, from 100 ms to 1 s, and never less than one quantum.
+inline std::uint64_t yield_backstop(const slot_record& hs) noexcept {
+  const std::uint64_t quanta = mul_div(hs.quantum_ns, yield_backstop_quanta, 1);
+  return std::max(hs.quantum_ns, std::clamp(quanta, yield_backstop_min_ns, yield_backstop_max_ns));
+}
+
+/// Whether holder `hs`, with a gap of `gap_ns` in progress, has left the device idle long enough
+/// that a lower class may take its gaps: its idle debt (idle time kept from waiters, drained by
+/// 1/8 of its device time) reached the idle grace of an at_guard holder. A leaky bucket, not a
+/// budget renewed per quantum: a renewed budget was never spent by a holder whose quantum ends
+/// before its gaps add up to the grace (a 100 us quantum, or the 50 ms grace of at_yield), and
+/// the lower class got 0% of a device 75-80% idle (issue 23, case 3). The at_yield grace is for
+/// equal-class waiters only: a lower class takes gaps, it does not end iterations.
+inline bool lower_class_may_take(const slot_record& hs, std::uint64_t gap_ns) noexcept {
+  return sat_add(hs.idle_debt_ns, gap_ns) >= idle_grace_at_guard_ns;
+}
+
+/// At a boundary of holder `hs`, should waiter `ws` get the device?
+inline bool should_hand_over(const table_header& h, const slot_record& hs, const slot_record& ws,
+                             boundary at) noexcept {
+  if (ws.priority > hs.priority) return true;
+  // A lower class gets the gaps of a holder whose idle debt is spent: the next gap is the lower
+  // class's (handed over as the gap begins), but never when the holder starts a guard.
+  if (ws.priority < hs.priority) return at != boundary::guard_enter && lower_class_may_take(hs, 0);
+  if (at == boundary::takeover && !h.holder_started) return false; // its start grace
+  const bool idle_spent = h.holder_idle_ns >= idle_grace(hs); // it has left the device idle long
+  if (idle_spent) return true; // an equal waiter: the holder wasted its turn on idle gaps
+  // An at_guard holder whose gaps keep the device idle (its idle debt spent: idle beyond 1/8 of
+  // its device time) hands each gap to an equal waiter as it begins, and gets the device back at
+  // the waiter's next boundary by the catch-up below while it is behind. Holding through its
+  // gaps until its idle budget ran out, then waiting a whole turn, a session with pauses as long
+  // as its guards ran 2-4% of the time against its 37-50% (issue 23, case 4).
+  if ((at == boundary::guard_exit || at == boundary::takeover) &&
+      hs.handover_mode == handover_at_guard && lower_class_may_take(hs, 0))
+    return true;
+  if (hs.handover_mode == handover_at_yield && at != boundary::yield &&
+      h.quantum_used_ns < yield_backstop(hs))
+    return false;
+  // Quantum used: the waiter goes next unless it is more than one of its own turns ahead (then the
+  // holder, behind, keeps going). Equal sessions therefore alternate turn by turn, and a waiter
+  // waits at most one turn of each other session.
+  if (h.quantum_used_ns >= hs.quantum_ns && ws.vtime <= sat_add(hs.vtime, quantum_vt(ws)))
+    return true;
+  // Catch-up: a waiter behind the holder by more than one turn, and busy in its last turn, gets
+  // the device back at once: it was descheduled between two guards, or handed its gaps over (the
+  // holder took the idle or free device meanwhile), and the holder has had more than its share.
+  // "One turn" is the holder's quantum, or the waiter's own last turn if that was shorter: a
+  // session whose turns are a guard long (it hands each gap over) is owed its next guard as soon
+  // as it is behind by one. A waiter that idled through its last turn does not catch up: it
+  // would leave the device idle again.
+  const std::uint64_t turn = std::min(quantum_vt(hs), virtual_ns(ws, ws.last_turn_ns));
+  return ws.last_turn_busy != 0 && sat_add(ws.vtime, turn) < hs.vtime;
+}
+
+/// Guards of session `s` inside their region now: those entered under the lock and those entered
+/// on its lease (see "The lease" below).
+inline std::uint32_t busy_guards(const slot_record& s) noexcept {
+  const std::uint64_t n =
+      std::uint64_t{s.active_guards} + s.lease_guards.load(std::memory_order_seq_cst);
+  return n > UINT32_MAX ? UINT32_MAX : static_cast<std::uint32_t>(n);
+}
+
+/// How much longer holder `hs`, between guards now, may leave the device idle while waiter `ws`
+/// waits: the start grace until it has started; then, for an equal waiter, what is left of its
+/// idle budget, and for a lower class, what is left before its idle debt reaches the grace.
+inline std::uint64_t idle_left(const table_header& h, const slot_record& hs, const slot_record& ws,
+                               std::uint64_t now) noexcept {
+  if (!h.holder_started)
+    return sat_sub(sat_add(h.holder_since_ns, std::max(idle_grace(hs), start_grace_ns)), now);
+  const std::uint64_t gap = sat_sub(now, h.holder_idle_since_ns);
+  if (ws.priority < hs.priority)
+    return sat_sub(idle_grace_at_guard_ns, sat_add(hs.idle_debt_ns, gap));
+  return sat_sub(idle_grace(hs), sat_add(h.holder_idle_ns, gap));
+}
+
+/// Records how the holder's turn went as it ends: busy if idle gaps took less than half of it.
+inline void end_turn(const table_header& h, slot_record& holder) noexcept {
+  holder.last_turn_busy = sat_add(h.holder_idle_ns, h.holder_idle_ns) < h.quantum_used_ns ? 1 : 0;
+  holder.last_turn_ns = std::min(h.quantum_used_ns, holder.quantum_ns);
+}
+
+/// Makes slot `i` the holder. Returns `i` (the slot whose waiters to wake after unlocking).
+inline std::int64_t grant(const table_view& t, std::uint32_t i, std::uint64_t now) noexcept {
+  table_header& h = *t.header;
+  slot_record& s = t.slots[i];
+  const std::int64_t prev = current_holder(t);
+  if (prev != nobody && prev != i) {
+    slot_record& p = t.slots[prev];
+    // Taken over during a gap (its idle budget or debt spent): the gap so far was kept idle.
+    if (h.holder_started && busy_guards(p) == 0)
+      p.idle_debt_ns = sat_add(p.idle_debt_ns, sat_sub(now, h.holder_idle_since_ns));
+    ++p.handovers;
+    ++h.handovers;
+    end_turn(h, p);
+    // Turns end at guard boundaries, so one may overrun its quantum by up to a guard: the
+    // overrun is taken off the next turn, and turns average one quantum (as in deficit round
+    // robin), whatever the guard lengths.
+    p.quantum_debt_ns = std::min(sat_sub(h.quantum_used_ns, p.quantum_ns), p.quantum_ns);
+  }
+  h.holder = i + 1;
+  h.holder_generation = s.generation;
+  h.holder_since_ns = now;
+  h.holder_idle_since_ns = now;
+  h.quantum_start_ns = now;
+  h.quantum_used_ns = prev == i ? 0 : s.quantum_debt_ns; // its turn starts short by its debt
+  s.quantum_debt_ns = 0;
+  h.holder_idle_ns = 0;
+  h.holder_started = 0;
+  h.watch_until_ns = 0; // a new holder: nobody watches it yet
+  h.watcher = 0;
+  s.last_active_ns = now;
+  // Its sleeping threads are woken by this bump. With none registered, none can be asleep or
+  // about to sleep on the word (a waiter registers under the lock before it reads the word), so
+  // the locked read-modify-write is skipped.
+  if (s.wants_device > 0) s.grant_word.fetch_add(1, std::memory_order_release);
+  return i;
+}
+
+/// The device is free: give it to the best waiter, if any (else wake a paced waiter, so it
+/// sleeps out its pause). Returns the slot to wake or nobody.
+inline std::int64_t grant_next(const table_view& t, std::uint64_t now) noexcept {
+  t.header->holder = 0;
+  const std::int64_t w = best_waiter(t, nobody, now);
+  if (w == nobody) return wake_paced_waiter(t, nobody, now);
+  return grant(t, static_cast<std::uint32_t>(w), now);
+}
+
+struct take_result {
+  bool granted = false;
+  std::int64_t wake = nobody;   ///< a slot granted the device that must be woken
+  std::uint64_t recheck_ns = 0; ///< when not granted: sleep at most this long, then retry
+};
+
+/// A waiting thread of session `me` is about to sleep while holder `hs` runs or idles: how long
+/// it sleeps, and whether it becomes the watcher (the one waiter that re-checks the holder on
+/// its own; the holder's guard exits wake a waiter only while nobody watches).
+inline std::uint64_t watch(const table_view& t, const slot_record& hs, std::uint32_t me,
+                           std::uint64_t now, std::uint64_t liveness_recheck_ns) noexcept {
+  table_header& h = *t.header;
+  std::uint64_t until = 0;
+  if (busy_guards(hs) == 0) { // a gap: re-check when it would exhaust the holder's idle budget
+    const std::uint64_t left = idle_left(h, hs, t.slots[me], now);
+    until = sat_add(now, left > 0 ? left : watch_period_ns); // spent, yet kept: poll
+  } else if (h.watch_exits != h.holder_exits) {              // its guards end and start: poll
+    until = sat_add(now, watch_period_ns);
+  } // else: one long guard since the last watch; its exit will wake a waiter
+  // A thread of another session re-checks soon enough: sleep until woken or the liveness
+  // re-check. A watch armed by this session (this very thread, woken early by a signal or a
+  // settings change, or a sibling) is armed again instead: a watcher that took its own watch for
+  // another's slept 100 ms, and the holder's exits woke nobody since a watch seemed armed, so a
+  // gap went unnoticed for up to 15 ms (issue 23, case 6).
+  if (h.watcher != me + 1 && h.watch_until_ns > now && (until == 0 || h.watch_until_ns <= until))
+    return liveness_recheck_ns;
+  h.watch_until_ns = until;
+  h.watch_exits = h.holder_exits;
+  h.watcher = until != 0 ? me + 1 : 0;
+  return until ? std::min(until - now, liveness_recheck_ns) : liveness_recheck_ns;
+}
+
+/// Should session `s` leave the device to `p`, a session of its class that holds it between
+/// guards (or freed it at its last guard exit), for now? Yes while `p` was busy, is more than one
+/// of `s`'s turns behind `s`, was last active less than reserve_ns ago, *and its threads wait for
+/// a CPU* (cpu_wait_ppm at least reserve_cpu_wait_ppm): it was descheduled between two guards,
+/// not doing host work. Returns how long the reservation lasts (0: none). Without the CPU test,
+/// a session owed time (one whose demand is below its share is owed forever) had the device
+/// kept idle for it through its ordinary host work, and a busy peer ran 55% of the time
+/// (issue 23, case 2); the table cannot tell a deschedule from host work, the session's own
+/// run-queue wait can (detail/cpu_wait.hpp).
+inline std::uint64_t reserved_for(const table_header& h, const slot_record& p, bool holding,
+                                  const slot_record& s, std::uint64_t now) noexcept {
+  if (p.priority != s.priority || sat_add(p.vtime, quantum_vt(s)) >= s.vtime) return 0;
+  if (p.cpu_wait_ppm < reserve_cpu_wait_ppm || paced(p, now)) return 0; // (paced: it cannot run)
+  const bool busy = holding ? sat_add(h.holder_idle_ns, h.holder_idle_ns) < h.quantum_used_ns
+                            : p.last_turn_busy != 0;
+  if (!busy) return 0;
+  return sat_sub(sat_add(p.last_active_ns, reserve_ns), now);
+}
+
+/// The session that last freed the device, if it is still the same live session.
+inline std::int64_t last_holder(const table_view& t) noexcept {
+  return live_session(t, t.header->last_holder, t.header->last_holder_generation);
+}
+
+/// A turn is bounded in wall time too: a holder whose quantum has lasted more than this many
+/// quanta of wall time while others wait has the wall time it did not account charged to its
+/// quantum and its virtual time. Guards that account little device time (set_device_time(0), a
+/// stream capture) otherwise kept the device for as long as they ran: at 10% of their wall time
+/// an equal peer waited 50 ms and ran 9% of the time, at 0% never (issue 23, case 8). Two
+/// quanta, not one, so that a session whose accounted time trails its wall time moderately (the
+/// CUDA layer's event times, host work inside guards) keeps its turns as they were.
+inline constexpr std::uint64_t wall_bound_quanta = 2;
+
+/// Charges holder `s` (in `h`) the wall time of its quantum it did not account, once the quantum
+/// has lasted wall_bound_quanta quanta of wall time. Call at a boundary while others wait.
+inline void charge_wall(table_header& h, slot_record& s, std::uint64_t now) noexcept {
+  const std::uint64_t wall = sat_sub(now, h.quantum_start_ns);
+  if (wall <= mul_div(s.quantum_ns, wall_bound_quanta, 1) || h.quantum_used_ns >= wall) return;
+  s.vtime = sat_add(s.vtime, virtual_ns(s, wall - h.quantum_used_ns));
+  h.quantum_used_ns = wall;
+}
+
+/// Thread of session `i` wants to enter a guard (or to get the device back after a yield), and
+/// holds the device already.
+inline take_result take_own(const table_view& t, std::uint32_t i, std::uint64_t now,
+                            std::uint64_t liveness_recheck_ns) noexcept {
+  table_header& h = *t.header;
+  slot_record& s = t.slots[i];
+  const std::int64_t w = best_waiter(t, i, now);
+  if (h.holder_started && busy_guards(s) == 0 && w != nobody) {
+    // The gap since its last guard kept the device from waiters: it costs quantum and budget,
+    // and adds to its idle debt.
+    const std::uint64_t gap = sat_sub(now, h.holder_idle_since_ns);
+    h.quantum_used_ns = sat_add(h.quantum_used_ns, gap);
+    h.holder_idle_ns = sat_add(h.holder_idle_ns, gap);
+    s.idle_debt_ns = sat_add(s.idle_debt_ns, gap);
+    h.holder_idle_since_ns = now;
+  }
+  h.holder_started = 1;
+  if (w != nobody) charge_wall(h, s, now);
+  if (w != nobody && should_hand_over(h, s, t.slots[w], boundary::guard_enter)) {
+    if (busy_guards(s) > 0) return {false, nobody, liveness_recheck_ns}; // drain first
+    return {false, grant(t, static_cast<std::uint32_t>(w), now), liveness_recheck_ns};
+  }
+  // Quantum used and nobody should take over, even at a yield: a new quantum, and a new idle
+  // budget (the budget is per quantum: the inevitable gaps between guards of a busy holder,
+  // microseconds each, must not add up over a long run to a lost turn). An at_yield holder
+  // keeps a used quantum until its next yield() hands over, or its backstop.
+  if (h.quantum_used_ns >= s.quantum_ns &&
+      (w == nobody || !should_hand_over(h, s, t.slots[w], boundary::yield))) {
+    h.quantum_used_ns = std::min(h.quantum_used_ns - s.quantum_ns, s.quantum_ns); // the overrun
+    h.holder_idle_ns = 0;
+    h.quantum_start_ns = now;
+  }
+  return {true};
+}
+
+/// Thread of session `i` wants to enter a guard (or to get the device back after a yield).
+inline take_result try_take(const table_view& t, std::uint32_t i, std::uint64_t now,
+                            std::uint64_t liveness_recheck_ns) noexcept {
+  table_header& h = *t.header;
+  slot_record& s = t.slots[i];
+  const std::int64_t holder = current_holder(t);
+  if (holder == i) return take_own(t, i, now, liveness_recheck_ns);
+  if (holder == nobody) {
+    const std::int64_t b = best_claim(t, nobody, i, now);
+    if (b != i) return {false, grant(t, static_cast<std::uint32_t>(b), now), liveness_recheck_ns};
+    const std::int64_t p = last_holder(t);
+    if (p != nobody && p != i && t.slots[p].wants_device == 0)
+      if (const std::uint64_t left = reserved_for(h, t.slots[p], false, s, now); left > 0)
+        return {false, nobody, left};
+    grant(t, i, now);
+    h.holder_started = 1;
+    return {true};
+  }
+  const slot_record& hs = t.slots[holder];
+  if (busy_guards(hs) > 0) return {false, nobody, watch(t, hs, i, now, liveness_recheck_ns)};
+  // The holder is between guards. Its own threads registered to start guards (woken, not yet
+  // running: a wake-up can take a millisecond on a busy machine) come before a lower class: a
+  // lower guard started then made them wait (issue 23, case 5).
+  if (s.priority < hs.priority && hs.wants_device > 0)
+    return {false, nobody, watch(t, hs, i, now, liveness_recheck_ns)};
+  // A higher class takes over at once; anyone once the holder's idle budget (a lower class: its
+  // idle debt) is spent, or when the holder would hand over to it at its next boundary anyway.
+  bool takeover = s.priority > hs.priority || should_hand_over(h, hs, s, boundary::takeover);
+  std::uint64_t recheck = 0;
+  if (!takeover && idle_left(h, hs, s, now) == 0) {
+    // Descheduled, not idle: keep it a while (an equal-class holder only).
+    recheck = s.priority == hs.priority ? reserved_for(h, hs, true, s, now) : 0;
+    takeover = recheck == 0;
+  }
+  if (!takeover)
+    return {false, nobody, recheck ? recheck : watch(t, hs, i, now, liveness_recheck_ns)};
+  const std::int64_t b = best_claim(t, holder, i, now);
+  if (b != i) return {false, grant(t, static_cast<std::uint32_t>(b), now), liveness_recheck_ns};
+  grant(t, i, now);
+  h.holder_started = 1;
+  return {true};
+}
+
+/// Accounts `used_ns` of device time to session `s` (its share, its holder quantum, its pacing
+/// clock when capped). `start_ns`: when the work began (bounds the burst a capped session keeps).
+inline void account_device_time(table_header& h, slot_record& s, std::uint64_t used_ns, bool holder,
+                                std::uint64_t start_ns) noexcept {
+  s.device_ns = sat_add(s.device_ns, used_ns);
+  s.vtime = sat_add(s.vtime, virtual_ns(s, used_ns));
+  // The floor trails the vtime by at most vtime_max_lead (see vtime_renormalise_at): a session
+  // that runs alone for months, or is charged a huge time at once, brings its floor along, and the
+  // next exit_step() or class_clock() renormalises the class.
+  if (std::uint64_t& floor = class_floor(h, s.priority); s.vtime > sat_add(floor, vtime_max_lead))
+    floor = s.vtime - vtime_max_lead;
+  if (holder) h.quantum_used_ns = sat_add(h.quantum_used_ns, used_ns);
+  s.idle_debt_ns = sat_sub(s.idle_debt_ns, used_ns / 16); // device time drains the idle debt
+  const std::uint32_t limit = s.compute_limit_ppm == 0 ? 1'000'000 : s.compute_limit_ppm;
+  if (limit < 1'000'000) {
+    const std::uint64_t earned = mul_div(used_ns, 1'000'000, limit); // wall time it costs
+    s.cap_vclock_ns = sat_add(std::max(s.cap_vclock_ns, sat_sub(start_ns, cap_burst_ns)), earned);
+  }
+}
+
+/// Accounts a finished guard of session `s` that used `used_ns` of device time.
+inline void account_guard(table_header& h, slot_record& s, std::uint64_t used_ns, bool holder,
+                          std::uint64_t start_ns) noexcept {
+  ++s.guards;
+  account_device_time(h, s, used_ns, holder, start_ns);
+}
+
+/// The last active guard of holder `i` ended. Returns the slot to wake (a new holder, this
+/// session's own threads waiting to start a guard, or a waiter to watch the holder), or nobody.
+inline std::int64_t release_at_guard_exit(const table_view& t, std::uint32_t i,
+                                          std::uint64_t now) noexcept {
+  table_header& h = *t.header;
+  slot_record& s = t.slots[i];
+  h.holder_idle_since_ns = now;
+  ++h.holder_exits;
+  const bool must_pause = paced(s, now); // its compute limit makes it pause: let go
+  const std::int64_t w = best_waiter(t, i, now);
+  if (w != nobody) charge_wall(h, s, now);
+  bool hand =
+      w != nobody && (must_pause || should_hand_over(h, s, t.slots[w], boundary::guard_exit));
+  // Its own threads wait to start guards: a lower class does not get the device before them (a
+  // holder that had spent its idle debt handed over to the lower class first: issue 23, case 5).
+  if (hand && !must_pause && s.wants_device > 0 && t.slots[w].priority < s.priority) hand = false;
+  if (hand) return grant(t, static_cast<std::uint32_t>(w), now);
+  if (w == nobody && (must_pause || s.handover_mode == handover_at_guard)) {
+    end_turn(h, s);
+    h.holder = 0; // nobody else waits: the device is simply free
+    h.last_holder = i + 1;
+    h.last_holder_generation = s.generation;
+    // A waiter its compute limit holds back is woken to sleep out its pause.
+    if (s.wants_device == 0) return wake_paced_waiter(t, i, now);
+  }
+  if (s.wants_device > 0) { // its own threads wait for the running guards to drain
+    s.grant_word.fetch_add(1, std::memory_order_release);
+    return i;
+  }
+  if (w == nobody) return nobody; // handover_at_yield: keep it until yield() or the grace ends
+  // Others wait and it keeps the device: someone must notice if this gap lasts. A watcher that
+  // re-checks soon enough covers it; otherwise wake the best waiter to watch.
+  const std::uint64_t soon = sat_add(now, std::max(idle_grace(s), watch_period_ns));
+  if (h.watch_until_ns > now && h.watch_until_ns <= soon) return nobody;
+  t.slots[w].grant_word.fetch_add(1, std::memory_order_release); // it arms a watch when it runs
+  return w;
+}
+
+/// Whether the guard of session `i` that is about to end would hand the device over at its exit
+/// (release_at_guard_exit's decision, taken without changing anything). The CUDA layer drains
+/// its in-flight work before the exit only then: a drain costs a CPU-GPU round trip, wasted
+/// inside the quantum or when the holder hands over only at yield(). `pending_ns` estimates the
+/// device time of the region(s) not accounted yet (the exit accounts them before it decides):
+/// with them the quantum may be over, and an equal or higher waiter then takes the device.
+inline bool handover_due_at_exit(const table_view& t, std::uint32_t i, std::uint64_t now,
+                                 std::uint64_t pending_ns) noexcept {
+  const slot_record& s = t.slots[i];
+  if (current_holder(t) != i) return false;
+  if (s.lease.load(std::memory_order_relaxed) != 0) return true; // settled by the exit: be safe
+  if (busy_guards(s) > 1) return false; // other guards of its own stay open: no handover now
+  const table_header& h = *t.header;
+  const std::int64_t w = best_waiter(t, i, now);
+  if (w == nobody) return false;
+  const slot_record& ws = t.slots[w];
+  if (paced(s, now)) return true;
+  if (s.wants_device > 0 && ws.priority < s.priority) return false; // its own threads first
+  if (should_hand_over(h, s, ws, boundary::guard_exit)) return true;
+  // With the pending time, or past the wall bound (charge_wall), the quantum may be over.
+  const std::uint64_t used =
+      std::max(sat_add(h.quantum_used_ns, pending_ns),
+               sat_sub(now, h.quantum_start_ns) > mul_div(s.quantum_ns, wall_bound_quanta, 1)
+                   ? sat_sub(now, h.quantum_start_ns)
+                   : 0);
+  return used >= s.quantum_ns && ws.priority >= s.priority &&
+         !(s.handover_mode == handover_at_yield && used < yield_backstop(s));
+}
+
+/// yield() by holder `i` between guards: hand over to a waiter that should run now.
+inline std::int64_t hand_over_at_yield(const table_view& t, std::uint32_t i,
+                                       std::uint64_t now) noexcept {
+  const std::int64_t w = best_waiter(t, i, now);
+  if (w == nobody) return nobody;
+  charge_wall(*t.header, t.slots[i], now);
+  if (!should_hand_over(*t.header, t.slots[i], t.slots[w], boundary::yield)) return nobody;
+  return grant(t, static_cast<std::uint32_t>(w), now);
+}
+
+} // namespace detail
+} // namespace v0
+} // namespace gpushare
