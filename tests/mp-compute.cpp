@@ -390,3 +390,29 @@ TEST_CASE("reconfiguration: changing a running session's share changes the measu
   CHECK(std::abs(share_of(after, "x") - 0.8) <= 0.05);
   stop_all(c[0], pids);
 }
+
+TEST_CASE("compute guarantee: a busy low-priority process keeps its guaranteed share") {
+  // Strict priority (the default) gives a busy lower class nothing next to a busy higher one; a
+  // compute guarantee gives it its share back, the higher class waiting at most one of its
+  // guards each time.
+  for (const std::uint32_t guarantee : {0u, 200'000u}) {
+    CAPTURE(guarantee);
+    test::unique_table t("cmp-guarantee");
+    test::shared_block<control> c;
+    session_options low = named(t, "low", 1, priority::low);
+    low.compute_guarantee_ppm = guarantee;
+    std::vector<pid_t> pids{busy_worker(t, named(t, "high", 1, priority::high), c[0], 0),
+                            busy_worker(t, low, c[0], 1)};
+    REQUIRE(test::eventually([&] { return c[0].started.load() == 2; }));
+    std::this_thread::sleep_for(300ms);
+    const auto used = measure(t, 2000ms);
+    const double low_share = used.at("low") / 2e9;
+    MESSAGE("guarantee " << guarantee / 1e4 << "%: the low class used " << low_share * 100
+                         << "% of the device");
+    if (guarantee == 0)
+      CHECK(low_share < 0.02);
+    else
+      CHECK(low_share == doctest::Approx(0.20).epsilon(0.03 / 0.20));
+    stop_all(c[0], pids);
+  }
+}

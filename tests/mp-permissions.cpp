@@ -149,3 +149,48 @@ TEST_CASE("a group-mode table is shared with another user of the group") {
   owner.reset();
   ::shm_unlink(object.c_str());
 }
+
+TEST_CASE("only a table's owner (or root) may evict a session: a group member may not") {
+  if (skip_unless_root()) return;
+  const std::string key = "perm-evict-" + std::to_string(::getpid());
+  gpushare::session_options o;
+  o.domain = "gpusharetest";
+  o.access = gpushare::table_access::group;
+  o.capacity = 1 << 20;
+  o.name = "owner";
+  REQUIRE(::setegid(nobody_gid) == 0); // a table of nobody's group, owned by root
+  std::optional<gpushare::session> owner;
+  try {
+    owner.emplace(key, o);
+  } catch (...) {
+    (void)::setegid(0);
+    throw;
+  }
+  REQUIRE(::setegid(0) == 0);
+  const std::string object = owner->table_name();
+  const gpushare::session_id id = owner->id();
+  test::shared_block<outcome> out(1);
+  const pid_t child = test::spawn([&] {
+    if (!become_nobody()) return 3;
+    try {
+      auto t = gpushare::table::open_existing(object); // a group member may open it...
+      (void)t.evict(id);                               // ...but not evict
+      out[0].code = 0;
+    } catch (const gpushare::error& e) {
+      record(out[0], e);
+    }
+    return 0;
+  });
+  CHECK(test::wait_exit(child) == 0);
+  CHECK(out[0].code == static_cast<int>(gpushare::errc::permission_denied));
+  const std::string message = out[0].message;
+  CAPTURE(message);
+  CHECK(message.find("only the owner") != std::string::npos);
+  CHECK(owner->joined());
+  // The owner (root here) may.
+  auto t = gpushare::table::open_existing(object);
+  CHECK(t.evict(id).name == "owner");
+  CHECK(t.snapshot().evictions == 1);
+  owner->leave();
+  ::shm_unlink(object.c_str());
+}

@@ -109,10 +109,15 @@ TEST_CASE("case 3: the idle debt is a leaky bucket, drained by device time") {
   fake_table t;
   d::slot_record& h = t.join(0, prio::high);
   t.join(1, prio::low);
-  h.idle_debt_ns = 1 * ms;
-  d::account_device_time(*t.header, h, 8 * ms, true, 0);
-  CHECK(h.idle_debt_ns == 500 * us); // 1/16 of the device time
+  h.idle_debt_ns = h.lower_debt_ns = 1 * ms;
+  d::account_device_time(*t.header, h, 2 * ms, true, 0);
+  CHECK(h.idle_debt_ns == 875 * us);  // 1/16 of the device time: for equal waiters
+  CHECK(h.lower_debt_ns == 500 * us); // 1/4: for lower classes
   CHECK(d::lower_class_may_take(h, 0));
+  CHECK(d::hands_gaps_over(h));
+  d::account_device_time(*t.header, h, 2 * ms, true, 0);
+  CHECK_FALSE(d::lower_class_may_take(h, 0)); // 0: it idles less than a quarter of its time
+  CHECK(d::hands_gaps_over(h));               // 750 us: more than 1/16
   CHECK_FALSE(d::lower_class_may_take(t.slots[2], d::idle_grace_at_guard_ns - 1));
   CHECK(d::lower_class_may_take(t.slots[2], d::idle_grace_at_guard_ns));
 }
@@ -124,7 +129,7 @@ TEST_CASE("case 5: the holder's own registered threads come before a lower class
   t.join(1, prio::low);
   d::add_waiter(v, 1, 0);
   t.hold(0, 0, 1 * ms);
-  h.idle_debt_ns = 10 * ms;    // spent: the lower class would get its gaps
+  h.lower_debt_ns = 10 * ms;   // spent: the lower class would get its gaps
   d::add_waiter(v, 0, 1 * ms); // a thread of the holder, woken, not yet running
   // The lower waiter does not take the gap...
   d::take_result r = d::try_take(v, 1, 2 * ms, liveness);
@@ -187,4 +192,50 @@ TEST_CASE("case 8: a turn past two quanta of wall time is charged the time it di
   d::charge_wall(*t.header, s, 12 * ms);
   CHECK(t.header->quantum_used_ns == 12 * ms);
   CHECK(s.vtime == 11 * ms * 1000); // the unaccounted 11 ms, at share 1
+}
+
+TEST_CASE("a compute guarantee: the clock, and the class an owed waiter claims") {
+  fake_table t;
+  d::slot_record& s = t.join(0, prio::low);
+  CHECK(d::claim_priority(s, 10 * ms) == prio::low);     // no guarantee: its own class
+  s.compute_guarantee_ppm = 100'000;                     // 10%
+  CHECK(d::claim_priority(s, 10 * ms) == 8 + prio::low); // owed: above every class
+  CHECK(d::claim_priority(s, d::no_time) == prio::low);  // time not known: not looked at
+  // 1 ms of device time covers 10 ms of wall time at 10%, from no earlier than 100 ms ago.
+  d::account_device_time(*t.header, s, 1 * ms, true, 500 * ms);
+  CHECK(s.guarantee_vclock_ns == 410 * ms);
+  CHECK_FALSE(d::owed_guarantee(s, 410 * ms)); // it has had what covers its time until then
+  CHECK(d::owed_guarantee(s, 411 * ms));       // owed again after
+}
+
+TEST_CASE(
+    "max_guard: a waiter revokes a holder past its bound, counting it; no bound, no revocation") {
+  fake_table t;
+  const d::table_view v = t.view();
+  d::slot_record& h = t.join(0);
+  d::slot_record& w = t.join(1);
+  t.hold(0, 0, 0);
+  h.active_guards = 1;       // inside a guard...
+  h.last_active_ns = 1 * ms; // ...entered at 1 ms, and nothing since
+  CHECK_FALSE(d::try_take(v, 1, 5000 * ms, liveness).granted); // no bound: it waits
+  h.max_guard_ns = 100 * ms;
+  d::take_result r = d::try_take(v, 1, 50 * ms, liveness);
+  CHECK_FALSE(r.granted);
+  CHECK(r.recheck_ns == 51 * ms); // it re-checks at the bound
+  r = d::try_take(v, 1, 101 * ms, liveness);
+  CHECK(r.granted); // revoked: the device is the waiter's while the guard still runs
+  CHECK(d::current_holder(v) == 1);
+  CHECK(h.revocations == 1);
+  CHECK(t.header->revocations == 1);
+  // The revoked guard's exit accounts its time and decides nothing.
+  CHECK(d::exit_step(v, 0, 1 * ms, 200 * ms, 201 * ms) == d::nobody);
+  CHECK(h.device_ns == 200 * ms);
+  CHECK(h.active_guards == 0);
+  CHECK(d::current_holder(v) == 1);
+  // A table-wide default applies to sessions without their own bound.
+  h.max_guard_ns = 0;
+  t.header->default_max_guard_ns = 30 * ms;
+  CHECK(d::max_guard_of(*t.header, h) == 30 * ms);
+  w.max_guard_ns = 5 * ms;
+  CHECK(d::max_guard_of(*t.header, w) == 5 * ms);
 }

@@ -231,7 +231,10 @@ TEST_CASE("simulation: a higher class holder with pauses lets the lower class us
   MESSAGE("high with pauses: low gets " << r.fraction(1) * 100 << "%, device busy "
                                         << r.busy() * 100 << "%");
   CHECK(r.fraction(1) >= 0.10); // was 0% while the device idled 23% of the time
-  CHECK(r.busy() >= 0.85);
+  // A higher class may keep the device idle between its guards up to a quarter of its device
+  // time (its host work between requests must not cost it a lower guard each time); beyond
+  // that, here 30%, the lower class gets gaps (issue 23, case 3): 84% busy, low 25%.
+  CHECK(r.busy() >= 0.80);
   CHECK(r.priority_inversions == 0);
   // The high class still waits at most one low-class guard.
   CHECK(r.sessions[0].max_wait <= 1 * ms + d::watch_period_ns);

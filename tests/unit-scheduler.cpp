@@ -1256,24 +1256,24 @@ TEST_CASE("a lower class gets the gaps of a holder that spent its idle debt, at 
   t.join(1, prio::low);
   t.wait(1);
   t.hold(0, 0);
-  h.idle_debt_ns = 150 * us;
+  h.lower_debt_ns = 150 * us;
   CHECK_FALSE(d::should_hand_over(*t.header, h, t.slots[1], d::boundary::guard_exit));
-  h.idle_debt_ns = 200 * us; // spent
+  h.lower_debt_ns = 200 * us; // spent
   CHECK_FALSE(d::should_hand_over(*t.header, h, t.slots[1], d::boundary::guard_enter));
   CHECK(d::should_hand_over(*t.header, h, t.slots[1], d::boundary::guard_exit));
   CHECK(d::should_hand_over(*t.header, h, t.slots[1], d::boundary::yield));
   // The per-quantum idle budget is not what counts for a lower class (a renewed quantum reset
   // it before it was ever spent: issue 23, case 3).
-  h.idle_debt_ns = 0;
+  h.lower_debt_ns = 0;
   t.header->holder_idle_ns = 200 * us;
   CHECK_FALSE(d::should_hand_over(*t.header, h, t.slots[1], d::boundary::guard_exit));
   // At its guard entry the holder keeps the device (it wants it now), and the gap it just ended
   // adds to its debt...
-  h.idle_debt_ns = 100 * us;
+  h.lower_debt_ns = 100 * us;
   t.header->holder_idle_since_ns = 1 * ms;
   d::take_result r = d::try_take(t.view(), 0, 1 * ms + 150 * us, liveness);
   CHECK(r.granted);
-  CHECK(h.idle_debt_ns == 250 * us);
+  CHECK(h.lower_debt_ns == 250 * us);
   // ...so at the exit of that guard the next gap goes to the lower class.
   CHECK(d::release_at_guard_exit(t.view(), 0, 2 * ms) == 1);
   CHECK(t.header->holder == 2);

@@ -81,6 +81,16 @@ struct session_options {
   std::optional<std::chrono::nanoseconds> quantum;
   /// GPUSHARE_HANDOVER ("guard" or "yield"); default handover_point::at_guard.
   std::optional<handover_point> handover;
+  /// GPUSHARE_MAX_GUARD ("30s", "none"): when this session holds the device and has gone this
+  /// long without a guard entry or exit while others wait (one of its guards stopped or hung),
+  /// its hold is revoked: peers may start guards while that guard still runs (docs/design.md,
+  /// "A stopped or hung holder"). 1 ms .. 3600 s; 0 or unset: the table's default, none unless
+  /// its owner set one (table::configure_defaults, `gpushare set --table-default`).
+  std::optional<std::chrono::nanoseconds> max_guard;
+  /// GPUSHARE_COMPUTE_GUARANTEE ("10%", "none"): the share of wall time this session keeps on
+  /// the device while it wants it, whatever priority classes above it want: a waiter owed its
+  /// guarantee counts as the highest class. Default none: priority classes are strict.
+  std::optional<std::uint32_t> compute_guarantee_ppm;
   /// How long opening waits for another process that is initialising the table.
   std::chrono::milliseconds open_timeout{5000};
 };
@@ -98,6 +108,8 @@ struct resolved_options {
   std::uint64_t capacity = 0;
   std::uint64_t quantum_ns = 5'000'000;
   handover_point handover = handover_point::at_guard;
+  std::uint64_t max_guard_ns = 0;          ///< 0: the table's default
+  std::uint32_t compute_guarantee_ppm = 0; ///< 0: none
   std::chrono::milliseconds open_timeout{5000};
 };
 
@@ -261,6 +273,30 @@ inline void resolve_names(const session_options& opts, const env_lookup& env, re
   r.domain = domain ? *domain : "default";
 }
 
+/// Resolves the guard bound and the compute guarantee.
+inline void resolve_remedies(const session_options& opts, const env_lookup& env,
+                             resolved_options& r) {
+  r.max_guard_ns =
+      pick_option(opts.max_guard ? std::optional<std::uint64_t>(static_cast<std::uint64_t>(
+                                       std::max<std::int64_t>(opts.max_guard->count(), 0)))
+                                 : std::nullopt,
+                  env, "GPUSHARE_MAX_GUARD", max_guard_forms, parse_max_guard_ns,
+                  [](std::uint64_t g) {
+                    if (g != 0) // 0: the table's default
+                      check_in_code_range<std::uint64_t>("max_guard", g, min_max_guard_ns,
+                                                         max_max_guard_ns, " ns");
+                  })
+          .value_or(0);
+  r.compute_guarantee_ppm =
+      pick_option(opts.compute_guarantee_ppm, env, "GPUSHARE_COMPUTE_GUARANTEE", guarantee_forms,
+                  parse_compute_guarantee_ppm,
+                  [](std::uint32_t p) {
+                    check_in_code_range<std::uint32_t>("compute_guarantee_ppm", p, 0, 1'000'000,
+                                                       " ppm");
+                  })
+          .value_or(0);
+}
+
 /// Resolves priority, share and compute limit.
 inline void resolve_scheduling(const session_options& opts, const env_lookup& env,
                                resolved_options& r) {
@@ -290,6 +326,7 @@ inline void resolve_scheduling(const session_options& opts, const env_lookup& en
   r.handover = pick_option(opts.handover, env, "GPUSHARE_HANDOVER", handover_forms, parse_handover,
                            [](handover_point) {})
                    .value_or(handover_point::at_guard);
+  resolve_remedies(opts, env, r);
 }
 
 /// Resolves the table's access mode.

@@ -35,7 +35,8 @@ public:
   [[nodiscard]] explicit scoped_kernel(session& s)
       : core_(s.shared_core()), requested_ns_(detail::monotonic_ns()),
         on_lease_(core_->try_enter_on_lease()),
-        start_ns_(on_lease_ ? requested_ns_ : core_->enter_guard(requested_ns_)) {}
+        start_ns_(on_lease_ ? requested_ns_ : core_->enter_guard(requested_ns_)),
+        revocations_(core_->revocations()) {}
   /// Like scoped_kernel(s), but waits at most `timeout` for the device; then throws errc::timeout,
   /// naming the session that holds the device (typically one stopped or hung inside its own
   /// guard: it is alive, so liveness never frees the device from it). Nothing is held after the
@@ -45,7 +46,8 @@ public:
       : core_(s.shared_core()), requested_ns_(detail::monotonic_ns()),
         on_lease_(core_->try_enter_on_lease()),
         start_ns_(on_lease_ ? requested_ns_
-                            : core_->enter_guard(requested_ns_, detail::to_ns(timeout))) {}
+                            : core_->enter_guard(requested_ns_, detail::to_ns(timeout))),
+        revocations_(core_->revocations()) {}
   scoped_kernel(const scoped_kernel&) = delete;
   scoped_kernel& operator=(const scoped_kernel&) = delete;
   ~scoped_kernel() { finish(); }
@@ -56,9 +58,19 @@ public:
     has_device_time_ = true;
   }
 
+  /// Whether this session's hold on the device was revoked while this guard ran: it went past
+  /// the session's guard bound (session_options::max_guard, or the table's default) with no guard
+  /// entry or exit, and other sessions were let in while it still ran (docs/design.md, "A
+  /// stopped or hung holder"). Checked until finish(); its time is accounted all the same.
+  bool revoked() const noexcept {
+    if (core_) revoked_ = revoked_ || core_->revocations() != revocations_;
+    return revoked_;
+  }
+
   /// Ends the region now (the destructor does it otherwise). Idempotent.
   void finish() noexcept {
     if (!core_) return;
+    (void)revoked(); // remember it: after finish() the session may go on without this guard
     const std::uint64_t now = detail::monotonic_ns();
     const std::uint64_t used = has_device_time_ ? device_ns_ : now - start_ns_;
     if (on_lease_)
@@ -83,6 +95,8 @@ private:
   // positive that -Werror makes fatal for a consumer.
   std::uint64_t device_ns_ = 0;  ///< the measured device time, if has_device_time_
   bool has_device_time_ = false; ///< set_device_time() was called
+  std::uint64_t revocations_;    ///< the session's revocation count when this guard began
+  mutable bool revoked_ = false; ///< a revocation was seen (kept once finish() ran)
 };
 
 } // namespace v0

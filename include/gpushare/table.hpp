@@ -75,6 +75,14 @@ struct session_info {
   std::uint64_t handovers = 0;          ///< times it gave the device to another session
   std::uint64_t cap_throttle_ns = 0;    ///< time its compute limit held it back
   std::uint64_t vtime = 0;              ///< virtual time (device ns * 1000 / share)
+  /// Its own guard bound (0: the table's default applies, table_snapshot::default_max_guard_ns).
+  std::uint64_t max_guard_ns = 0;
+  /// Times its hold on the device was revoked: one of its guards ran past its guard bound with no
+  /// guard entry or exit, and peers were let in while it still ran (docs/design.md section 11).
+  std::uint64_t revocations = 0;
+  /// The share of wall time it keeps on the device while it wants it, whatever the priority
+  /// classes above it want (ppm; 0: none, strict priority).
+  std::uint32_t compute_guarantee_ppm = 0;
   /// While it has a guard running: how long since its last guard entry or exit (by the clock of
   /// the process that took the snapshot), i.e. how long its current guard has run at least. Far
   /// above its quantum means a holder stopped or hung inside a guard; 0 when no guard runs.
@@ -104,8 +112,21 @@ struct table_snapshot {
   std::uint64_t available = 0;       ///< capacity - committed_total
   std::uint64_t lock_repairs = 0;
   std::uint64_t sessions_reclaimed = 0;
-  std::uint64_t handovers = 0;        ///< times the device went from one session to another
-  std::optional<session_id> holder;   ///< the session holding the device, if any
+  std::uint64_t handovers = 0;      ///< times the device went from one session to another
+  std::optional<session_id> holder; ///< the session holding the device, if any
+  /// The guard bound of sessions that set none (0: none; table::configure_defaults).
+  std::uint64_t default_max_guard_ns = 0;
+  std::uint64_t revocations = 0; ///< holds revoked at a guard bound, over the table's life
+  std::uint64_t evictions = 0;   ///< sessions ended by table::evict (`gpushare evict`)
+  /// The last eviction, if any: which session, and who evicted it when.
+  struct eviction {
+    session_id id;
+    std::string name;
+    std::int32_t pid = 0;     ///< the evicted process, as its PID namespace numbers it
+    std::uint32_t by_uid = 0; ///< the effective uid of the process that evicted it
+    std::uint64_t unix_ns = 0;
+  };
+  std::optional<eviction> last_eviction;
   std::vector<session_info> sessions; ///< live sessions, by slot
 
   // The device behind the table, as a CUDA-layer session last observed it (cudaMemGetInfo);
@@ -130,6 +151,16 @@ struct settings_change {
   std::optional<memory_amount> memory_guarantee;
   std::optional<std::chrono::nanoseconds> quantum;
   std::optional<handover_point> handover;
+  /// Its guard bound (1 ms .. 3600 s; 0: none of its own, the table's default applies).
+  std::optional<std::chrono::nanoseconds> max_guard;
+  /// Its compute guarantee (ppm of wall time, up to 100%; 0: none).
+  std::optional<std::uint32_t> compute_guarantee_ppm;
+};
+
+/// Settings of a table that apply to every session of it that sets none of its own.
+struct table_defaults {
+  /// The guard bound of sessions without their own max_guard (1 ms .. 3600 s; 0: none).
+  std::optional<std::chrono::nanoseconds> max_guard;
 };
 
 namespace detail {
@@ -187,7 +218,20 @@ inline session_info read_session(const slot_record& s, std::uint32_t index) {
   i.handovers = s.handovers;
   i.cap_throttle_ns = s.cap_throttle_ns;
   i.vtime = s.vtime;
+  i.max_guard_ns = s.max_guard_ns;
+  i.revocations = s.revocations;
+  i.compute_guarantee_ppm = s.compute_guarantee_ppm;
   return i;
+}
+
+/// Throws invalid_argument unless `bound` is unset, 0 (none) or from 1 ms to 3600 s.
+inline void check_max_guard(const std::optional<std::chrono::nanoseconds>& bound) {
+  if (!bound || bound->count() == 0) return;
+  if (bound->count() < static_cast<std::int64_t>(min_max_guard_ns) ||
+      bound->count() > static_cast<std::int64_t>(max_max_guard_ns))
+    throw error(errc::invalid_argument,
+                "max_guard must be from 1ms to 3600s (or 0 for none), not " +
+                    std::to_string(bound->count()) + " ns");
 }
 
 /// Validates a change and applies it to slot `i`. Call under the table lock. Returns the slot to
@@ -208,6 +252,9 @@ inline std::int64_t apply_settings(const table_view& t, std::uint32_t i, const s
   if (c.quantum && (c.quantum->count() < static_cast<std::int64_t>(min_quantum_ns) ||
                     c.quantum->count() > static_cast<std::int64_t>(max_quantum_ns)))
     throw error(errc::invalid_argument, "quantum must be from 1us to 10s");
+  check_max_guard(c.max_guard);
+  if (c.compute_guarantee_ppm && *c.compute_guarantee_ppm > 1'000'000)
+    throw error(errc::invalid_argument, "compute guarantee must be from 0% (none) to 100%");
   // A fraction of the capacity must be at most 100% (as in session_options): checked here, for
   // every caller (table::configure, session::configure, `gpushare set`), before anything resolves.
   for (const auto& [field, amount] : {std::pair{"memory limit", &c.memory_limit},
@@ -239,6 +286,8 @@ inline std::int64_t apply_settings(const table_view& t, std::uint32_t i, const s
   if (c.handover)
     s.handover_mode =
         *c.handover == handover_point::at_yield ? handover_at_yield : handover_at_guard;
+  if (c.max_guard) s.max_guard_ns = static_cast<std::uint64_t>(c.max_guard->count());
+  if (c.compute_guarantee_ppm) s.compute_guarantee_ppm = *c.compute_guarantee_ppm;
   s.memory_limit = limit; // a lower limit does not take back what is reserved; growth stops
   set_usage(h, s, s.reserved, s.external, guarantee);
   ++s.settings_seq;
@@ -267,6 +316,18 @@ table_snapshot build_snapshot(const table_view& v, const std::string& name, Aliv
   s.lock_repairs = h.lock_repairs;
   s.sessions_reclaimed = h.sessions_reclaimed;
   s.handovers = h.handovers;
+  s.default_max_guard_ns = h.default_max_guard_ns;
+  s.revocations = h.revocations;
+  s.evictions = h.evictions;
+  if (h.last_eviction_unix_ns != 0) {
+    table_snapshot::eviction e;
+    e.id = {h.last_eviction_slot, h.last_eviction_generation};
+    e.name = read_bounded(h.last_eviction_name, name_capacity);
+    e.pid = h.last_eviction_pid;
+    e.by_uid = h.last_eviction_by_uid;
+    e.unix_ns = h.last_eviction_unix_ns;
+    s.last_eviction = e;
+  }
   std::int64_t holder = current_holder(v);
   if (holder != nobody) { // idle on its lease (at_guard): the device is free to anyone who asks
     const slot_record& hs = v.slots[static_cast<std::uint32_t>(holder)];
@@ -365,6 +426,24 @@ inline table_snapshot copy_snapshot(const std::string& name, std::uint64_t timeo
     v.slot_count = pre.slot_count;
     return build_snapshot(v, name, [&](std::uint32_t i) { return slot_owner_alive(fd.get(), i); });
   }
+}
+
+/// Records that live session `id` in slot `s` is being evicted by uid `by` (under the lock, just
+/// before its session is ended): in the slot, where the session finds it, and in the header.
+/// Its waiting threads' words are bumped so they wake and find the session gone.
+inline void record_eviction(table_header& h, slot_record& s, session_id id, std::uint32_t by) {
+  const std::uint64_t now = realtime_ns();
+  s.evicted_unix_ns = now;
+  s.evicted_by_uid = by;
+  ++h.evictions;
+  h.last_eviction_unix_ns = now;
+  h.last_eviction_by_uid = by;
+  h.last_eviction_pid = s.pid;
+  h.last_eviction_slot = id.slot;
+  h.last_eviction_generation = id.generation;
+  std::memcpy(h.last_eviction_name, s.name, name_capacity);
+  h.last_eviction_name[name_capacity - 1] = '\0';
+  s.grant_word.fetch_add(1, std::memory_order_release);
 }
 
 /// Records what a CUDA-layer session saw of the device (name, total and free bytes) in the
@@ -488,20 +567,55 @@ public:
   /// Changes a live session's settings; it sees them at its next operation. Throws
   /// errc::invalid_argument if that session has left (or its slot holds another session now).
   void configure(session_id id, const settings_change& change) {
-    if (id.slot >= core_.slot_count())
-      throw error(errc::invalid_argument, "slot " + std::to_string(id.slot) + " does not exist");
     detail::table_core::guard g(core_);
-    detail::slot_record& s = core_.slot(id.slot);
-    if (s.state.load(std::memory_order_relaxed) != detail::slot_active ||
-        s.generation != id.generation)
-      throw error(errc::invalid_argument, "no live session " + std::to_string(id.slot) + "." +
-                                              std::to_string(id.generation) + " in table '" +
-                                              core_.name() + "'");
+    detail::slot_record& s = live_slot(id);
     const std::int64_t wake = detail::apply_settings(
         core_.view(), id.slot, change,
         "session '" + detail::read_bounded(s.name, detail::name_capacity) + "'");
     core_.unlock_after_release(g, change.memory_guarantee.has_value());
     core_.wake_slot(wake);
+  }
+
+  /// Ends the live session `id` at once, as if its process had died: its hold on the device
+  /// passes to the next waiter, its reservations return to the table, its waiting threads wake
+  /// and throw errc::session_closed, and its next call learns it was evicted. The remedy for a
+  /// session stopped or hung inside a guard (SIGSTOP, a debugger, a frozen container), which
+  /// liveness cannot free because it is alive. Its process keeps whatever device memory it
+  /// allocated: evict a process that will be killed or restarted. Only the owner of the table's
+  /// file and root may evict (errc::permission_denied otherwise); errc::invalid_argument if no
+  /// such live session. Recorded in the table (table_snapshot::evictions, last_eviction).
+  session_info evict(session_id id) {
+    const std::uint32_t me = static_cast<std::uint32_t>(::geteuid());
+    const file_owner o = owner();
+    if (me != 0 && me != o.uid)
+      throw error(errc::permission_denied,
+                  "only the owner of table '" + core_.name() + "' (uid " + std::to_string(o.uid) +
+                      ") or root may evict one of its sessions; this process runs as uid " +
+                      std::to_string(me));
+    detail::table_core::guard g(core_);
+    detail::slot_record& s = live_slot(id);
+    const session_info info = detail::read_session(s, id.slot);
+    detail::record_eviction(core_.header(), s, id, me);
+    const std::int64_t next = core_.end_session_locked(id.slot);
+    core_.unlock_after_release(g, true);
+    core_.wake_slot(id.slot); // its own waiting threads: they find the session ended
+    core_.wake_slot(next);
+    return info;
+  }
+
+  /// Changes the table's defaults for sessions that set none of their own. Only the owner of the
+  /// table's file and root may (errc::permission_denied otherwise).
+  void configure_defaults(const table_defaults& d) {
+    const std::uint32_t me = static_cast<std::uint32_t>(::geteuid());
+    if (const file_owner o = owner(); me != 0 && me != o.uid)
+      throw error(errc::permission_denied,
+                  "only the owner of table '" + core_.name() + "' (uid " + std::to_string(o.uid) +
+                      ") or root may change its defaults; this process runs as uid " +
+                      std::to_string(me));
+    detail::check_max_guard(d.max_guard);
+    detail::table_core::guard g(core_);
+    if (d.max_guard)
+      core_.header().default_max_guard_ns = static_cast<std::uint64_t>(d.max_guard->count());
   }
 
   /// Frees the slots of dead sessions now (any operation also does this when it needs to).
@@ -512,6 +626,20 @@ public:
 
 private:
   explicit table(detail::mapped_table m) : core_(std::move(m)) {}
+
+  /// The slot of live session `id` (call under the lock); errc::invalid_argument if none.
+  detail::slot_record& live_slot(session_id id) {
+    if (id.slot >= core_.slot_count())
+      throw error(errc::invalid_argument, "slot " + std::to_string(id.slot) + " does not exist");
+    detail::slot_record& s = core_.slot(id.slot);
+    if (s.state.load(std::memory_order_relaxed) != detail::slot_active ||
+        s.generation != id.generation)
+      throw error(errc::invalid_argument, "no live session " + std::to_string(id.slot) + "." +
+                                              std::to_string(id.generation) + " in table '" +
+                                              core_.name() + "'");
+    return s;
+  }
+
   detail::table_core core_;
 };
 

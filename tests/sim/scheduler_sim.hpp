@@ -54,6 +54,9 @@ struct workload {
   int per_iteration = 0;   ///< guards per iteration, then yield() (0: no iterations)
   u64 iteration_pause = 0; ///< host work after an iteration
   bool yields = true;      ///< an iteration ends with yield() (false: only its host work)
+  /// Every this many guards (0: never), one lasts stuck_len instead (a guard stopped or hung).
+  int stuck_every = 0;
+  u64 stuck_len = 0;
   /// The device time its guards account, in ppm of their wall time (set_device_time(): the CUDA
   /// layer's measured time, or 0 for a capture); 1'000'000: the wall time, as a host guard.
   std::uint32_t accounted_ppm = 1'000'000;
@@ -66,6 +69,8 @@ struct session_spec {
   u64 quantum = 5 * ms;
   std::uint32_t mode = d::handover_at_guard;
   std::uint32_t limit_ppm = 1'000'000;
+  std::uint32_t guarantee_ppm = 0; ///< its compute guarantee (0: none)
+  u64 max_guard = 0;               ///< its guard bound (0: none)
   int threads = 1;
   u64 stagger = 0; ///< thread k starts k * stagger after the session
   workload work;
@@ -216,10 +221,16 @@ public:
     if (sc_.cpu.spurious_wake_max > 0)
       push(random_.uniform(1, sc_.cpu.spurious_wake_max), ev::spurious, 0);
     const u64 give_up = sc_.duration + 30 * sec; // everyone must have stopped long before
+    u64 same_time = 0; // events at one instant: a livelock shows as millions of them
     while (!queue_.empty()) {
       const event e = queue_.top();
       queue_.pop();
       if (e.time > give_up) break;
+      same_time = e.time == now_ ? same_time + 1 : 0;
+      if (same_time > 1'000'000) {
+        FAIL("livelock: a million events at t = " << now_ << " ns");
+        break;
+      }
       advance(e.time);
       handle(e);
     }
@@ -258,7 +269,8 @@ private:
     u64 grants_mark = 0; ///< grants_ when its current wait began
     bool stopped = false;
     bool on_lease = false; ///< its guard entered on its session's lease (no lock)
-    u64 cpu_wait = 0;      ///< time it was runnable but waited for a CPU (latency, deschedules)
+    int guards_started = 0;
+    u64 cpu_wait = 0; ///< time it was runnable but waited for a CPU (latency, deschedules)
     u64 sample_at = 0, sample_wait = 0; ///< its last CPU-wait sample (session_core's, 5 ms apart)
   };
 
@@ -321,6 +333,8 @@ private:
     s.quantum_ns = spec.quantum;
     s.handover_mode = spec.mode;
     s.compute_limit_ppm = spec.limit_ppm;
+    s.compute_guarantee_ppm = spec.guarantee_ppm;
+    s.max_guard_ns = spec.max_guard;
     s.vtime = d::class_floor(*header_, spec.priority);
     s.state.store(d::slot_active);
     for (int j = 0; j < spec.threads; ++j) {
@@ -487,6 +501,8 @@ private:
     ++res_->guards_total;
     th.guard_start = now_;
     th.guard_len = random_.uniform(spec.work.guard_min, spec.work.guard_max);
+    if (spec.work.stuck_every > 0 && ++th.guards_started % spec.work.stuck_every == 0)
+      th.guard_len = spec.work.stuck_len;
     session_result& sr = res_->sessions[static_cast<std::size_t>(th.session)];
     if (now_ >= sc_.warmup && now_ < sc_.duration) ++sr.guards;
     if (now_ >= probe_at_) sr.first_guard_after = std::min(sr.first_guard_after, now_);

@@ -123,6 +123,17 @@ struct alignas(64) table_header {
   /// offset is the same may open it (validate_ready()).
   std::int64_t monotonic_offset_ns;
 
+  // ---- a stuck holder's remedies (docs/design.md section 11), under `lock`
+  std::uint64_t default_max_guard_ns;     ///< max_guard for sessions that set none (0: none)
+  std::uint64_t revocations;              ///< guards whose hold on the device was revoked
+  std::uint64_t evictions;                ///< sessions ended by `gpushare evict` (table::evict)
+  std::uint64_t last_eviction_unix_ns;    ///< the last eviction: when (0: none yet) ...
+  std::uint32_t last_eviction_by_uid;     ///< ... by whom ...
+  std::int32_t last_eviction_pid;         ///< ... of which process (display only) ...
+  std::uint32_t last_eviction_slot;       ///< ... in which slot ...
+  std::uint32_t last_eviction_generation; ///< ... of which generation ...
+  char last_eviction_name[name_capacity]; ///< ... and what it was called
+
   // ---- futex words and lock-free hints, each on its own cache line
   alignas(64) std::atomic<std::uint32_t> memory_wake;    ///< bumped whenever memory is released
   alignas(64) std::atomic<std::uint32_t> device_waiters; ///< threads waiting for the device
@@ -177,8 +188,8 @@ struct alignas(64) slot_record {
   std::uint64_t quantum_debt_ns; ///< how far its last turn overran its quantum: its next is shorter
   std::uint32_t last_turn_busy;  ///< its last turn was mostly guards, not idle gaps (1) or not (0)
   std::uint32_t cpu_wait_ppm;    ///< its threads' recent share of time waiting for a CPU
-  /// Idle time it kept the device from waiters, less 1/8 of the device time it used since (a
-  /// leaky bucket): lower classes take its gaps once this reaches the idle grace.
+  /// Idle time it kept the device from waiters, less 1/16 of the device time it used since (a
+  /// leaky bucket): once this reaches the idle grace, it hands its gaps to equal waiters.
   std::uint64_t idle_debt_ns;
   std::uint64_t last_turn_ns; ///< how long its last turn was (device and idle time, <= quantum)
 
@@ -207,7 +218,20 @@ struct alignas(64) slot_record {
   std::atomic<std::uint32_t> journal_memory_waiters; ///< memory-waiter counts to undo
   std::atomic<std::uint32_t> journal_lease_exits;    ///< lease guards owed their locked exit
 
-  std::uint8_t spare[512 - 424]; ///< room to grow without moving fields
+  // ---- a stuck holder's remedies and the compute guarantee (docs/design.md section 11), under
+  // the table lock
+  std::uint64_t max_guard_ns; ///< setting: its guards lose the device after this long without a
+                              ///< guard boundary (0: the table's default_max_guard_ns)
+  std::uint64_t revocations;  ///< times its hold on the device was revoked (max_guard)
+  std::uint64_t guarantee_vclock_ns; ///< compute-guarantee clock: owed while below now
+  std::uint64_t evicted_unix_ns; ///< when `gpushare evict` ended it (kept after the slot is freed)
+  std::uint32_t compute_guarantee_ppm; ///< setting: device time it keeps while busy (0: none)
+  std::uint32_t evicted_by_uid;        ///< who evicted it
+  /// As idle_debt_ns, drained by 1/4 of its device time: once this reaches the idle grace, a
+  /// lower class takes its gaps.
+  std::uint64_t lower_debt_ns;
+
+  std::uint8_t spare[512 - 472]; ///< room to grow without moving fields
 };
 
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
@@ -220,7 +244,8 @@ static_assert(sizeof(slot_record) == 512, "slot layout changed: bump table_layou
 static_assert(offsetof(slot_record, grant_word) == 184);
 static_assert(offsetof(slot_record, lease) == 328);
 static_assert(offsetof(slot_record, journal_exits) == 368);
-static_assert(offsetof(slot_record, spare) == 424);
+static_assert(offsetof(slot_record, max_guard_ns) == 424);
+static_assert(offsetof(slot_record, spare) == 472);
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 static_assert(offsetof(table_header, lock) % 64 == 0);
 

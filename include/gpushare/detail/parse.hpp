@@ -60,6 +60,15 @@ inline constexpr std::string_view share_forms = "an integer from 1 to 1000000";
 inline constexpr std::string_view duration_forms =
     "a duration from 1us to 10s with a unit: ns, us, ms or s (e.g. \"500us\", \"5ms\", \"0.5s\")";
 inline constexpr std::string_view handover_forms = "\"guard\" or \"yield\"";
+inline constexpr std::string_view max_guard_forms =
+    "\"none\" (no bound), or a duration from 1ms to 3600s with a unit: ns, us, ms or s (e.g. "
+    "\"30s\", \"500ms\")";
+inline constexpr std::string_view guarantee_forms =
+    "\"none\" (no guarantee), or a percentage greater than 0% and at most 100%, written with '%' "
+    "(\"10%\", \"2.5%\")";
+/// The bounds of max_guard (session_options::max_guard, GPUSHARE_MAX_GUARD).
+inline constexpr std::uint64_t min_max_guard_ns = 1'000'000;         // 1 ms
+inline constexpr std::uint64_t max_max_guard_ns = 3'600'000'000'000; // 1 h
 inline constexpr std::uint64_t min_quantum_ns = 1'000;
 inline constexpr std::uint64_t max_quantum_ns = 10'000'000'000;
 inline constexpr std::uint64_t default_quantum_ns = 5'000'000;
@@ -303,6 +312,40 @@ inline std::uint64_t parse_duration_ns(std::string_view s) {
   const std::uint64_t ns = d.whole * per + static_cast<std::uint64_t>(d.micros) * per / 1'000'000;
   if (ns < min_quantum_ns || ns > max_quantum_ns) reject(kind, s, "out of range");
   return ns;
+}
+
+/// "none" (or "off", "0"): 0, no bound; else a duration from 1 ms to 3600 s with a unit (ns, us,
+/// ms, s), in nanoseconds.
+inline std::uint64_t parse_max_guard_ns(std::string_view s) {
+  static constexpr value_kind kind{"guard bound", max_guard_forms};
+  if (iequals(s, "none") || iequals(s, "off") || s == "0") return 0;
+  const decimal d = parse_decimal(kind, s, s);
+  const std::string_view unit = s.substr(d.length);
+  std::uint64_t per = 0;
+  if (iequals(unit, "ns"))
+    per = 1;
+  else if (iequals(unit, "us"))
+    per = 1'000;
+  else if (iequals(unit, "ms"))
+    per = 1'000'000;
+  else if (iequals(unit, "s"))
+    per = 1'000'000'000;
+  else
+    reject(kind, s, unit.empty() ? "a unit is required" : "unknown unit");
+  if (d.whole > max_max_guard_ns / per) reject(kind, s, "longer than 3600s");
+  const std::uint64_t ns = d.whole * per + static_cast<std::uint64_t>(d.micros) * per / 1'000'000;
+  if (ns < min_max_guard_ns || ns > max_max_guard_ns) reject(kind, s, "out of range");
+  return ns;
+}
+
+/// "none" (or "0%"): 0, no guarantee; else a percentage in (0%, 100%], in ppm.
+inline std::uint32_t parse_compute_guarantee_ppm(std::string_view s) {
+  if (iequals(s, "none") || s == "0%" || s == "0") return 0;
+  try {
+    return parse_percent_ppm(s);
+  } catch (const error& e) {
+    throw error(errc::invalid_argument, std::string(e.what()) + "; or \"none\"");
+  }
 }
 
 /// "guard" or "yield" (case-insensitive).

@@ -92,6 +92,29 @@ inline bool paced(const slot_record& s, std::uint64_t now) noexcept {
   return s.compute_limit_ppm != 0 && s.compute_limit_ppm < 1'000'000 && s.cap_vclock_ns > now;
 }
 
+/// A session with a compute guarantee that has used less than its guarantee is owed: its clock
+/// advances by used / guarantee (the wall time that device time covers) and starts each time no
+/// earlier than this long ago, so a session back from idling claims at most this window's worth.
+inline constexpr std::uint64_t guarantee_window_ns = 100'000'000; // 100 ms
+
+/// A `now` that stands for "time not known": pacing and compute guarantees are not looked at.
+inline constexpr std::uint64_t no_time = UINT64_MAX;
+
+/// Whether session `s` is owed device time by its compute guarantee at `now`.
+inline bool owed_guarantee(const slot_record& s, std::uint64_t now) noexcept {
+  return s.compute_guarantee_ppm != 0 && now != no_time && s.guarantee_vclock_ns < now;
+}
+
+/// The class session `s` competes in as a waiter at `now`: its priority, or, while its compute
+/// guarantee is owed, above every class (a holder counts at its own priority once it has run a
+/// guard of its turn, so a higher class takes the device back at its next boundary: a guarantee
+/// costs the higher class at most one guard of the guaranteed session each time).
+inline int claim_priority(const slot_record& s, std::uint64_t now) noexcept {
+  // Owed sessions rank above every class, and among themselves by their own classes (8 + class:
+  // priorities are 0..7, clamped here since they come from shared memory).
+  return owed_guarantee(s, now) ? 8 + std::clamp(s.priority, 0, 7) : s.priority;
+}
+
 /// Records a sample of the share of time session `s`'s threads waited for a CPU (runnable, not
 /// running) since the previous sample: a moving average, 1/4 weight to the new sample.
 inline void note_cpu_wait(slot_record& s, std::uint32_t sample_ppm) noexcept {
@@ -193,10 +216,11 @@ inline std::int64_t best_claim(const table_view& t, std::int64_t except, std::in
   std::uint64_t lowest = UINT64_MAX;
   for_each_candidate([&](std::uint32_t i) {
     const slot_record& s = t.slots[i];
-    if (s.priority > top) {
-      top = s.priority;
+    const int c = claim_priority(s, now);
+    if (c > top) {
+      top = c;
       lowest = s.vtime;
-    } else if (s.priority == top) {
+    } else if (c == top) {
       lowest = std::min(lowest, s.vtime);
     }
   });
@@ -204,7 +228,7 @@ inline std::int64_t best_claim(const table_view& t, std::int64_t except, std::in
   std::uint64_t best_since = 0;
   for_each_candidate([&](std::uint32_t i) {
     const slot_record& s = t.slots[i];
-    if (s.priority != top || s.vtime > sat_add(lowest, quantum_vt(s))) return;
+    if (claim_priority(s, now) != top || s.vtime > sat_add(lowest, quantum_vt(s))) return;
     const std::uint64_t since = s.wants_device > 0 ? s.wait_since_ns : now;
     if (best != nobody) {
       const slot_record& b = t.slots[best];
@@ -220,9 +244,9 @@ inline std::int64_t best_claim(const table_view& t, std::int64_t except, std::in
 }
 
 /// The waiting session with the best claim (excluding `except`) at `now`, or nobody. Without a
-/// time, pacing is not looked at.
+/// time, neither pacing nor compute guarantees are looked at.
 inline std::int64_t best_waiter(const table_view& t, std::int64_t except = nobody,
-                                std::uint64_t now = UINT64_MAX) noexcept {
+                                std::uint64_t now = no_time) noexcept {
   return best_claim(t, except, nobody, now);
 }
 

@@ -35,33 +35,62 @@ inline std::uint64_t yield_backstop(const slot_record& hs) noexcept {
 }
 
 /// Whether holder `hs`, with a gap of `gap_ns` in progress, has left the device idle long enough
-/// that a lower class may take its gaps: its idle debt (idle time kept from waiters, drained by
-/// 1/8 of its device time) reached the idle grace of an at_guard holder. A leaky bucket, not a
+/// that a lower class may take its gaps: its lower-class debt (idle time kept from waiters,
+/// drained by 1/4 of its device time) reached the idle grace of an at_guard holder: it idles
+/// more than a quarter of its device time, so a higher class that does ordinary host work
+/// between its guards (an inference request's pre- and post-processing) keeps its gaps. A
+/// leaky bucket, not a
 /// budget renewed per quantum: a renewed budget was never spent by a holder whose quantum ends
 /// before its gaps add up to the grace (a 100 us quantum, or the 50 ms grace of at_yield), and
 /// the lower class got 0% of a device 75-80% idle (issue 23, case 3). The at_yield grace is for
 /// equal-class waiters only: a lower class takes gaps, it does not end iterations.
 inline bool lower_class_may_take(const slot_record& hs, std::uint64_t gap_ns) noexcept {
-  return sat_add(hs.idle_debt_ns, gap_ns) >= idle_grace_at_guard_ns;
+  return sat_add(hs.lower_debt_ns, gap_ns) >= idle_grace_at_guard_ns;
 }
 
-/// At a boundary of holder `hs`, should waiter `ws` get the device?
+/// Whether holder `hs` keeps the device idle through its gaps beyond 1/16 of its device time
+/// (its idle debt reached the idle grace): then it hands each gap to an equal waiter as the gap
+/// begins (see should_hand_over).
+inline bool hands_gaps_over(const slot_record& hs) noexcept {
+  return hs.idle_debt_ns >= idle_grace_at_guard_ns;
+}
+
+/// Adds a gap that holder `s` kept idle while others waited to both its idle debts.
+inline void add_idle_debt(slot_record& s, std::uint64_t gap_ns) noexcept {
+  s.idle_debt_ns = sat_add(s.idle_debt_ns, gap_ns);
+  s.lower_debt_ns = sat_add(s.lower_debt_ns, gap_ns);
+}
+
+/// The class holder `hs` counts in at boundary `at`: its own priority, except before it has run
+/// a guard of the turn its compute guarantee won it (as it enters a guard, or not started yet):
+/// then its claim. Else a guaranteed holder would hand the device back before running anything,
+/// and two sessions would pass it to each other for ever.
+inline int holder_claim(const table_header& h, const slot_record& hs, boundary at,
+                        std::uint64_t now) noexcept {
+  const bool first = at == boundary::guard_enter || (at == boundary::takeover && !h.holder_started);
+  return first ? claim_priority(hs, now) : hs.priority;
+}
+
+/// At a boundary of holder `hs`, should waiter `ws` get the device? (`now`: for the waiter's
+/// compute guarantee; no_time: not looked at.)
 inline bool should_hand_over(const table_header& h, const slot_record& hs, const slot_record& ws,
-                             boundary at) noexcept {
-  if (ws.priority > hs.priority) return true;
+                             boundary at, std::uint64_t now = no_time) noexcept {
+  const int wc = claim_priority(ws, now);
+  const int hc = holder_claim(h, hs, at, now);
+  if (wc > hc) return true;
+  if (at == boundary::takeover && !h.holder_started) return false; // its start grace
   // A lower class gets the gaps of a holder whose idle debt is spent: the next gap is the lower
   // class's (handed over as the gap begins), but never when the holder starts a guard.
-  if (ws.priority < hs.priority) return at != boundary::guard_enter && lower_class_may_take(hs, 0);
-  if (at == boundary::takeover && !h.holder_started) return false; // its start grace
+  if (wc < hc) return at != boundary::guard_enter && lower_class_may_take(hs, 0);
   const bool idle_spent = h.holder_idle_ns >= idle_grace(hs); // it has left the device idle long
   if (idle_spent) return true; // an equal waiter: the holder wasted its turn on idle gaps
-  // An at_guard holder whose gaps keep the device idle (its idle debt spent: idle beyond 1/8 of
-  // its device time) hands each gap to an equal waiter as it begins, and gets the device back at
-  // the waiter's next boundary by the catch-up below while it is behind. Holding through its
-  // gaps until its idle budget ran out, then waiting a whole turn, a session with pauses as long
-  // as its guards ran 2-4% of the time against its 37-50% (issue 23, case 4).
+  // An at_guard holder whose gaps keep the device idle (idle beyond 1/16 of its device time)
+  // hands each gap to an equal waiter as it begins, and gets the device back at the waiter's
+  // next boundary by the catch-up below while it is behind. Holding through its gaps until its
+  // idle budget ran out, then waiting a whole turn, a session with pauses as long as its guards
+  // ran 2-4% of the time against its 37-50% (issue 23, case 4).
   if ((at == boundary::guard_exit || at == boundary::takeover) &&
-      hs.handover_mode == handover_at_guard && lower_class_may_take(hs, 0))
+      hs.handover_mode == handover_at_guard && hands_gaps_over(hs))
     return true;
   if (hs.handover_mode == handover_at_yield && at != boundary::yield &&
       h.quantum_used_ns < yield_backstop(hs))
@@ -98,8 +127,8 @@ inline std::uint64_t idle_left(const table_header& h, const slot_record& hs, con
   if (!h.holder_started)
     return sat_sub(sat_add(h.holder_since_ns, std::max(idle_grace(hs), start_grace_ns)), now);
   const std::uint64_t gap = sat_sub(now, h.holder_idle_since_ns);
-  if (ws.priority < hs.priority)
-    return sat_sub(idle_grace_at_guard_ns, sat_add(hs.idle_debt_ns, gap));
+  if (claim_priority(ws, now) < hs.priority)
+    return sat_sub(idle_grace_at_guard_ns, sat_add(hs.lower_debt_ns, gap));
   return sat_sub(idle_grace(hs), sat_add(h.holder_idle_ns, gap));
 }
 
@@ -118,7 +147,7 @@ inline std::int64_t grant(const table_view& t, std::uint32_t i, std::uint64_t no
     slot_record& p = t.slots[prev];
     // Taken over during a gap (its idle budget or debt spent): the gap so far was kept idle.
     if (h.holder_started && busy_guards(p) == 0)
-      p.idle_debt_ns = sat_add(p.idle_debt_ns, sat_sub(now, h.holder_idle_since_ns));
+      add_idle_debt(p, sat_sub(now, h.holder_idle_since_ns));
     ++p.handovers;
     ++h.handovers;
     end_turn(h, p);
@@ -161,6 +190,43 @@ struct take_result {
   std::uint64_t recheck_ns = 0; ///< when not granted: sleep at most this long, then retry
 };
 
+/// The guard bound of holder `hs`: its own max_guard, else the table's default (0: none).
+inline std::uint64_t max_guard_of(const table_header& h, const slot_record& hs) noexcept {
+  return hs.max_guard_ns != 0 ? hs.max_guard_ns : h.default_max_guard_ns;
+}
+
+/// When holder `hs`, busy in its guards, is overdue at its bound (no_time: it has none). Counted
+/// from its last guard entry or exit (last_active_ns; a lease is always settled before a waiter
+/// decides, which counts as one): a holder whose threads keep entering and leaving guards is not
+/// stuck, whatever one of its guards does.
+inline std::uint64_t guard_deadline(const table_header& h, const slot_record& hs) noexcept {
+  const std::uint64_t bound = max_guard_of(h, hs);
+  return bound == 0 ? no_time : sat_add(hs.last_active_ns, bound);
+}
+
+/// Whether holder `hs`, inside its guards now, has gone past its guard bound at `now`.
+inline bool guard_overdue(const table_header& h, const slot_record& hs,
+                          std::uint64_t now) noexcept {
+  return busy_guards(hs) > 0 && guard_deadline(h, hs) <= now;
+}
+
+/// Revokes the hold of holder `i`, whose guard has run past its bound (stopped or hung): the
+/// device is free for others while that guard still runs. Its guards stay counted in
+/// active_guards and lease_guards, and each one's time is accounted when it ends (exit_step as a
+/// non-holder); the session learns it from its revocations counter. Call with its lease settled.
+inline void revoke_holder(const table_view& t, std::uint32_t i) noexcept {
+  table_header& h = *t.header;
+  slot_record& s = t.slots[i];
+  ++s.revocations;
+  ++h.revocations;
+  ++s.handovers;
+  ++h.handovers;
+  end_turn(h, s);
+  h.holder = 0;
+  h.watch_until_ns = 0;
+  h.watcher = 0;
+}
+
 /// A waiting thread of session `me` is about to sleep while holder `hs` runs or idles: how long
 /// it sleeps, and whether it becomes the watcher (the one waiter that re-checks the holder on
 /// its own; the holder's guard exits wake a waiter only while nobody watches).
@@ -174,6 +240,10 @@ inline std::uint64_t watch(const table_view& t, const slot_record& hs, std::uint
   } else if (h.watch_exits != h.holder_exits) {              // its guards end and start: poll
     until = sat_add(now, watch_period_ns);
   } // else: one long guard since the last watch; its exit will wake a waiter
+  if (const std::uint64_t d = guard_deadline(h, hs); busy_guards(hs) > 0 && d != no_time) {
+    const std::uint64_t at = std::max(d, sat_add(now, 1)); // re-check at its guard bound
+    until = until == 0 ? at : std::min(until, at);
+  }
   // A thread of another session re-checks soon enough: sleep until woken or the liveness
   // re-check. A watch armed by this session (this very thread, woken early by a signal or a
   // settings change, or a sibling) is armed again instead: a watcher that took its own watch for
@@ -242,12 +312,17 @@ inline take_result take_own(const table_view& t, std::uint32_t i, std::uint64_t 
     const std::uint64_t gap = sat_sub(now, h.holder_idle_since_ns);
     h.quantum_used_ns = sat_add(h.quantum_used_ns, gap);
     h.holder_idle_ns = sat_add(h.holder_idle_ns, gap);
-    s.idle_debt_ns = sat_add(s.idle_debt_ns, gap);
+    add_idle_debt(s, gap);
     h.holder_idle_since_ns = now;
   }
+  // The first guard of a turn its compute guarantee won it always runs: handed back at once to
+  // a waiter whose guarantee came due during its wake-up, a guaranteed session of a low class
+  // was granted the device again and again and ran nothing (0.7% against 6%).
+  const bool guaranteed_start = !h.holder_started && owed_guarantee(s, now);
   h.holder_started = 1;
   if (w != nobody) charge_wall(h, s, now);
-  if (w != nobody && should_hand_over(h, s, t.slots[w], boundary::guard_enter)) {
+  if (w != nobody && !guaranteed_start &&
+      should_hand_over(h, s, t.slots[w], boundary::guard_enter, now)) {
     if (busy_guards(s) > 0) return {false, nobody, liveness_recheck_ns}; // drain first
     return {false, grant(t, static_cast<std::uint32_t>(w), now), liveness_recheck_ns};
   }
@@ -256,7 +331,7 @@ inline take_result take_own(const table_view& t, std::uint32_t i, std::uint64_t 
   // microseconds each, must not add up over a long run to a lost turn). An at_yield holder
   // keeps a used quantum until its next yield() hands over, or its backstop.
   if (h.quantum_used_ns >= s.quantum_ns &&
-      (w == nobody || !should_hand_over(h, s, t.slots[w], boundary::yield))) {
+      (w == nobody || !should_hand_over(h, s, t.slots[w], boundary::yield, now))) {
     h.quantum_used_ns = std::min(h.quantum_used_ns - s.quantum_ns, s.quantum_ns); // the overrun
     h.holder_idle_ns = 0;
     h.quantum_start_ns = now;
@@ -282,16 +357,23 @@ inline take_result try_take(const table_view& t, std::uint32_t i, std::uint64_t 
     h.holder_started = 1;
     return {true};
   }
-  const slot_record& hs = t.slots[holder];
-  if (busy_guards(hs) > 0) return {false, nobody, watch(t, hs, i, now, liveness_recheck_ns)};
+  slot_record& hs = t.slots[holder];
+  if (busy_guards(hs) > 0) {
+    if (!guard_overdue(h, hs, now))
+      return {false, nobody, watch(t, hs, i, now, liveness_recheck_ns)};
+    revoke_holder(t, static_cast<std::uint32_t>(holder)); // stopped or hung in a guard
+    return try_take(t, i, now, liveness_recheck_ns);      // the device is free now
+  }
+  const int claim = claim_priority(s, now);
   // The holder is between guards. Its own threads registered to start guards (woken, not yet
   // running: a wake-up can take a millisecond on a busy machine) come before a lower class: a
   // lower guard started then made them wait (issue 23, case 5).
-  if (s.priority < hs.priority && hs.wants_device > 0)
+  if (claim < hs.priority && hs.wants_device > 0)
     return {false, nobody, watch(t, hs, i, now, liveness_recheck_ns)};
   // A higher class takes over at once; anyone once the holder's idle budget (a lower class: its
   // idle debt) is spent, or when the holder would hand over to it at its next boundary anyway.
-  bool takeover = s.priority > hs.priority || should_hand_over(h, hs, s, boundary::takeover);
+  bool takeover = claim > holder_claim(h, hs, boundary::takeover, now) ||
+                  should_hand_over(h, hs, s, boundary::takeover, now);
   std::uint64_t recheck = 0;
   if (!takeover && idle_left(h, hs, s, now) == 0) {
     // Descheduled, not idle: keep it a while (an equal-class holder only).
@@ -319,7 +401,13 @@ inline void account_device_time(table_header& h, slot_record& s, std::uint64_t u
   if (std::uint64_t& floor = class_floor(h, s.priority); s.vtime > sat_add(floor, vtime_max_lead))
     floor = s.vtime - vtime_max_lead;
   if (holder) h.quantum_used_ns = sat_add(h.quantum_used_ns, used_ns);
-  s.idle_debt_ns = sat_sub(s.idle_debt_ns, used_ns / 16); // device time drains the idle debt
+  s.idle_debt_ns = sat_sub(s.idle_debt_ns, used_ns / 16); // device time drains the idle debts
+  s.lower_debt_ns = sat_sub(s.lower_debt_ns, used_ns / 4);
+  if (s.compute_guarantee_ppm != 0) { // the wall time this device time covers at its guarantee
+    const std::uint64_t covered = mul_div(used_ns, 1'000'000, s.compute_guarantee_ppm);
+    s.guarantee_vclock_ns =
+        sat_add(std::max(s.guarantee_vclock_ns, sat_sub(start_ns, guarantee_window_ns)), covered);
+  }
   const std::uint32_t limit = s.compute_limit_ppm == 0 ? 1'000'000 : s.compute_limit_ppm;
   if (limit < 1'000'000) {
     const std::uint64_t earned = mul_div(used_ns, 1'000'000, limit); // wall time it costs
@@ -346,10 +434,11 @@ inline std::int64_t release_at_guard_exit(const table_view& t, std::uint32_t i,
   const std::int64_t w = best_waiter(t, i, now);
   if (w != nobody) charge_wall(h, s, now);
   bool hand =
-      w != nobody && (must_pause || should_hand_over(h, s, t.slots[w], boundary::guard_exit));
+      w != nobody && (must_pause || should_hand_over(h, s, t.slots[w], boundary::guard_exit, now));
   // Its own threads wait to start guards: a lower class does not get the device before them (a
   // holder that had spent its idle debt handed over to the lower class first: issue 23, case 5).
-  if (hand && !must_pause && s.wants_device > 0 && t.slots[w].priority < s.priority) hand = false;
+  if (hand && !must_pause && s.wants_device > 0 && claim_priority(t.slots[w], now) < s.priority)
+    hand = false;
   if (hand) return grant(t, static_cast<std::uint32_t>(w), now);
   if (w == nobody && (must_pause || s.handover_mode == handover_at_guard)) {
     end_turn(h, s);
@@ -389,15 +478,16 @@ inline bool handover_due_at_exit(const table_view& t, std::uint32_t i, std::uint
   if (w == nobody) return false;
   const slot_record& ws = t.slots[w];
   if (paced(s, now)) return true;
-  if (s.wants_device > 0 && ws.priority < s.priority) return false; // its own threads first
-  if (should_hand_over(h, s, ws, boundary::guard_exit)) return true;
+  const int wc = claim_priority(ws, now);
+  if (s.wants_device > 0 && wc < s.priority) return false; // its own threads first
+  if (should_hand_over(h, s, ws, boundary::guard_exit, now)) return true;
   // With the pending time, or past the wall bound (charge_wall), the quantum may be over.
   const std::uint64_t used =
       std::max(sat_add(h.quantum_used_ns, pending_ns),
                sat_sub(now, h.quantum_start_ns) > mul_div(s.quantum_ns, wall_bound_quanta, 1)
                    ? sat_sub(now, h.quantum_start_ns)
                    : 0);
-  return used >= s.quantum_ns && ws.priority >= s.priority &&
+  return used >= s.quantum_ns && wc >= s.priority &&
          !(s.handover_mode == handover_at_yield && used < yield_backstop(s));
 }
 
@@ -407,7 +497,7 @@ inline std::int64_t hand_over_at_yield(const table_view& t, std::uint32_t i,
   const std::int64_t w = best_waiter(t, i, now);
   if (w == nobody) return nobody;
   charge_wall(*t.header, t.slots[i], now);
-  if (!should_hand_over(*t.header, t.slots[i], t.slots[w], boundary::yield)) return nobody;
+  if (!should_hand_over(*t.header, t.slots[i], t.slots[w], boundary::yield, now)) return nobody;
   return grant(t, static_cast<std::uint32_t>(w), now);
 }
 

@@ -386,6 +386,14 @@ public:
            journal_holds(table_.slot(slot_));
   }
 
+  /// Times this session's hold on the device was revoked at its guard bound so far (a lock-free
+  /// read: scoped_kernel::revoked() compares it before and after a guard).
+  std::uint64_t revocations() const noexcept {
+    if (!joined_.load(std::memory_order_relaxed) || inherited_) return 0;
+    return std::atomic_ref<std::uint64_t>(table_.slot(slot_).revocations)
+        .load(std::memory_order_relaxed);
+  }
+
   session_id id() const noexcept { return {slot_, generation_}; }
   const std::string& name() const noexcept { return name_; }
   const std::string& table_name() const noexcept { return table_.name(); }
@@ -473,10 +481,7 @@ private:
   /// gone, e.g. after someone removed and recreated the table by hand).
   slot_record& own_checked() {
     slot_record& s = own();
-    if (!holds(s))
-      throw error(errc::session_closed, "session '" + name_ + "' no longer holds slot " +
-                                            std::to_string(slot_) + " of table '" + table_.name() +
-                                            "' (was it reclaimed?)");
+    if (!holds(s)) throw error(errc::session_closed, closed_text(s));
     return s;
   }
 
@@ -667,6 +672,7 @@ private:
   void claim_slot();
   bool activate(const resolved_options& r);
   error never_fits(budget_verdict v, const slot_record& s, std::uint64_t bytes) const;
+  std::string closed_text(const slot_record& s) const;
   error not_available(const slot_record& s, std::uint64_t bytes, std::uint64_t timeout_ns) const;
   error guard_timeout(std::uint64_t timeout_ns, std::uint64_t waited_ns);
 
@@ -768,6 +774,8 @@ inline bool session_core::activate(const resolved_options& r) {
     s.quantum_ns = r.quantum_ns;
     s.handover_mode =
         r.handover == handover_point::at_yield ? handover_at_yield : handover_at_guard;
+    s.max_guard_ns = r.max_guard_ns;
+    s.compute_guarantee_ppm = r.compute_guarantee_ppm;
     s.vtime = class_floor(h, r.priority); // a newcomer starts level with its class (see place())
     set_usage(h, s, 0, 0, guarantee);
     ++h.live_sessions;
@@ -776,6 +784,23 @@ inline bool session_core::activate(const resolved_options& r) {
     joined_ = true;
     return true;
   }
+}
+
+/// Why this session no longer holds its slot (call under the lock): an operator evicted it
+/// (`gpushare evict`, table::evict), or a peer reclaimed it (its liveness lock was lost).
+inline std::string session_core::closed_text(const slot_record& s) const {
+  const table_header& h = table_.header();
+  const bool evicted = (s.generation == generation_ && s.evicted_unix_ns != 0) ||
+                       (h.last_eviction_slot == slot_ &&
+                        h.last_eviction_generation == generation_ && h.last_eviction_unix_ns != 0);
+  if (!evicted)
+    return "session '" + name_ + "' no longer holds slot " + std::to_string(slot_) + " of table '" +
+           table_.name() + "' (was it reclaimed?)";
+  const std::uint32_t by = s.generation == generation_ ? s.evicted_by_uid : h.last_eviction_by_uid;
+  return "session '" + name_ + "' was evicted from table '" + table_.name() + "' by uid " +
+         std::to_string(by) +
+         " (`gpushare evict`): its hold on the device and its reservations were given to the "
+         "other sessions; open a new session to use the table again";
 }
 
 inline error session_core::never_fits(budget_verdict v, const slot_record& s,
@@ -842,7 +867,9 @@ inline error session_core::guard_timeout(std::uint64_t timeout_ns, std::uint64_t
       why += ", inside a guard with no guard entry or exit for " +
              std::to_string(quiet / 1'000'000) +
              " ms (its quantum: " + std::to_string(hs.quantum_ns / 1'000'000) +
-             " ms); is it stopped (SIGSTOP, a debugger, docker pause) or hung in its guard?";
+             " ms); is it stopped (SIGSTOP, a debugger, docker pause) or hung in its guard? "
+             "`gpushare evict` ends such a session; a guard bound (GPUSHARE_MAX_GUARD, or the "
+             "table's default) revokes such a hold by itself";
     else
       why += ", between its guards";
   }
