@@ -42,6 +42,25 @@ TEST_CASE("simulation, random scenarios: exclusion, priority, caps, idle bound, 
   }
 }
 
+TEST_CASE("simulation, richer random scenarios (issue 23's workloads): the same properties") {
+  // Bursts without yields, guards accounting part of their wall time and early wake-ups, mixed
+  // into the random scenarios above (seeds 61-160).
+  for (u64 seed = 61; seed <= 160; ++seed) {
+    const scenario sc = rich_scenario(seed);
+    CAPTURE(seed);
+    const result r = simulate(sc);
+    CHECK(r.overlaps == 0);
+    CHECK(r.priority_inversions == 0);
+    CHECK(caps_hold(sc, r, 1 * sec));
+    CHECK(r.idle_excess_ns == 0);
+    CHECK(r.clean_end);
+    for (const auto& sr : r.sessions) {
+      CHECK(sr.books_guards == sr.all_guards);
+      CHECK(sr.books_device_ns == sr.all_guard_ns);
+    }
+  }
+}
+
 TEST_CASE("simulation, busy sessions with mixed guard lengths get their shares within 2 points") {
   for (bool noisy : {false, true}) {
     for (u64 seed = 1; seed <= 25; ++seed) {

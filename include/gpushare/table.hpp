@@ -585,7 +585,7 @@ public:
   /// file and root may evict (errc::permission_denied otherwise); errc::invalid_argument if no
   /// such live session. Recorded in the table (table_snapshot::evictions, last_eviction).
   session_info evict(session_id id) {
-    const std::uint32_t me = static_cast<std::uint32_t>(::geteuid());
+    const std::uint32_t me = ::geteuid();
     const file_owner o = owner();
     if (me != 0 && me != o.uid)
       throw error(errc::permission_denied,
@@ -606,7 +606,7 @@ public:
   /// Changes the table's defaults for sessions that set none of their own. Only the owner of the
   /// table's file and root may (errc::permission_denied otherwise).
   void configure_defaults(const table_defaults& d) {
-    const std::uint32_t me = static_cast<std::uint32_t>(::geteuid());
+    const std::uint32_t me = ::geteuid();
     if (const file_owner o = owner(); me != 0 && me != o.uid)
       throw error(errc::permission_denied,
                   "only the owner of table '" + core_.name() + "' (uid " + std::to_string(o.uid) +

@@ -10,7 +10,11 @@
 // namespace of its own, so the workers' pids and thread ids collide. A checker verifies
 // throughout:
 //
-//   1. no two completed guards of different workers overlap in time (at most one holder);
+//   1. no two completed guards of different workers overlap in time (at most one holder), except
+//      guards that lost the device to a guard bound (half the workers set max_guard: a worker
+//      stopped inside a guard for longer is revoked, scoped_kernel::revoked()) or whose session
+//      was evicted meanwhile (the checker evicts some workers it stopped, as an operator
+//      would with `gpushare evict`): exclusivity is not promised for those;
 //   2. the table's reserved total equals the sum over its live sessions and the committed total
 //      never exceeds the capacity;
 //   3. no slot stays owned by a dead process for longer than the recovery bound;
@@ -77,9 +81,12 @@ struct shared_state {
   std::atomic<std::uint64_t> guards;
   std::atomic<std::uint64_t> timeouts; ///< reservations refused (timeout or over limit)
   std::atomic<std::uint64_t> busy;     ///< operations refused with table_busy (a stopped peer)
-  std::atomic<std::uint64_t> guard_timeouts;             ///< guards that gave up at their deadline
-  std::atomic<std::uint64_t> alarms;                     ///< SIGALRMs the workers' storms delivered
-  std::atomic<std::uint32_t> errors;                     ///< unexpected errors in workers
+  std::atomic<std::uint64_t> guard_timeouts;        ///< guards that gave up at their deadline
+  std::atomic<std::uint64_t> revoked;               ///< guards revoked at their guard bound
+  std::atomic<std::uint64_t> evicted;               ///< operations that found their session evicted
+  std::atomic<std::uint32_t> in_guard[max_workers]; ///< 1 while worker i is inside a guard
+  std::atomic<std::uint64_t> alarms;                ///< SIGALRMs the workers' storms delivered
+  std::atomic<std::uint32_t> errors;                ///< unexpected errors in workers
   std::atomic<std::uint64_t> idle_since[max_workers];    ///< 0: in an operation; else idle since
   std::atomic<std::uint64_t> idle_reserved[max_workers]; ///< bytes its reservations hold then
   std::atomic<std::uint64_t> idles;                      ///< idle periods the workers took
@@ -199,6 +206,7 @@ void spin_for(std::uint64_t ns) {
       so.priority = static_cast<int>(rng() % 3);
       so.share = 1 + rng() % 4;
       so.capacity = capacity;
+      if (w % 2 == 0) so.max_guard = std::chrono::milliseconds(300); // revoked when stopped longer
       gpushare::session s(o.key, so);
       beat();
       std::vector<gpushare::reservation> held;
@@ -233,18 +241,30 @@ void spin_for(std::uint64_t ns) {
           held.erase(held.begin() + static_cast<long>(rng() % held.size()));
         } else if (pick < 90) { // a guard
           std::uint64_t start = 0, end = 0;
+          bool revoked = false;
           try {
             gpushare::scoped_kernel g(s, std::chrono::milliseconds(500)); // a holder may be stopped
+            st.in_guard[w].store(1);
             start = now_ns();
-            spin_for(20'000 + rng() % 200'000);
+            // Mostly short guards; one in 8 lasts 20 ms, so the killer often stops a holder
+            // inside its guard (the case guard bounds and evictions are for).
+            spin_for(rng() % 8 == 0 ? 20'000'000 : 20'000 + rng() % 200'000);
             end = now_ns();
+            st.in_guard[w].store(0);
+            g.finish();
+            revoked = g.revoked();
           } catch (const gpushare::error& e) {
             if (e.code() != gpushare::errc::timeout) throw;
             st.guard_timeouts.fetch_add(1);
             continue;
           }
-          const std::uint32_t k = st.next_interval.fetch_add(1);
-          if (k < max_intervals) st.intervals[k] = {start, end, w};
+          (void)s.info(); // evicted meanwhile: session_closed, and the guard was not exclusive
+          if (revoked) {
+            st.revoked.fetch_add(1);
+          } else {
+            const std::uint32_t k = st.next_interval.fetch_add(1);
+            if (k < max_intervals) st.intervals[k] = {start, end, w};
+          }
           st.guards.fetch_add(1);
           maybe_idle(op_start, held); // before the yield: its lock would apply a lost exit
           busy();
@@ -266,6 +286,9 @@ void spin_for(std::uint64_t ns) {
       // session is left and joined again, which is what the exit paths must survive).
       if (e.code() == gpushare::errc::table_busy)
         st.busy.fetch_add(1);
+      else if (e.code() == gpushare::errc::session_closed &&
+               std::string(e.what()).find("evicted") != std::string::npos)
+        st.evicted.fetch_add(1); // the checker evicted it: join again
       else
         note_error(e.what());
     } catch (const std::exception& e) {
@@ -301,7 +324,9 @@ bool is_stopped(pid_t pid) {
 struct report {
   std::uint32_t kills = 0, self_kills = 0, restarts = 0, stops = 0, long_stops = 0, self_stops = 0;
   std::uint64_t max_recovery_ns = 0, recoveries = 0, budget_checks = 0, budget_checks_busy = 0;
-  std::uint64_t idle_checks = 0; ///< idle workers whose slot check 5 looked at
+  std::uint64_t idle_checks = 0;    ///< idle workers whose slot check 5 looked at
+  std::uint64_t evictions = 0;      ///< sessions this checker evicted
+  std::uint64_t stops_in_guard = 0; ///< workers stopped inside a guard
   std::map<std::uint32_t, std::uint64_t> idle_reported; ///< worker -> idle period reported
   std::vector<std::string> violations;
   void violation(std::string s) {
@@ -309,6 +334,24 @@ struct report {
     violations.push_back(std::move(s));
   }
 };
+
+/// Evicts the session of the (stopped) worker whose pid is `target`, if it has one now.
+template <class Procs>
+void evict_worker(gpushare::table& table, const Procs& procs, pid_t target, report& rep) {
+  const auto p =
+      std::find_if(procs.begin(), procs.end(), [&](const auto& x) { return x.target == target; });
+  if (p == procs.end()) return;
+  try {
+    for (const auto& id : table.find(p->name)) {
+      (void)table.evict(id);
+      ++rep.evictions;
+    }
+  } catch (const gpushare::error& e) {
+    // A stopped worker may hold the table lock (table_busy), or the session ended meanwhile.
+    if (e.code() != gpushare::errc::table_busy && e.code() != gpushare::errc::invalid_argument)
+      rep.violation(std::string("evicting ") + p->name + ": " + e.what());
+  }
+}
 
 /// The name in slot `s`, read with relaxed loads (the slot may be written meanwhile).
 std::string slot_name(const gpushare::detail::slot_record& slot) {
@@ -454,9 +497,11 @@ int run(const options& o) {
       start_worker(static_cast<std::uint32_t>(it - procs.begin()));
     }
 
-    // Resume stopped workers whose time is up.
+    // Resume stopped workers whose time is up. One stopped for long is sometimes evicted first,
+    // as an operator would (`gpushare evict`): its session ends while it is stopped.
     for (auto it = stopped.begin(); it != stopped.end();) {
       if (now >= it->second) {
+        if (rng() % 4 == 0) evict_worker(table, procs, it->first, rep);
         ::kill(it->first, SIGCONT);
         it = stopped.erase(it);
       } else {
@@ -474,7 +519,13 @@ int run(const options& o) {
 
     // Kill a random worker now and then, or stop one for up to 800 ms (guards wait 500 ms).
     if (now >= next_kill) {
-      const std::uint32_t w = rng() % o.workers;
+      std::uint32_t w = rng() % o.workers;
+      if (rng() % 2 == 0) // half the time, one inside a guard if any (a stopped holder)
+        for (std::uint32_t k = 0; k < o.workers; ++k)
+          if (st.in_guard[(w + k) % o.workers].load()) {
+            w = (w + k) % o.workers;
+            break;
+          }
       const proc& p = procs[w];
       if (rng() % 5 < 3) {
         if (p.target > 0 && !killed_at.count(p.name)) {
@@ -484,6 +535,7 @@ int run(const options& o) {
         }
       } else if (p.target > 0 && !stopped.count(p.target)) {
         const std::uint64_t for_ns = 1'000'000 + rng() % 800'000'000;
+        if (st.in_guard[w].load()) ++rep.stops_in_guard;
         ::kill(p.target, SIGSTOP);
         stopped[p.target] = now + for_ns;
         ++rep.stops;
@@ -617,6 +669,14 @@ int run(const options& o) {
   std::printf("  budget checks under the lock: %llu (%llu skipped: a stopped worker held it)\n",
               static_cast<unsigned long long>(rep.budget_checks),
               static_cast<unsigned long long>(rep.budget_checks_busy));
+  std::printf("  remedies: %llu workers stopped inside a guard; %llu holds revoked at the 300 ms "
+              "bound (%llu revoked guards reported); %llu sessions evicted by the checker (%llu "
+              "operations found their session evicted)\n",
+              static_cast<unsigned long long>(rep.stops_in_guard),
+              static_cast<unsigned long long>(final_snap.revocations),
+              static_cast<unsigned long long>(st.revoked.load()),
+              static_cast<unsigned long long>(rep.evictions),
+              static_cast<unsigned long long>(st.evicted.load()));
   std::printf("  idle workers: %llu idle periods (%llu right after an operation that hit the "
               "lock timeout), %llu checks of an idle worker's slot\n",
               static_cast<unsigned long long>(st.idles.load()),

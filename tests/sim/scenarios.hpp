@@ -30,9 +30,9 @@ inline bool caps_hold(const scenario& sc, const result& r, u64 window) {
                         static_cast<u64>(s.threads) * s.work.guard_max;
     for (u64 from = 0; from + window <= sc.duration; from += window / 10) {
       u64 used = 0;
-      for (const interval& i : r.sessions[k].intervals) {
+      for (const interval& i : r.sessions[k].intervals) { // the device time it accounted
         const u64 a = std::max(i.start, from), b = std::min(i.end, from + window);
-        if (b > a) used += b - a;
+        if (b > a) used += d::mul_div(b - a, s.work.accounted_ppm, 1'000'000);
       }
       if (used > allowed) {
         MESSAGE("session " << s.name << " used " << used << " ns in [" << from << ", "
@@ -81,6 +81,26 @@ inline scenario random_scenario(u64 seed) {
     sc.cpu.timeslice = g.uniform(3, 20) * ms;
     sc.cpu.deschedule_max = g.uniform(0, 5000) * us;
   }
+  return sc;
+}
+
+/// random_scenario(seed) with the workloads of issue 23's cases added at random (from a second
+/// generator, so the first one's draws stay as they were): bursts of guards then host work
+/// without a yield, guards that account only part of their wall time, compute guarantees, and
+/// signals that wake sleeping threads without ending their wait.
+inline scenario rich_scenario(u64 seed) {
+  scenario sc = random_scenario(seed);
+  rng g{seed * 104723 + 17};
+  for (session_spec& s : sc.sessions) {
+    if (s.mode == d::handover_at_guard && g.chance(0.15)) {
+      s.work.per_iteration = static_cast<int>(g.uniform(3, 10));
+      s.work.iteration_pause = g.uniform(1, 10) * ms;
+      s.work.yields = false;
+    }
+    if (g.chance(0.1))
+      s.work.accounted_ppm = static_cast<std::uint32_t>(g.uniform(0, 100)) * 10'000;
+  }
+  if (g.chance(0.3)) sc.cpu.spurious_wake_max = g.uniform(1, 5) * ms;
   return sc;
 }
 

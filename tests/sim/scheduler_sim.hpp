@@ -153,7 +153,8 @@ struct result {
   u64 window = 0;              ///< duration - warmup
   u64 busy_ns = 0;             ///< time some guard ran, in [warmup, duration]
   u64 overlaps = 0;            ///< guards that started while another session's guard ran
-  u64 priority_inversions = 0; ///< guards started while a thread of a higher class waited
+  u64 priority_inversions = 0; ///< guards started while a thread of a higher class waited (not
+                               ///< paced; the starter not owed its compute guarantee)
   u64 idle_excess_ns = 0;      ///< worst (idle during a wait) - (its allowance), when positive
   u64 worst_wait_idle = 0;     ///< the largest idle time seen during one wait
   u64 handovers = 0;
@@ -266,6 +267,7 @@ private:
     u64 ran = 0;         ///< run time since it was last descheduled
     u64 slice = 0;       ///< run time after which it is descheduled next
     u64 idle_mark = 0;   ///< idle_ns_ when its current wait began
+    u64 busy_mark = 0;   ///< busy_total_ when its current wait began
     u64 grants_mark = 0; ///< grants_ when its current wait began
     bool stopped = false;
     bool on_lease = false; ///< its guard entered on its session's lease (no lock)
@@ -292,6 +294,7 @@ private:
     if (t <= now_) return;
     const bool in_window_idle = running_ == 0;
     if (in_window_idle) idle_ns_ += t - now_;
+    if (running_ > 0) busy_total_ += t - now_;
     // Busy time inside [warmup, duration].
     if (running_ > 0) {
       const u64 a = std::max(now_, sc_.warmup), b = std::min(t, sc_.duration);
@@ -438,6 +441,7 @@ private:
         d::acquire_step(view(), th.slot, now_, th.as_guard, th.acq, liveness);
     if (!waited_before && th.acq.waited) {
       th.idle_mark = idle_ns_;
+      th.busy_mark = busy_total_;
       th.grants_mark = grants_seen();
     }
     wake(r.wake);
@@ -483,7 +487,19 @@ private:
     }
     const u64 quanta = holders + waited / quantum;
     const u64 cpu = 2 * sc_.cpu.wake_latency_max + sc_.cpu.deschedule_max;
-    const u64 allowed = quanta * grace + holders * (d::watch_period_ns + cpu);
+    u64 allowed = quanta * grace + holders * (d::watch_period_ns + cpu);
+    // The reservation keeps the device up to reserve_ns for a holder descheduled by the CPU, when
+    // some session's threads measurably wait for one (cpu_wait_ppm): a CPU delay too.
+    if (std::any_of(slots_.begin(), slots_.end(), [](const d::slot_record& s) {
+          return d::is_active(s) && s.cpu_wait_ppm >= d::reserve_cpu_wait_ppm;
+        }))
+      allowed += holders * d::reserve_ns;
+    // A higher class may keep its gaps from a lower waiter up to a quarter of its device time
+    // (its lower-class idle debt, drained by 1/4): that much idle is allowed too.
+    const int mine = sc_.sessions[static_cast<std::size_t>(th.session)].priority;
+    if (std::any_of(sc_.sessions.begin(), sc_.sessions.end(),
+                    [&](const session_spec& s) { return s.priority > mine; }))
+      allowed += (busy_total_ - th.busy_mark) / 4 + d::idle_grace_at_guard_ns * holders;
     res_->worst_wait_idle = std::max(res_->worst_wait_idle, idle);
     if (idle > allowed) res_->idle_excess_ns = std::max(res_->idle_excess_ns, idle - allowed);
   }
@@ -492,9 +508,10 @@ private:
     thread& th = threads_[static_cast<std::size_t>(j)];
     const session_spec& spec = sc_.sessions[static_cast<std::size_t>(th.session)];
     if (running_ > 0 && running_session_ != th.session) ++res_->overlaps;
-    for (const thread& o : threads_)
+    for (const thread& o : threads_) // (a session its cap holds back cannot run: no inversion)
       if (o.acq.registered && o.session != th.session &&
-          slots_[o.slot].priority > slots_[th.slot].priority)
+          slots_[o.slot].priority > slots_[th.slot].priority && !d::paced(slots_[o.slot], now_) &&
+          !d::owed_guarantee(slots_[th.slot], now_))
         ++res_->priority_inversions;
     running_session_ = th.session;
     ++running_;
@@ -590,6 +607,7 @@ private:
   u64 seq_ = 0;
   u64 now_ = 0;
   u64 idle_ns_ = 0;
+  u64 busy_total_ = 0; ///< time some guard ran, over the whole run
   int running_ = 0;
   int running_session_ = -1;
   std::size_t stopped_ = 0;

@@ -50,9 +50,12 @@ inline bool lower_class_may_take(const slot_record& hs, std::uint64_t gap_ns) no
 
 /// Whether holder `hs` keeps the device idle through its gaps beyond 1/16 of its device time
 /// (its idle debt reached the idle grace): then it hands each gap to an equal waiter as the gap
-/// begins (see should_hand_over).
+/// begins (see should_hand_over). Not a session whose threads measurably wait for a CPU: its
+/// gaps are deschedules, which the reservation (below) is for, not host work; handing them over
+/// let a CPU scheduler balance device time again (3:1 on one CPU next to two CPU hogs came out
+/// 55-60 / 40-45).
 inline bool hands_gaps_over(const slot_record& hs) noexcept {
-  return hs.idle_debt_ns >= idle_grace_at_guard_ns;
+  return hs.idle_debt_ns >= idle_grace_at_guard_ns && hs.cpu_wait_ppm < reserve_cpu_wait_ppm;
 }
 
 /// Adds a gap that holder `s` kept idle while others waited to both its idle debts.
