@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: Apache-2.0
+// Settings of a live session, changed by the session itself or through the table (validated here,
+// for every caller), and the record of an eviction. Called under the table lock.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include <gpushare/detail/budget.hpp>
+#include <gpushare/detail/posix.hpp>
+#include <gpushare/detail/scheduler.hpp>
+#include <gpushare/table_types.hpp>
+
+namespace gpushare {
+inline namespace v0 {
+namespace detail {
+
+/// Throws invalid_argument unless `bound` is unset, 0 (none) or from 1 ms to 3600 s.
+inline void check_max_guard(const std::optional<std::chrono::nanoseconds>& bound) {
+  if (!bound || bound->count() == 0) return;
+  if (bound->count() < static_cast<std::int64_t>(min_max_guard_ns) ||
+      bound->count() > static_cast<std::int64_t>(max_max_guard_ns))
+    throw error(errc::invalid_argument,
+                "max_guard must be from 1ms to 3600s (or 0 for none), not " +
+                    std::to_string(bound->count()) + " ns");
+}
+
+/// Validates a change and applies it to slot `i`. Call under the table lock. Returns the slot to
+/// wake after unlocking (its waiting threads re-check under the new settings), or nobody.
+inline std::int64_t apply_settings(const table_view& t, std::uint32_t i, const settings_change& c,
+                                   const std::string& who, std::uint64_t now = monotonic_ns()) {
+  table_header& h = *t.header;
+  slot_record& s = t.slots[i];
+  if (c.priority && (*c.priority < min_priority || *c.priority > max_priority))
+    throw error(errc::invalid_argument, "priority " + std::to_string(*c.priority) +
+                                            " is out of range " + std::to_string(min_priority) +
+                                            ".." + std::to_string(max_priority));
+  if (c.share && (*c.share < min_share || *c.share > max_share))
+    throw error(errc::invalid_argument, "share " + std::to_string(*c.share) +
+                                            " is out of range 1.." + std::to_string(max_share));
+  if (c.compute_limit_ppm && (*c.compute_limit_ppm == 0 || *c.compute_limit_ppm > 1'000'000))
+    throw error(errc::invalid_argument, "compute limit must be in (0%, 100%]");
+  if (c.quantum && (c.quantum->count() < static_cast<std::int64_t>(min_quantum_ns) ||
+                    c.quantum->count() > static_cast<std::int64_t>(max_quantum_ns)))
+    throw error(errc::invalid_argument, "quantum must be from 1us to 10s");
+  check_max_guard(c.max_guard);
+  if (c.compute_guarantee_ppm && *c.compute_guarantee_ppm > 1'000'000)
+    throw error(errc::invalid_argument, "compute guarantee must be from 0% (none) to 100%");
+  // A fraction of the capacity must be at most 100% (as in session_options): checked here, for
+  // every caller (table::configure, session::configure, `gpushare set`), before anything resolves.
+  for (const auto& [field, amount] : {std::pair{"memory limit", &c.memory_limit},
+                                      std::pair{"memory guarantee", &c.memory_guarantee}})
+    if (*amount && (*amount)->kind == memory_amount::unit::fraction && (*amount)->value > 1'000'000)
+      throw error(errc::invalid_argument,
+                  who + ": " + field + " of " + std::to_string((*amount)->value) + " ppm (" +
+                      std::to_string((*amount)->value / 10'000) +
+                      "%) of the capacity is out of range; a fraction must be from 0% to 100%");
+  const std::uint64_t limit = c.memory_limit ? c.memory_limit->resolve(h.capacity) : s.memory_limit;
+  const std::uint64_t guarantee =
+      c.memory_guarantee ? c.memory_guarantee->resolve(h.capacity) : s.memory_guarantee;
+  if (guarantee > limit)
+    throw error(errc::invalid_argument, who + ": memory guarantee " + format_bytes(guarantee) +
+                                            " would exceed its memory limit " +
+                                            format_bytes(limit));
+  if (guarantee != s.memory_guarantee && !guarantee_fits(h, s, guarantee))
+    throw error(errc::guarantee_unavailable,
+                who + ": a memory guarantee of " + format_bytes(guarantee) +
+                    " cannot be promised: the table's capacity is " + format_bytes(h.capacity) +
+                    " and " + format_bytes(sat_sub(h.committed_total, commitment(s))) +
+                    " is already committed to other sessions");
+  // Settings change how its guards are scheduled (a compute limit needs the lock): end a lease.
+  const std::int64_t settled = settle_lease(t, i, now);
+  if (c.priority) change_class(t, i, *c.priority); // re-based on the new class's clock
+  if (c.share) s.share = *c.share;
+  if (c.compute_limit_ppm) s.compute_limit_ppm = *c.compute_limit_ppm;
+  if (c.quantum) s.quantum_ns = static_cast<std::uint64_t>(c.quantum->count());
+  if (c.handover)
+    s.handover_mode =
+        *c.handover == handover_point::at_yield ? handover_at_yield : handover_at_guard;
+  if (c.max_guard) s.max_guard_ns = static_cast<std::uint64_t>(c.max_guard->count());
+  if (c.compute_guarantee_ppm) s.compute_guarantee_ppm = *c.compute_guarantee_ppm;
+  s.memory_limit = limit; // a lower limit does not take back what is reserved; growth stops
+  set_usage(h, s, s.reserved, s.external, guarantee);
+  ++s.settings_seq;
+  if (s.wants_device == 0) return settled;
+  s.grant_word.fetch_add(1, std::memory_order_release);
+  return i;
+}
+
+/// Records that live session `id` in slot `s` is being evicted by uid `by` (under the lock, just
+/// before its session is ended): in the slot, where the session finds it, and in the header.
+/// Its waiting threads' words are bumped so they wake and find the session gone.
+inline void record_eviction(table_header& h, slot_record& s, session_id id, std::uint32_t by) {
+  const std::uint64_t now = realtime_ns();
+  s.evicted_unix_ns = now;
+  s.evicted_by_uid = by;
+  ++h.evictions;
+  h.last_eviction_unix_ns = now;
+  h.last_eviction_by_uid = by;
+  h.last_eviction_pid = s.pid;
+  h.last_eviction_slot = id.slot;
+  h.last_eviction_generation = id.generation;
+  std::memcpy(h.last_eviction_name, s.name, name_capacity);
+  h.last_eviction_name[name_capacity - 1] = '\0';
+  s.grant_word.fetch_add(1, std::memory_order_release);
+}
+
+} // namespace detail
+} // namespace v0
+} // namespace gpushare

@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: Apache-2.0
+// The value types of a table's observers and administrators: a session's identity and figures,
+// a table snapshot, settings changes and table defaults (gpushare::table, gpushare::session).
+#pragma once
+
+#include <gpushare/detail/require_cpp20.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <gpushare/options.hpp>
+
+namespace gpushare {
+inline namespace v0 {
+
+/// Names one session of a table: its slot and the join generation of that slot (a later session
+/// in the same slot has another generation, so a stale id never reaches it).
+struct session_id {
+  std::uint32_t slot = 0;
+  std::uint32_t generation = 0;
+  friend bool operator==(const session_id&, const session_id&) = default;
+};
+
+/// One live session as seen in a snapshot.
+struct session_info {
+  session_id id;
+  std::string name;
+  std::int32_t pid = 0; ///< for display: liveness never relies on it
+  std::uint64_t start_time_ticks = 0;
+  std::uint64_t joined_unix_ns = 0;
+  int priority = priority::normal;
+  std::uint32_t share = default_share;
+  std::uint32_t compute_limit_ppm = 1'000'000;
+  std::uint64_t memory_limit = 0;
+  std::uint64_t memory_guarantee = 0;
+  std::uint64_t reserved = 0; ///< bytes held by reservations
+  std::uint64_t external = 0; ///< bytes used outside reservations (e.g. CUDA context)
+  std::uint64_t peak = 0;     ///< max of reserved + external
+  std::uint64_t reservations_granted = 0;
+  std::uint64_t reserve_waits = 0;       ///< reservations that had to wait
+  std::uint64_t reserve_wait_ns = 0;     ///< total time spent waiting
+  std::uint64_t reserve_wait_max_ns = 0; ///< longest single wait
+  std::uint32_t waiting_for_memory = 0;  ///< threads blocked in reserve() right now
+  std::uint32_t settings_seq = 0;        ///< bumped by every change of the settings
+
+  // compute arbitration
+  std::uint64_t quantum_ns = 0;
+  handover_point handover = handover_point::at_guard;
+  bool holds_device = false;            ///< it is the table's device holder now
+  std::uint32_t active_guards = 0;      ///< its guards inside their region now
+  std::uint32_t waiting_for_device = 0; ///< its threads waiting for the device now
+  std::uint64_t device_ns = 0;          ///< device time used in guards (wall time or measured)
+  std::uint64_t guards = 0;             ///< guards completed
+  /// of them, those that entered and exited on the session's lease, without the table lock
+  /// (it held the device and nobody else waited; docs/design.md section 11, "The lease")
+  std::uint64_t guards_on_lease = 0;
+  std::uint64_t device_waits = 0;       ///< guards and yields that had to wait
+  std::uint64_t device_wait_ns = 0;     ///< total time waited for the device
+  std::uint64_t device_wait_max_ns = 0; ///< longest single wait
+  std::uint64_t handovers = 0;          ///< times it gave the device to another session
+  std::uint64_t cap_throttle_ns = 0;    ///< time its compute limit held it back
+  std::uint64_t vtime = 0;              ///< virtual time (device ns * 1000 / share)
+  /// Its own guard bound (0: the table's default applies, table_snapshot::default_max_guard_ns).
+  std::uint64_t max_guard_ns = 0;
+  /// Times its hold on the device was revoked: one of its guards ran past its guard bound with no
+  /// guard entry or exit, and peers were let in while it still ran (docs/design.md section 11).
+  std::uint64_t revocations = 0;
+  /// The share of wall time it keeps on the device while it wants it, whatever the priority
+  /// classes above it want (ppm; 0: none, strict priority).
+  std::uint32_t compute_guarantee_ppm = 0;
+  /// While it has a guard running: how long since its last guard entry or exit (by the clock of
+  /// the process that took the snapshot), i.e. how long its current guard has run at least. Far
+  /// above its quantum means a holder stopped or hung inside a guard; 0 when no guard runs.
+  std::uint64_t in_guard_ns = 0;
+
+  /// "running" (in a guard), "waiting" (for the device or memory) or "idle".
+  const char* state() const noexcept {
+    if (active_guards > 0) return "running";
+    if (waiting_for_device > 0 || waiting_for_memory > 0) return "waiting";
+    return "idle";
+  }
+};
+
+/// A table at one instant (taken under the table lock by table::snapshot(); read lock-free, and
+/// possibly torn, by table::read_unlocked()).
+struct table_snapshot {
+  std::string object_name; ///< the POSIX shm name, e.g. "/gpushare.default.u1000.GPU-..."
+  std::string key;
+  std::string domain;
+  std::uint32_t access_mode = 0600;
+  std::int32_t creator_pid = 0;
+  std::uint64_t created_unix_ns = 0;
+  std::uint32_t slot_count = 0;
+  std::uint64_t capacity = 0;
+  std::uint64_t reserved_total = 0;
+  std::uint64_t committed_total = 0; ///< reservations + external + unused guarantees
+  std::uint64_t available = 0;       ///< capacity - committed_total
+  std::uint64_t lock_repairs = 0;
+  std::uint64_t sessions_reclaimed = 0;
+  std::uint64_t handovers = 0;      ///< times the device went from one session to another
+  std::optional<session_id> holder; ///< the session holding the device, if any
+  /// The guard bound of sessions that set none (0: none; table::configure_defaults).
+  std::uint64_t default_max_guard_ns = 0;
+  std::uint64_t revocations = 0; ///< holds revoked at a guard bound, over the table's life
+  std::uint64_t evictions = 0;   ///< sessions ended by table::evict (`gpushare evict`)
+  /// The last eviction, if any: which session, and who evicted it when.
+  struct eviction {
+    session_id id;
+    std::string name;
+    std::int32_t pid = 0;     ///< the evicted process, as its PID namespace numbers it
+    std::uint32_t by_uid = 0; ///< the effective uid of the process that evicted it
+    std::uint64_t unix_ns = 0;
+  };
+  std::optional<eviction> last_eviction;
+  std::vector<session_info> sessions; ///< live sessions, by slot
+
+  // The device behind the table, as a CUDA-layer session last observed it (cudaMemGetInfo);
+  // all zero/empty for a table that only host code uses.
+  std::string device_name;
+  std::uint64_t device_total = 0; ///< bytes of device memory
+  std::uint64_t device_free = 0;  ///< bytes free on the device at the observation
+  std::uint64_t device_observed_unix_ns = 0;
+  std::int32_t device_observer_pid = 0;
+  /// Device memory in use that no session of this table accounts for, at the observation:
+  /// (total - free) - sum of (reserved + external) over live sessions, floored at 0. Other
+  /// programs, sessions of other domains or users, and allocator rounding show up here.
+  std::uint64_t device_untracked = 0;
+};
+
+/// Changes to a live session's settings. Unset fields stay as they are.
+struct settings_change {
+  std::optional<int> priority;
+  std::optional<std::uint32_t> share;
+  std::optional<std::uint32_t> compute_limit_ppm;
+  std::optional<memory_amount> memory_limit;
+  std::optional<memory_amount> memory_guarantee;
+  std::optional<std::chrono::nanoseconds> quantum;
+  std::optional<handover_point> handover;
+  /// Its guard bound (1 ms .. 3600 s; 0: none of its own, the table's default applies).
+  std::optional<std::chrono::nanoseconds> max_guard;
+  /// Its compute guarantee (ppm of wall time, up to 100%; 0: none).
+  std::optional<std::uint32_t> compute_guarantee_ppm;
+};
+
+/// Settings of a table that apply to every session of it that sets none of its own.
+struct table_defaults {
+  /// The guard bound of sessions without their own max_guard (1 ms .. 3600 s; 0: none).
+  std::optional<std::chrono::nanoseconds> max_guard;
+};
+
+} // namespace v0
+} // namespace gpushare
