@@ -105,6 +105,21 @@ inline std::string quantum_text(std::uint64_t ns) {
   return fixed_decimal(ns, 9) + " s";
 }
 
+/// A guard bound (max_guard): "none" for 0, else "200 ms", "30 s".
+inline std::string guard_bound_text(std::uint64_t ns) {
+  return ns == 0 ? std::string("none") : quantum_text(ns);
+}
+
+/// A session's own guard bound: "200 ms"; for 0 (none of its own) "table default (30 s)".
+inline std::string session_guard_bound_text(std::uint64_t ns, std::uint64_t table_default_ns) {
+  return ns != 0 ? quantum_text(ns) : "table default (" + guard_bound_text(table_default_ns) + ")";
+}
+
+/// A compute guarantee: "none" for 0, else "10%".
+inline std::string guarantee_text(std::uint32_t ppm) {
+  return ppm == 0 ? std::string("none") : detail::format_ppm_percent(ppm);
+}
+
 /// "low", "normal", "high", "critical", or the number for the unnamed classes 4..7.
 inline std::string priority_text(int p) {
   switch (p) {

@@ -16,8 +16,9 @@
 
 namespace gpushare::cli {
 
-/// The metric families, in output order: name, type, help.
-inline void declare_metrics(exposition& x) {
+/// The metric families of the tool, the tables and the devices, in output order: name, type,
+/// help.
+inline void declare_table_metrics(exposition& x) {
   x.declare("gpushare_info", "gauge",
             "Version of the gpushare tool that wrote these metrics (always 1).");
   x.declare("gpushare_table_up", "gauge",
@@ -39,6 +40,11 @@ inline void declare_metrics(exposition& x) {
             "Dead sessions whose slot and memory a live process reclaimed.");
   x.declare("gpushare_table_handovers_total", "counter",
             "Times the device went from one session to another.");
+  x.declare("gpushare_table_revocations_total", "counter",
+            "Holds of the device revoked at a guard bound (max_guard): a holder ran one guard "
+            "that long while others waited.");
+  x.declare("gpushare_table_evictions_total", "counter",
+            "Sessions ended by gpushare evict (table::evict).");
   x.declare("gpushare_device_total_bytes", "gauge",
             "Device memory of the GPU behind the table, as a CUDA session last observed it.");
   x.declare("gpushare_device_free_bytes", "gauge",
@@ -48,6 +54,10 @@ inline void declare_metrics(exposition& x) {
             "observation.");
   x.declare("gpushare_device_observed_timestamp_seconds", "gauge",
             "Unix time of the last observation of the device.");
+}
+
+/// The session families, in output order (after the table and device families).
+inline void declare_session_metrics(exposition& x) {
   x.declare("gpushare_session_priority", "gauge", "Priority class of the session (0 to 7).");
   x.declare("gpushare_session_share", "gauge", "Weighted share of device time of the session.");
   x.declare("gpushare_session_compute_limit_ratio", "gauge",
@@ -88,9 +98,47 @@ inline void declare_metrics(exposition& x) {
             "Reservations of the session that had to wait for memory.");
   x.declare("gpushare_session_reserve_wait_seconds_total", "counter",
             "Time the session waited for memory.");
+  x.declare("gpushare_session_revocations_total", "counter",
+            "Times the session's hold of the device was revoked at its guard bound.");
+}
+
+/// Every metric family, in output order.
+inline void declare_metrics(exposition& x) {
+  declare_table_metrics(x);
+  declare_session_metrics(x);
 }
 
 inline std::string seconds_value(std::uint64_t ns) { return fixed_decimal(ns, 9); }
+
+/// The samples of one live session; `l` holds the labels of its table.
+inline void session_samples(exposition& x, label_set l, const session_info& i) {
+  l.emplace_back("session", i.name);
+  l.emplace_back("slot", std::to_string(i.id.slot));
+  l.emplace_back("pid", std::to_string(i.pid));
+  x.sample("gpushare_session_priority", l, static_cast<std::uint64_t>(i.priority));
+  x.sample("gpushare_session_share", l, i.share);
+  x.sample("gpushare_session_compute_limit_ratio", l, fixed_decimal(i.compute_limit_ppm, 6));
+  x.sample("gpushare_session_quantum_seconds", l, seconds_value(i.quantum_ns));
+  x.sample("gpushare_session_memory_limit_bytes", l, i.memory_limit);
+  x.sample("gpushare_session_memory_guarantee_bytes", l, i.memory_guarantee);
+  x.sample("gpushare_session_reserved_bytes", l, i.reserved);
+  x.sample("gpushare_session_external_bytes", l, i.external);
+  x.sample("gpushare_session_peak_bytes", l, i.peak);
+  x.sample("gpushare_session_holds_device", l, i.holds_device ? 1 : 0);
+  x.sample("gpushare_session_active_guards", l, i.active_guards);
+  x.sample("gpushare_session_waiting_for_device", l, i.waiting_for_device);
+  x.sample("gpushare_session_waiting_for_memory", l, i.waiting_for_memory);
+  x.sample("gpushare_session_device_seconds_total", l, seconds_value(i.device_ns));
+  x.sample("gpushare_session_guards_total", l, i.guards);
+  x.sample("gpushare_session_device_waits_total", l, i.device_waits);
+  x.sample("gpushare_session_device_wait_seconds_total", l, seconds_value(i.device_wait_ns));
+  x.sample("gpushare_session_handovers_total", l, i.handovers);
+  x.sample("gpushare_session_compute_throttled_seconds_total", l, seconds_value(i.cap_throttle_ns));
+  x.sample("gpushare_session_reservations_total", l, i.reservations_granted);
+  x.sample("gpushare_session_reserve_waits_total", l, i.reserve_waits);
+  x.sample("gpushare_session_reserve_wait_seconds_total", l, seconds_value(i.reserve_wait_ns));
+  x.sample("gpushare_session_revocations_total", l, i.revocations);
+}
 
 /// The exposition of one sample.
 inline std::string metrics_text(const sample& s) {
@@ -121,6 +169,8 @@ inline std::string metrics_text(const sample& s) {
     x.sample("gpushare_table_lock_repairs_total", labels, ts.lock_repairs);
     x.sample("gpushare_table_sessions_reclaimed_total", labels, ts.sessions_reclaimed);
     x.sample("gpushare_table_handovers_total", labels, ts.handovers);
+    x.sample("gpushare_table_revocations_total", labels, ts.revocations);
+    x.sample("gpushare_table_evictions_total", labels, ts.evictions);
     if (ts.device_observed_unix_ns != 0) {
       label_set device = labels;
       device.emplace_back("device", ts.device_name);
@@ -130,35 +180,7 @@ inline std::string metrics_text(const sample& s) {
       x.sample("gpushare_device_observed_timestamp_seconds", device,
                seconds_value(ts.device_observed_unix_ns));
     }
-    for (const session_info& i : ts.sessions) {
-      label_set l = labels;
-      l.emplace_back("session", i.name);
-      l.emplace_back("slot", std::to_string(i.id.slot));
-      l.emplace_back("pid", std::to_string(i.pid));
-      x.sample("gpushare_session_priority", l, static_cast<std::uint64_t>(i.priority));
-      x.sample("gpushare_session_share", l, i.share);
-      x.sample("gpushare_session_compute_limit_ratio", l, fixed_decimal(i.compute_limit_ppm, 6));
-      x.sample("gpushare_session_quantum_seconds", l, seconds_value(i.quantum_ns));
-      x.sample("gpushare_session_memory_limit_bytes", l, i.memory_limit);
-      x.sample("gpushare_session_memory_guarantee_bytes", l, i.memory_guarantee);
-      x.sample("gpushare_session_reserved_bytes", l, i.reserved);
-      x.sample("gpushare_session_external_bytes", l, i.external);
-      x.sample("gpushare_session_peak_bytes", l, i.peak);
-      x.sample("gpushare_session_holds_device", l, i.holds_device ? 1 : 0);
-      x.sample("gpushare_session_active_guards", l, i.active_guards);
-      x.sample("gpushare_session_waiting_for_device", l, i.waiting_for_device);
-      x.sample("gpushare_session_waiting_for_memory", l, i.waiting_for_memory);
-      x.sample("gpushare_session_device_seconds_total", l, seconds_value(i.device_ns));
-      x.sample("gpushare_session_guards_total", l, i.guards);
-      x.sample("gpushare_session_device_waits_total", l, i.device_waits);
-      x.sample("gpushare_session_device_wait_seconds_total", l, seconds_value(i.device_wait_ns));
-      x.sample("gpushare_session_handovers_total", l, i.handovers);
-      x.sample("gpushare_session_compute_throttled_seconds_total", l,
-               seconds_value(i.cap_throttle_ns));
-      x.sample("gpushare_session_reservations_total", l, i.reservations_granted);
-      x.sample("gpushare_session_reserve_waits_total", l, i.reserve_waits);
-      x.sample("gpushare_session_reserve_wait_seconds_total", l, seconds_value(i.reserve_wait_ns));
-    }
+    for (const session_info& i : ts.sessions) session_samples(x, labels, i);
   }
   return x.render();
 }

@@ -3,12 +3,15 @@
 #pragma once
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <cstdio>
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 #include <gpushare/version.hpp>
 
@@ -46,6 +49,126 @@ inline std::string state_text(const session_info& i) {
          quantum_text(i.quantum_ns) + "): stopped or hung?";
 }
 
+/// The table's remedies for stopped holders, when any is in use: "  stuck guards: default guard
+/// bound 30 s, 2 revocations, 1 eviction (last: "trainer", slot 3, pid 4242, by uid 1000, 5 s
+/// ago)\n"; "" when the table has no default bound, no revocation and no eviction.
+inline std::string remedies_text(const table_snapshot& s, std::uint64_t now_unix_ns) {
+  std::vector<std::string> parts;
+  if (s.default_max_guard_ns != 0)
+    parts.push_back("default guard bound " + guard_bound_text(s.default_max_guard_ns));
+  if (s.revocations != 0) parts.push_back(plural(s.revocations, "revocation"));
+  if (s.evictions != 0) {
+    std::string e = plural(s.evictions, "eviction");
+    if (const auto& last = s.last_eviction)
+      e += " (last: " + detail::quote(last->name) + ", slot " + std::to_string(last->id.slot) +
+           ", pid " + std::to_string(last->pid) + ", by uid " + std::to_string(last->by_uid) +
+           ", " + age_text(now_unix_ns, last->unix_ns) + ")";
+    parts.push_back(e);
+  }
+  if (parts.empty()) return "";
+  std::string out = "  stuck guards: ";
+  for (std::size_t k = 0; k < parts.size(); ++k) out += (k == 0 ? "" : ", ") + parts[k];
+  return out + "\n";
+}
+
+/// How to name session `i` of `s` to `gpushare evict` in a shell: its name when it is unique in
+/// the table and plain ASCII (name:<name> for a numeric name or one that starts with "name:",
+/// 'quoted' when the shell needs quotes), else its slot with --table.
+inline std::string evict_argument(const table_snapshot& s, const session_info& i) {
+  const std::string& n = i.name;
+  const auto only = [&](std::string_view extra) {
+    return std::all_of(n.begin(), n.end(), [&](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || extra.find(c) != extra.npos;
+    });
+  };
+  const auto same = std::count_if(s.sessions.begin(), s.sessions.end(),
+                                  [&](const session_info& o) { return o.name == n; });
+  if (same != 1 || n.empty() || n[0] == '-' || !only(" ._:@%+=,/-!#$&()*;<>?[]^`{|}~\""))
+    return std::to_string(i.id.slot) + " --table " + s.object_name;
+  const bool digits = std::all_of(n.begin(), n.end(), [](char c) { return c >= '0' && c <= '9'; });
+  const std::string word = digits || n.rfind("name:", 0) == 0 ? "name:" + n : n;
+  return only("._:@%+=,/-") ? word : "'" + word + "'";
+}
+
+/// For each session of `s` flagged "stopped or hung?": a hint naming `gpushare evict`.
+inline std::string stuck_hints(const table_snapshot& s) {
+  std::string out;
+  for (const auto& i : s.sessions)
+    if (guard_stuck(i))
+      out += "  hint: " + detail::quote(i.name) + " (slot " + std::to_string(i.id.slot) +
+             ") has run one guard for " + duration_text(i.in_guard_ns) +
+             "; if its process is stopped or hung, `gpushare evict " +
+             safe_text(evict_argument(s, i)) +
+             "` gives the device to the others (its process keeps its device memory: kill or "
+             "restart it)\n";
+  return out;
+}
+
+/// One column of the session rows: its title and alignment, whether it is shown, and its cell.
+struct session_column {
+  text_table::column column;
+  bool shown = true;
+  std::string (*cell)(const session_info&, std::optional<double> recent) = nullptr;
+};
+
+/// The columns of the session rows of `s`. EXTERNAL, CGUARANTEE, MAXGUARD and REVOKED are shown
+/// only when a session of the table has a value there.
+inline std::vector<session_column> session_columns(const table_snapshot& s) {
+  bool external = false, guarantee = false, bound = false, revoked = false;
+  for (const auto& i : s.sessions) {
+    external = external || i.external > 0;
+    guarantee = guarantee || i.compute_guarantee_ppm > 0;
+    bound = bound || i.max_guard_ns > 0;
+    revoked = revoked || i.revocations > 0;
+  }
+  using I = const session_info&;
+  using P = std::optional<double>;
+  constexpr auto L = text_table::align::left;
+  constexpr auto R = text_table::align::right;
+  return {
+      {{"SLOT", R}, true, [](I i, P) { return std::to_string(i.id.slot); }},
+      {{"NAME", L}, true, [](I i, P) { return safe_text(i.name); }},
+      {{"PID", R}, true, [](I i, P) { return std::to_string(i.pid); }},
+      {{"PRIO", L}, true, [](I i, P) { return priority_text(i.priority); }},
+      {{"SHARE", R}, true, [](I i, P) { return std::to_string(i.share); }},
+      {{"CLIMIT", R}, true, [](I i, P) { return detail::format_ppm_percent(i.compute_limit_ppm); }},
+      {{"CGUARANTEE", R},
+       guarantee,
+       [](I i, P) {
+         return i.compute_guarantee_ppm ? guarantee_text(i.compute_guarantee_ppm) : "-";
+       }},
+      {{"MLIMIT", R}, true, [](I i, P) { return bytes_text(i.memory_limit); }},
+      {{"GUARANTEE", R}, true, [](I i, P) { return bytes_text(i.memory_guarantee); }},
+      {{"RESERVED", R}, true, [](I i, P) { return bytes_text(i.reserved); }},
+      {{"EXTERNAL", R}, external, [](I i, P) { return bytes_text(i.external); }},
+      {{"PEAK", R}, true, [](I i, P) { return bytes_text(i.peak); }},
+      {{"DEVICE", R}, true, [](I i, P) { return duration_text(i.device_ns); }},
+      {{"RECENT", R}, true, [](I, P r) { return r ? percent_text(*r) : std::string("-"); }},
+      {{"WAITS", R}, true, [](I i, P) { return std::to_string(i.device_waits); }},
+      {{"MEMWAITS", R}, true, [](I i, P) { return std::to_string(i.reserve_waits); }},
+      {{"MAXGUARD", R},
+       bound,
+       [](I i, P) { return i.max_guard_ns ? guard_bound_text(i.max_guard_ns) : "-"; }},
+      {{"REVOKED", R}, revoked, [](I i, P) { return std::to_string(i.revocations); }},
+      {{"STATE", L}, true, [](I i, P) { return state_text(i); }},
+  };
+}
+
+/// The aligned session rows of `s`, with their header.
+inline std::string sessions_text(const table_snapshot& s, const recent_usage& recent) {
+  std::vector<session_column> cols = session_columns(s);
+  std::erase_if(cols, [](const session_column& c) { return !c.shown; });
+  std::vector<text_table::column> titles;
+  for (const auto& c : cols) titles.push_back(c.column);
+  text_table tt(titles);
+  for (std::size_t k = 0; k < s.sessions.size(); ++k) {
+    std::vector<std::string> row;
+    for (const auto& c : cols) row.push_back(c.cell(s.sessions[k], recent.percent[k]));
+    tt.add_row(std::move(row));
+  }
+  return tt.render("  ");
+}
+
 /// The text block of one readable table: its facts, then one aligned row per live session.
 inline std::string table_text(const table_reading& t, const recent_usage& recent,
                               std::uint64_t now_unix_ns) {
@@ -67,40 +190,9 @@ inline std::string table_text(const table_reading& t, const recent_usage& recent
         ", untracked " + bytes_text(s.device_untracked) + " (observed by pid " +
         std::to_string(s.device_observer_pid) + ", " +
         age_text(now_unix_ns, s.device_observed_unix_ns) + ")\n";
+  out += remedies_text(s, now_unix_ns);
   if (s.sessions.empty()) return out + "  no live sessions\n";
-  bool external = false;
-  for (const auto& i : s.sessions) external = external || i.external > 0;
-  using col = text_table::column;
-  constexpr auto L = text_table::align::left;
-  constexpr auto R = text_table::align::right;
-  std::vector<col> cols = {{"SLOT", R},     {"NAME", L},     {"PID", R},      {"PRIO", L},
-                           {"SHARE", R},    {"CLIMIT", R},   {"MLIMIT", R},   {"GUARANTEE", R},
-                           {"RESERVED", R}, {"EXTERNAL", R}, {"PEAK", R},     {"DEVICE", R},
-                           {"RECENT", R},   {"WAITS", R},    {"MEMWAITS", R}, {"STATE", L}};
-  if (!external) cols.erase(cols.begin() + 9);
-  text_table tt(cols);
-  for (std::size_t k = 0; k < s.sessions.size(); ++k) {
-    const session_info& i = s.sessions[k];
-    std::vector<std::string> row = {std::to_string(i.id.slot),
-                                    safe_text(i.name),
-                                    std::to_string(i.pid),
-                                    priority_text(i.priority),
-                                    std::to_string(i.share),
-                                    detail::format_ppm_percent(i.compute_limit_ppm),
-                                    bytes_text(i.memory_limit),
-                                    bytes_text(i.memory_guarantee),
-                                    bytes_text(i.reserved),
-                                    bytes_text(i.external),
-                                    bytes_text(i.peak),
-                                    duration_text(i.device_ns),
-                                    recent.percent[k] ? percent_text(*recent.percent[k]) : "-",
-                                    std::to_string(i.device_waits),
-                                    std::to_string(i.reserve_waits),
-                                    state_text(i)};
-    if (!external) row.erase(row.begin() + 9);
-    tt.add_row(std::move(row));
-  }
-  return out + tt.render("  ");
+  return out + sessions_text(s, recent) + stuck_hints(s);
 }
 
 /// `gpushare status` as text. `before` (may be null) is the earlier sample for recent %.
@@ -172,7 +264,39 @@ inline void session_json(json_writer& w, const session_info& i, std::optional<do
   w.field("handovers", i.handovers);
   w.field("cap_throttle_ns", i.cap_throttle_ns);
   w.field("vtime", i.vtime);
+  w.field("max_guard_ns", i.max_guard_ns);
+  w.field("revocations", i.revocations);
+  w.field("compute_guarantee_ppm", i.compute_guarantee_ppm);
   w.field("settings_seq", i.settings_seq);
+  w.end_object();
+}
+
+/// "last_eviction": {"slot", "generation", "name", "pid", "by_uid", "unix_ns"}, or null.
+inline void last_eviction_json(json_writer& w,
+                               const std::optional<table_snapshot::eviction>& last) {
+  w.key("last_eviction");
+  if (!last) return w.null();
+  w.begin_object();
+  w.field("slot", last->id.slot);
+  w.field("generation", last->id.generation);
+  w.field("name", last->name);
+  w.field("pid", last->pid);
+  w.field("by_uid", last->by_uid);
+  w.field("unix_ns", last->unix_ns);
+  w.end_object();
+}
+
+/// "device": the GPU a CUDA-layer session observed, or null.
+inline void device_json(json_writer& w, const table_snapshot& s) {
+  w.key("device");
+  if (s.device_observed_unix_ns == 0) return w.null();
+  w.begin_object();
+  w.field("name", s.device_name);
+  w.field("total_bytes", s.device_total);
+  w.field("free_bytes", s.device_free);
+  w.field("untracked_bytes", s.device_untracked);
+  w.field("observed_unix_ns", s.device_observed_unix_ns);
+  w.field("observer_pid", s.device_observer_pid);
   w.end_object();
 }
 
@@ -198,6 +322,10 @@ inline void table_json(json_writer& w, const table_reading& t, const recent_usag
   w.field("lock_repairs", s.lock_repairs);
   w.field("sessions_reclaimed", s.sessions_reclaimed);
   w.field("handovers", s.handovers);
+  w.field("default_max_guard_ns", s.default_max_guard_ns);
+  w.field("revocations", s.revocations);
+  w.field("evictions", s.evictions);
+  last_eviction_json(w, s.last_eviction);
   w.key("holder");
   if (s.holder) {
     w.begin_object();
@@ -207,19 +335,7 @@ inline void table_json(json_writer& w, const table_reading& t, const recent_usag
   } else {
     w.null();
   }
-  w.key("device");
-  if (s.device_observed_unix_ns != 0) {
-    w.begin_object();
-    w.field("name", s.device_name);
-    w.field("total_bytes", s.device_total);
-    w.field("free_bytes", s.device_free);
-    w.field("untracked_bytes", s.device_untracked);
-    w.field("observed_unix_ns", s.device_observed_unix_ns);
-    w.field("observer_pid", s.device_observer_pid);
-    w.end_object();
-  } else {
-    w.null();
-  }
+  device_json(w, s);
   w.key("recent_window_ns");
   if (recent.window_ns)
     w.number(*recent.window_ns);

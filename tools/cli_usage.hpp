@@ -14,7 +14,8 @@ Shows and administers the gpushare tables on this machine (files /dev/shm/gpusha
 Commands:
   status    every table and its live sessions (--json for scripts)
   top       the same, refreshed until Ctrl-C
-  set       change a live session's share, priority or limits
+  set       change a live session's share, priority or limits (or a table's default guard bound)
+  evict     end a session stopped or hung inside a guard, so the others get the device
   clean     remove tables that no live session uses
   metrics   Prometheus text format, for node exporter's textfile collector
 
@@ -58,10 +59,15 @@ Options:
 
 inline constexpr std::string_view set_usage =
     R"(Usage: gpushare set <session> [--table T] [--domain D | --all-domains] [settings...]
+       gpushare set --table-default --max-guard DUR|none [--table T] [--domain D | --all-domains]
 
 Changes the settings of a live session. <session> is a session name, or a slot number (digits
 only; it then needs --table when there is more than one table). To give a name made only of
 digits, write it as name:<digits>.
+
+With --table-default in place of <session>, sets the default guard bound of every table
+selected (all of them, or those of --domain, or the one of --table): the bound of the sessions
+that set none of their own. Only --max-guard goes with it; only the owner of a table's file may.
 
 Where:
   --table T       the table: its key (GPU-8f1e...), or its object name (/gpushare....)
@@ -69,13 +75,46 @@ Where:
   --all-domains   tables of every domain, even when GPUSHARE_DOMAIN is set
 
 Settings (the forms of the GPUSHARE_* environment variables):
-  --share N              1 to 1000000
-  --priority P           low, normal, high, critical, or 0 to 7
-  --compute-limit X%     above 0% and at most 100%, e.g. 30%
-  --memory-limit SIZE    bytes, 512MiB, 4GiB, or a percentage of the capacity (20%)
+  --share N                  1 to 1000000
+  --priority P               low, normal, high, critical, or 0 to 7
+  --compute-limit X%         above 0% and at most 100%, e.g. 30%
+  --memory-limit SIZE        bytes, 512MiB, 4GiB, or a percentage of the capacity (20%)
   --memory-guarantee SIZE
-  --quantum DUR          1us to 10s with a unit: 500us, 5ms
-  --handover H           guard or yield
+  --quantum DUR              1us to 10s with a unit: 500us, 5ms
+  --handover H               guard or yield
+  --max-guard DUR|none       guard bound, 1ms to 3600s with a unit (30s, 500ms): a holder that
+                             runs one guard this long while others wait loses the device to
+                             them; none: no bound of its own (the table's default applies)
+  --compute-guarantee X%|none
+                             share of wall time it gets on the device while it wants it, above
+                             every priority class (10%); none: strict priority
+)";
+
+inline constexpr std::string_view evict_usage =
+    R"(Usage: gpushare evict <session> [--table T] [--domain D | --all-domains]
+
+Ends a live session at once, as if its process had died: its hold on the device passes to the
+next waiting session, its reservations go back to the table, and its waiting threads wake. The
+process is not signalled; its next gpushare call fails and says it was evicted.
+
+When to use it: a session stopped or hung inside a guard (SIGSTOP, a debugger, a paused
+container, a kernel that never returns), which `gpushare status` flags as "stopped or hung?".
+Its process is alive, so liveness never frees the device, and every other session waits for it.
+(A guard bound, `gpushare set <session> --max-guard 30s` or `--table-default`, makes the table
+revoke such a hold by itself.)
+
+Its process keeps whatever device memory it allocated, which the table no longer counts: evict
+a process that will be killed or restarted.
+
+<session> is a session name, name:<digits> for a name made only of digits, or a slot number
+(which needs --table when there is more than one table).
+
+Where:
+  --table T       the table: its key (GPU-8f1e...), or its object name (/gpushare....)
+  --domain D      only tables of domain D (default: GPUSHARE_DOMAIN when it is set)
+  --all-domains   tables of every domain, even when GPUSHARE_DOMAIN is set
+
+Only the owner of the table's file, or root, may evict.
 )";
 
 inline constexpr std::string_view clean_usage =

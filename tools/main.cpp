@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The gpushare command-line tool: status, top, set, clean and metrics for the tables of this
-// machine. See docs/cli.md.
+// The gpushare command-line tool: status, top, set, evict, clean and metrics for the tables of
+// this machine. See docs/cli.md.
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -16,6 +16,7 @@
 #include "cli_args.hpp"
 #include "cli_clean.hpp"
 #include "cli_errors.hpp"
+#include "cli_evict.hpp"
 #include "cli_metrics.hpp"
 #include "cli_set.hpp"
 #include "cli_status.hpp"
@@ -33,11 +34,9 @@ struct command {
 };
 
 constexpr command commands[] = {
-    {"status", run_status, status_usage},
-    {"top", run_top, top_usage},
-    {"set", run_set, set_usage},
-    {"clean", run_clean, clean_usage},
-    {"metrics", run_metrics, metrics_usage},
+    {"status", run_status, status_usage}, {"top", run_top, top_usage},
+    {"set", run_set, set_usage},          {"evict", run_evict, evict_usage},
+    {"clean", run_clean, clean_usage},    {"metrics", run_metrics, metrics_usage},
 };
 
 const command* find_command(std::string_view name) {
@@ -46,7 +45,8 @@ const command* find_command(std::string_view name) {
   return nullptr;
 }
 
-constexpr std::string_view command_names[] = {"status", "top", "set", "clean", "metrics", "help"};
+constexpr std::string_view command_names[] = {"status", "top",     "set", "evict",
+                                              "clean",  "metrics", "help"};
 constexpr std::string_view main_options[] = {"--help", "--version"};
 
 /// "unknown command 'stat'; did you mean 'status'?", or the same for an option.
@@ -103,7 +103,8 @@ int main(int argc, char** argv) {
   if (c == nullptr) return usage_failure("gpushare", unknown_word(first), main_usage);
   const std::string prefix = "gpushare " + std::string(c->name);
   // Display commands never lock (they read tables lock-free); where the CLI still locks (set,
-  // clean), a table whose lock a stopped process holds is reported busy after this, not 10 s.
+  // evict, clean), a table whose lock a stopped process holds is reported busy after this, not
+  // after 10 s.
   gpushare::detail::lock_timeout_ns = cli_lock_timeout_ns;
   try {
     return c->run(std::span<const std::string>(words).subspan(1));
