@@ -163,7 +163,12 @@ inline figures run(const device_info& dev, const config& cfg, int repeat) {
   std::vector<double> cpu_waits; // of every phase's workers (phase.hpp)
   for (const split& sp : splits()) {
     const std::string base = std::string("share.") + sp.key;
-    const std::string tag = "s" + std::to_string(repeat) + "-" + sp.key;
+    // Built by appending: GCC 12 at -O3 reports a false -Wrestrict inside
+    // operator+(const char*, std::string&&) here, which failed the Release build.
+    std::string tag = "s";
+    tag += std::to_string(repeat);
+    tag += '-';
+    tag += sp.key;
     const std::vector<double> want = configured(sp);
     const auto unmanaged = run_phase(dev, cfg, tag + "-u", sp, false, cpu_waits);
     const auto managed = run_phase(dev, cfg, tag + "-g", sp, true, cpu_waits);
