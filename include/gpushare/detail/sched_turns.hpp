@@ -64,6 +64,18 @@ inline void add_idle_debt(slot_record& s, std::uint64_t gap_ns) noexcept {
   s.lower_debt_ns = sat_add(s.lower_debt_ns, gap_ns);
 }
 
+/// Catch-up: a waiter `ws` behind holder `hs` by more than one turn, and busy in its last turn,
+/// gets the device back at once: it was descheduled between two guards, or handed its gaps over
+/// (the holder took the idle or free device meanwhile), and the holder has had more than its
+/// share. "One turn" is the holder's quantum, or the waiter's own last turn if that was shorter:
+/// a session whose turns are a guard long (it hands each gap over) is owed its next guard as soon
+/// as it is behind by one. A waiter that idled through its last turn does not catch up: it would
+/// leave the device idle again. (Never both ways: a waiter granted the device by it is behind.)
+inline bool catches_up(const slot_record& hs, const slot_record& ws) noexcept {
+  const std::uint64_t turn = std::min(quantum_vt(hs), virtual_ns(ws, ws.last_turn_ns));
+  return ws.last_turn_busy != 0 && sat_add(ws.vtime, turn) < hs.vtime;
+}
+
 /// The class holder `hs` counts in at boundary `at`: its own priority, except before it has run
 /// a guard of the turn its compute guarantee won it (as it enters a guard, or not started yet):
 /// then its claim. Else a guaranteed holder would hand the device back before running anything,
@@ -103,15 +115,7 @@ inline bool should_hand_over(const table_header& h, const slot_record& hs, const
   // waits at most one turn of each other session.
   if (h.quantum_used_ns >= hs.quantum_ns && ws.vtime <= sat_add(hs.vtime, quantum_vt(ws)))
     return true;
-  // Catch-up: a waiter behind the holder by more than one turn, and busy in its last turn, gets
-  // the device back at once: it was descheduled between two guards, or handed its gaps over (the
-  // holder took the idle or free device meanwhile), and the holder has had more than its share.
-  // "One turn" is the holder's quantum, or the waiter's own last turn if that was shorter: a
-  // session whose turns are a guard long (it hands each gap over) is owed its next guard as soon
-  // as it is behind by one. A waiter that idled through its last turn does not catch up: it
-  // would leave the device idle again.
-  const std::uint64_t turn = std::min(quantum_vt(hs), virtual_ns(ws, ws.last_turn_ns));
-  return ws.last_turn_busy != 0 && sat_add(ws.vtime, turn) < hs.vtime;
+  return catches_up(hs, ws);
 }
 
 /// Guards of session `s` inside their region now: those entered under the lock and those entered
@@ -318,17 +322,34 @@ inline take_result take_own(const table_view& t, std::uint32_t i, std::uint64_t 
     add_idle_debt(s, gap);
     h.holder_idle_since_ns = now;
   }
-  // The first guard of a turn its compute guarantee won it always runs: handed back at once to
-  // a waiter whose guarantee came due during its wake-up, a guaranteed session of a low class
-  // was granted the device again and again and ran nothing (0.7% against 6%).
-  const bool guaranteed_start = !h.holder_started && owed_guarantee(s, now);
-  h.holder_started = 1;
+  // The first guard of a turn runs unless a waiter of a higher class (or claim) came meanwhile,
+  // or one that catches up: a turn that starts with its quantum already used (the overrun
+  // carried over from its last turn, a whole quantum when the quantum is shorter than a guard)
+  // was handed back at its first guard entry, and two sessions passed the device to each other
+  // paying a wake-up each time without running anything (1 us quanta, 2 us guards, 20 us
+  // wake-ups: the device 15% busy, waits of 0.4-0.8 ms for guards of 2 us). Nor does the wait
+  // for its wake-up count as idle time it kept, or as wall time of its turn (charge_wall): it had
+  // not started. The first guard of a turn its compute guarantee won always runs (else a
+  // guaranteed session of a low class was granted the device again and again and ran nothing:
+  // 0.7% against 6%).
+  const bool first = !h.holder_started;
+  if (first) h.quantum_start_ns = now;
   if (w != nobody) charge_wall(h, s, now);
-  if (w != nobody && !guaranteed_start &&
-      should_hand_over(h, s, t.slots[w], boundary::guard_enter, now)) {
-    if (busy_guards(s) > 0) return {false, nobody, liveness_recheck_ns}; // drain first
-    return {false, grant(t, static_cast<std::uint32_t>(w), now), liveness_recheck_ns};
+  if (w != nobody && !(first && owed_guarantee(s, now))) {
+    const slot_record& ws = t.slots[w];
+    const int wc = claim_priority(ws, now);
+    const int hc = holder_claim(h, s, boundary::guard_enter, now);
+    const bool hand = first ? wc > hc || (wc == hc && catches_up(s, ws))
+                            : should_hand_over(h, s, ws, boundary::guard_enter, now);
+    if (hand) {
+      if (busy_guards(s) > 0) { // drain first
+        h.holder_started = 1;
+        return {false, nobody, liveness_recheck_ns};
+      }
+      return {false, grant(t, static_cast<std::uint32_t>(w), now), liveness_recheck_ns};
+    }
   }
+  h.holder_started = 1;
   // Quantum used and nobody should take over, even at a yield: a new quantum, and a new idle
   // budget (the budget is per quantum: the inevitable gaps between guards of a busy holder,
   // microseconds each, must not add up over a long run to a lost turn). An at_yield holder
