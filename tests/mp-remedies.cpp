@@ -83,6 +83,8 @@ TEST_CASE("evict: a session stopped inside its guard is ended, a peer's guard pr
   CHECK(before.reserved_total == 10 * MiB);
   const session_info gone = table.evict(ai->id);
   CHECK(gone.name == "stopped");
+  CHECK(gone.holds_device); // as it was when evicted
+  CHECK(gone.active_guards == 1);
   CHECK(test::eventually([&] { return entered.load(); }, 2000ms)); // the peer gets the device
   waiter.join();
   const table_snapshot after = table.snapshot();

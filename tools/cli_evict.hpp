@@ -98,10 +98,7 @@ inline int run_evict(std::span<const std::string> args) {
   check_may_evict({e.file_uid, e.file_gid, e.file_mode}, e.object_name);
   table handle = open_for_evict(e);
   check_may_evict(handle.owner(), e.object_name);
-  session_info gone = evict_from(handle, found);
-  // table::evict() reads the session from its slot, which does not say whether it held the
-  // device (the table's header does): that comes from the reading the session was found in.
-  gone.holds_device = gone.holds_device || found.holds_device;
+  const session_info gone = evict_from(handle, found); // as it was at the eviction
   write_stdout(evicted_text(gone, e.object_name));
   return 0;
 }

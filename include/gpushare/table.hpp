@@ -163,7 +163,8 @@ public:
                       std::to_string(me));
     detail::table_core::guard g(core_);
     detail::slot_record& s = live_slot(id);
-    const session_info info = detail::read_session(s, id.slot);
+    session_info info = detail::read_session(s, id.slot);
+    info.holds_device = detail::current_holder(core_.view()) == static_cast<std::int64_t>(id.slot);
     detail::record_eviction(core_.header(), s, id, me);
     const std::int64_t next = core_.end_session_locked(id.slot);
     core_.unlock_after_release(g, true);
