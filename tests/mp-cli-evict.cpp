@@ -14,7 +14,6 @@
 #include <atomic>
 #include <cstdio>
 #include <optional>
-#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -165,14 +164,32 @@ std::string metric_value(const std::string& text, const std::string& name,
   return "";
 }
 
+/// The parts of `line` between runs of two spaces or more ("" first if it starts with such a run;
+/// no empty part at its end). Not std::regex: GCC 12 reports false -Wmaybe-uninitialized inside
+/// <regex> in the sanitizer builds, where warnings are errors.
+std::vector<std::string> split_on_gaps(const std::string& line) {
+  std::vector<std::string> cells;
+  std::size_t start = 0;
+  for (std::size_t i = 0; i < line.size();) {
+    if (line[i] != ' ' || i + 1 >= line.size() || line[i + 1] != ' ') {
+      ++i;
+      continue;
+    }
+    std::size_t end = i;
+    while (end < line.size() && line[end] == ' ') ++end;
+    cells.push_back(line.substr(start, i - start));
+    start = i = end;
+  }
+  if (start < line.size()) cells.push_back(line.substr(start));
+  return cells;
+}
+
 /// The cell in column `column` of the session row named `name` in status text (cells are
 /// separated by two spaces or more), or "" if there is none.
 std::string cell_of(const std::string& text, const std::string& name, const std::string& column) {
-  const std::regex gap(" {2,}");
   std::vector<std::string> titles;
   for (const std::string& l : lines_of(text)) {
-    std::vector<std::string> cells(std::sregex_token_iterator(l.begin(), l.end(), gap, -1),
-                                   std::sregex_token_iterator());
+    std::vector<std::string> cells = split_on_gaps(l);
     if (!cells.empty() && cells[0].empty()) cells.erase(cells.begin()); // the indentation
     if (cells.size() > 2 && cells[0] == "SLOT") titles = cells;
     if (titles.empty() || cells.size() != titles.size() || cells[1] != name) continue;
