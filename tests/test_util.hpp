@@ -114,6 +114,29 @@ inline int wait_exit(pid_t pid) {
   return -1;
 }
 
+/// Runs `fn` in a forked child whose stderr is captured; returns what it wrote, and its exit code
+/// in `*code` when given (0 when `fn` returns, 99 when it throws).
+inline std::string child_stderr(const std::function<void()>& fn, int* code = nullptr) {
+  int fds[2];
+  if (::pipe(fds) != 0) return "pipe failed";
+  const pid_t pid = spawn([&] {
+    ::dup2(fds[1], 2);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    fn();
+    return 0;
+  });
+  ::close(fds[1]);
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;)
+    out.append(buf, static_cast<std::size_t>(n));
+  ::close(fds[0]);
+  const int rc = wait_exit(pid);
+  if (code != nullptr) *code = rc;
+  return out;
+}
+
 /// Makes this (child) process die by SIGKILL when it reaches crash point `where`.
 inline void die_at(const char* where) {
   static const char* target = nullptr;

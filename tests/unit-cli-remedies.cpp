@@ -93,7 +93,8 @@ TEST_CASE("set --table-default takes --max-guard alone, in place of the session"
           parse_table_defaults(set_args({"--table-default", "--max-guard", "1s", "--share", "2"}));
         })
             .starts_with("--share cannot be used with --table-default: it is a setting of a "
-                         "session; a table's only default is its guard bound"));
+                         "session; a table has a default guard bound (--max-guard DUR|none) and "
+                         "a capacity (--capacity SIZE|unlimited)"));
   CHECK(usage_message([] {
           parse_table_defaults(
               set_args({"--table-default", "--compute-guarantee", "5%", "--max-guard", "1s"}));
@@ -104,6 +105,25 @@ TEST_CASE("set --table-default takes --max-guard alone, in place of the session"
   CHECK(usage_message([] {
           parse_table_defaults(set_args({"w", "--table-default", "--max-guard", "1s"}));
         }).starts_with("give --table-default or a session ('w'), not both"));
+}
+
+TEST_CASE("set --table-default takes --capacity: bytes with a unit, or unlimited, never a %") {
+  const table_defaults d =
+      parse_table_defaults(set_args({"--table-default", "--capacity", "80GiB"}));
+  REQUIRE(d.capacity.has_value());
+  CHECK(*d.capacity == 80ull << 30);
+  CHECK_FALSE(d.max_guard.has_value());
+  CHECK(parse_table_defaults(set_args({"--table-default", "--capacity", "Unlimited"})).capacity ==
+        0u);
+  const table_defaults both =
+      parse_table_defaults(set_args({"--table-default", "--capacity", "4gb", "--max-guard", "2s"}));
+  CHECK(both.capacity == 4'000'000'000ull);
+  CHECK(both.max_guard == std::chrono::seconds(2));
+  const std::string pct = usage_message([] {
+    parse_table_defaults(set_args({"--table-default", "--capacity", "50%"}));
+  });
+  CHECK(pct.find("--capacity") != std::string::npos);
+  CHECK(pct.find("a percentage is not accepted") != std::string::npos);
 }
 
 TEST_CASE("set describes a guard bound and a compute guarantee as old -> new") {

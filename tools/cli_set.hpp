@@ -77,14 +77,18 @@ inline table_defaults parse_table_defaults(const parsed_args& a) {
       if (flag == setting)
         throw usage_error(flag +
                           " cannot be used with --table-default: it is a setting of a session; "
-                          "a table's only default is its guard bound (--max-guard DUR|none)");
+                          "a table has a default guard bound (--max-guard DUR|none) and a "
+                          "capacity (--capacity SIZE|unlimited)");
   const auto v = a.value("--max-guard");
-  if (!v)
-    throw usage_error("--table-default needs --max-guard DUR|none: the guard bound of the "
-                      "sessions that set none of their own");
+  const auto c = a.value("--capacity");
+  if (!v && !c)
+    throw usage_error("--table-default needs --max-guard DUR|none (the guard bound of the "
+                      "sessions that set none of their own) or --capacity SIZE|unlimited");
   table_defaults d;
-  d.max_guard = std::chrono::nanoseconds(
-      static_cast<std::int64_t>(parse_value("--max-guard", *v, detail::parse_max_guard_ns)));
+  if (v)
+    d.max_guard = std::chrono::nanoseconds(
+        static_cast<std::int64_t>(parse_value("--max-guard", *v, detail::parse_max_guard_ns)));
+  if (c) d.capacity = parse_value("--capacity", *c, detail::parse_capacity);
   return d;
 }
 
@@ -131,13 +135,17 @@ inline constexpr flag_spec set_flags[] = {{"--table", true},
                                           {"--quantum", true},
                                           {"--handover", true},
                                           {"--max-guard", true},
-                                          {"--compute-guarantee", true}};
+                                          {"--compute-guarantee", true},
+                                          {"--capacity", true}};
 
 /// Changes the settings of the one session `a` names, and prints them as old -> new.
 inline int set_session(const parsed_args& a) {
   if (a.positionals.empty())
     throw usage_error("which session? give its name or its slot number (or --table-default to "
-                      "change the tables' default guard bound)");
+                      "change the tables' default guard bound or capacity)");
+  if (a.has("--capacity"))
+    throw usage_error("--capacity is a table's, not a session's: use gpushare set "
+                      "--table-default --capacity SIZE --table T");
   const session_target target = parse_session_target(a.positionals[0]);
   const settings_change change = parse_settings(a);
   if (change_is_empty(change))
@@ -198,28 +206,50 @@ inline std::vector<const table_reading*> tables_to_default(const sample& s, cons
   return scope.tables;
 }
 
+/// "default guard bound of T: none -> 30 s", "capacity of T: unlimited -> 80.00 GiB": a line for
+/// each of `d`'s settings, from the table's readings before and after.
+inline std::string table_defaults_text(const std::string& name, const table_defaults& d,
+                                       const table_snapshot& before, const table_snapshot& after) {
+  std::string out;
+  const auto line = [&](const char* what, const std::string& b, const std::string& a) {
+    out += std::string(what) + " of " + name + ": " + b + (b == a ? " (unchanged)" : " -> " + a) +
+           "\n";
+  };
+  if (d.max_guard)
+    line("default guard bound", guard_bound_text(before.default_max_guard_ns),
+         guard_bound_text(after.default_max_guard_ns));
+  if (d.capacity)
+    line("capacity", detail::format_capacity(before.capacity),
+         detail::format_capacity(after.capacity));
+  return out;
+}
+
 /// `set --table-default`: changes the defaults of every table selected, printing each as old ->
 /// new. A table found busy is reported and the others are still changed (exit 1).
 inline int set_table_defaults(const parsed_args& a) {
   const table_defaults defaults = parse_table_defaults(a);
   const domain_choice domain = domain_option(a);
   const sample s = take_sample(domain);
+  const auto tables = tables_to_default(s, a, domain);
+  if (defaults.capacity && tables.size() > 1)
+    throw usage_error("--capacity changes one table, and " + std::to_string(tables.size()) +
+                      " are selected: choose it with --table");
   std::string busy;
-  for (const auto* t : tables_to_default(s, a, domain)) {
+  for (const auto* t : tables) {
     const std::string& name = t->entry.object_name;
     table handle = table::open_existing(name, open_timeout);
     check_table_file_owner(handle.owner(), name);
-    const std::uint64_t before = table::read_unlocked(name, open_timeout).default_max_guard_ns;
+    const table_snapshot before = table::read_unlocked(name, open_timeout);
     try {
       handle.configure_defaults(defaults);
     } catch (const gpushare::error& err) {
+      if (err.code() == errc::invalid_argument) throw runtime_failure(err.what());
       if (err.code() != errc::table_busy) throw;
       busy += "\n  " + name;
       continue;
     }
-    const std::uint64_t after = table::read_unlocked(name, open_timeout).default_max_guard_ns;
-    write_stdout("default guard bound of " + name + ": " + guard_bound_text(before) +
-                 (before == after ? " (unchanged)" : " -> " + guard_bound_text(after)) + "\n");
+    write_stdout(
+        table_defaults_text(name, defaults, before, table::read_unlocked(name, open_timeout)));
   }
   if (!busy.empty())
     throw runtime_failure("unchanged, busy: the lock of these tables is held (by a stopped or "

@@ -195,6 +195,25 @@ inline std::string table_text(const table_reading& t, const recent_usage& recent
   return out + sessions_text(s, recent) + stuck_hints(s);
 }
 
+/// One warning line per key of a table in `now` that other tables of the machine use too (any
+/// domain, mode or owner; `all` is every table of the machine): their sessions are not
+/// arbitrated against each other.
+inline std::string split_keys_text(const sample& now, const std::vector<table_entry>& all) {
+  std::string out;
+  for (const auto& [key, tables] : split_keys(all)) {
+    if (std::none_of(now.tables.begin(), now.tables.end(),
+                     [&](const table_reading& t) { return t.entry.key == key; }))
+      continue;
+    out += "warning: key " + safe_text(detail::quote(key)) + " has " +
+           std::to_string(tables.size()) + " tables (";
+    for (std::size_t i = 0; i < tables.size(); ++i)
+      out += (i == 0 ? "" : ", ") + safe_text(tables[i].object_name);
+    out += "): sessions in different tables are not arbitrated against each other; give every "
+           "process the same GPUSHARE_DOMAIN and GPUSHARE_TABLE_MODE\n";
+  }
+  return out;
+}
+
 /// `gpushare status` as text. `before` (may be null) is the earlier sample for recent %.
 inline std::string status_text(const sample* before, const sample& now,
                                const domain_choice& domain) {
@@ -209,6 +228,10 @@ inline std::string status_text(const sample* before, const sample& now,
     out += " (only domain " + detail::quote(*domain.name) +
            ", from GPUSHARE_DOMAIN; --all-domains shows every domain)";
   out += "\n";
+  try {
+    out += split_keys_text(now, list_tables());
+  } catch (const error&) { // /dev/shm cannot be listed: take_sample() said so already
+  }
   for (const auto& t : now.tables) {
     out += "\n";
     if (!t.snapshot) {
@@ -364,6 +387,30 @@ inline void unreadable_json(json_writer& w, const table_reading& t) {
   w.end_object();
 }
 
+/// "split_keys": the keys of the listed tables that other tables use too (split_keys_text).
+inline void split_keys_json(json_writer& w, const sample& now) {
+  std::vector<table_entry> all;
+  try {
+    all = list_tables();
+  } catch (const error&) {
+  }
+  w.key("split_keys");
+  w.begin_array();
+  for (const auto& [key, tables] : split_keys(all)) {
+    if (std::none_of(now.tables.begin(), now.tables.end(),
+                     [&](const table_reading& t) { return t.entry.key == key; }))
+      continue;
+    w.begin_object();
+    w.field("key", key);
+    w.key("tables");
+    w.begin_array();
+    for (const table_entry& e : tables) w.string(e.object_name);
+    w.end_array();
+    w.end_object();
+  }
+  w.end_array();
+}
+
 /// `gpushare status --json`: the document described in docs/cli.md.
 inline std::string status_json(const sample* before, const sample& now,
                                const std::optional<std::string>& domain,
@@ -390,6 +437,7 @@ inline std::string status_json(const sample* before, const sample& now,
   for (const auto& t : now.tables)
     if (!t.snapshot) unreadable_json(w, t);
   w.end_array();
+  split_keys_json(w, now);
   w.end_object();
   return w.str();
 }

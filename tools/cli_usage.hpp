@@ -59,15 +59,19 @@ Options:
 
 inline constexpr std::string_view set_usage =
     R"(Usage: gpushare set <session> [--table T] [--domain D | --all-domains] [settings...]
-       gpushare set --table-default --max-guard DUR|none [--table T] [--domain D | --all-domains]
+       gpushare set --table-default [--max-guard DUR|none] [--capacity SIZE|unlimited]
+                    [--table T] [--domain D | --all-domains]
 
 Changes the settings of a live session. <session> is a session name, or a slot number (digits
 only; it then needs --table when there is more than one table). To give a name made only of
 digits, write it as name:<digits>.
 
-With --table-default in place of <session>, sets the default guard bound of every table
-selected (all of them, or those of --domain, or the one of --table): the bound of the sessions
-that set none of their own. Only --max-guard goes with it; only the owner of a table's file may.
+With --table-default in place of <session>, sets what belongs to tables, in every table
+selected (all of them, or those of --domain, or the one of --table); only the owner of a table's
+file may:
+  --max-guard DUR|none       the default guard bound: of the sessions that set none of their own
+  --capacity SIZE|unlimited  the capacity (one table only: give --table), never below what is
+                             committed; sessions without a memory limit of their own follow it
 
 Where:
   --table T       the table: its key (GPU-8f1e...), or its object name (/gpushare....)

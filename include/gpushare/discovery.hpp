@@ -20,6 +20,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -131,17 +132,37 @@ inline std::optional<table_entry> parse_table_file_name(std::string_view file_na
   return detail::make_entry(file_name, domain, owner, key);
 }
 
-/// Every table object in /dev/shm (of every user), sorted by name; only those whose name reads as
-/// a table of `domain` when one is given. Throws errc::system_error if /dev/shm cannot be read.
-inline std::vector<table_entry> list_tables(std::optional<std::string_view> domain = std::nullopt) {
+/// Reads `file_name` as the name of a table of key `key`, whatever its domain and owner;
+/// nullopt if it cannot be one.
+inline std::optional<table_entry> parse_table_file_name_for_key(std::string_view file_name,
+                                                                std::string_view key) {
+  const std::string_view prefix = detail::object_prefix;
+  if (!detail::identifier_ok(key, detail::max_key_length) ||
+      file_name.size() < prefix.size() + key.size() + 1 ||
+      file_name.substr(0, prefix.size()) != prefix ||
+      file_name.substr(file_name.size() - key.size() - 1) != "." + std::string(key))
+    return std::nullopt;
+  const std::string_view middle = // "<domain>.<owner>"
+      file_name.substr(prefix.size(), file_name.size() - prefix.size() - key.size() - 1);
+  const std::size_t dot = middle.rfind('.');
+  if (dot == std::string_view::npos) return std::nullopt;
+  const std::string_view domain = middle.substr(0, dot);
+  const std::string_view owner = middle.substr(dot + 1);
+  if (!detail::identifier_ok(domain, detail::max_domain_length) || !detail::owner_part_ok(owner))
+    return std::nullopt;
+  return detail::make_entry(file_name, domain, owner, key);
+}
+
+namespace detail {
+
+/// Lists /dev/shm, keeping the regular files `read` turns into table entries, sorted by name.
+template <class Read> std::vector<table_entry> list_table_files(Read read) {
   const std::string dir(shm_directory);
   DIR* d = ::opendir(dir.c_str());
   if (d == nullptr) throw detail::system_failure(errc::system_error, "cannot list " + dir, errno);
   std::vector<table_entry> found;
   while (const dirent* ent = ::readdir(d)) {
-    const std::string_view file_name = ent->d_name;
-    std::optional<table_entry> e =
-        domain ? parse_table_file_name(file_name, *domain) : parse_table_file_name(file_name);
+    std::optional<table_entry> e = read(std::string_view(ent->d_name));
     if (!e) continue;
     struct stat st {};
     if (::stat(e->path.c_str(), &st) == 0) {
@@ -160,6 +181,35 @@ inline std::vector<table_entry> list_tables(std::optional<std::string_view> doma
     return a.object_name < b.object_name;
   });
   return found;
+}
+
+} // namespace detail
+
+/// Every table object in /dev/shm (of every user), sorted by name; only those whose name reads as
+/// a table of `domain` when one is given. Throws errc::system_error if /dev/shm cannot be read.
+inline std::vector<table_entry> list_tables(std::optional<std::string_view> domain = std::nullopt) {
+  return detail::list_table_files([&](std::string_view file_name) {
+    return domain ? parse_table_file_name(file_name, *domain) : parse_table_file_name(file_name);
+  });
+}
+
+/// Every table object in /dev/shm for key `key`, of any domain, table mode and owner, sorted by
+/// name: processes that use one key in different tables are not arbitrated against each other.
+/// Throws errc::system_error if /dev/shm cannot be read.
+inline std::vector<table_entry> list_tables_for_key(std::string_view key) {
+  return detail::list_table_files(
+      [&](std::string_view file_name) { return parse_table_file_name_for_key(file_name, key); });
+}
+
+/// The keys that more than one of `tables` uses (in other domains, table modes or owners), each
+/// with its tables in the order given: processes that use one key in different tables are not
+/// arbitrated against each other.
+inline std::map<std::string, std::vector<table_entry>>
+split_keys(const std::vector<table_entry>& tables) {
+  std::map<std::string, std::vector<table_entry>> by_key;
+  for (const table_entry& e : tables) by_key[e.key].push_back(e);
+  std::erase_if(by_key, [](const auto& kv) { return kv.second.size() < 2; });
+  return by_key;
 }
 
 } // namespace v0

@@ -73,8 +73,9 @@ struct session_options {
   std::optional<memory_amount> memory_guarantee;  ///< GPUSHARE_MEMORY_GUARANTEE; default 0
   std::optional<std::string> domain;              ///< GPUSHARE_DOMAIN; default "default"
   std::optional<table_access> access; ///< GPUSHARE_TABLE_MODE; default table_access::user
-  /// Capacity in bytes, used only if this process creates the table. Default: 0 = unlimited
-  /// (2^63 bytes); the CUDA layer passes the device's memory minus headroom.
+  /// Capacity in bytes, used only if this process creates the table. GPUSHARE_CAPACITY
+  /// ("80GiB", "unlimited"); default: 0 = unlimited (2^63 bytes), or, for the CUDA layer's
+  /// device_session, the device's memory minus headroom.
   std::optional<std::uint64_t> capacity;
   /// GPUSHARE_QUANTUM (e.g. "5ms"): device time a holder may keep the device across consecutive
   /// guards while sessions of its priority wait; default 5 ms, range 1 us .. 10 s.
@@ -239,13 +240,19 @@ inline void resolve_memory(const session_options& opts, const env_lookup& env,
   check_guarantee_within_limit(r, limit && !opts.memory_limit, guarantee && !opts.memory_guarantee);
 }
 
-/// Resolves the fields that only code can set: capacity, open timeout.
-inline void resolve_code_only(const session_options& opts, resolved_options& r) {
-  const std::uint64_t capacity = opts.capacity.value_or(0);
-  if (capacity > max_memory_bytes)
-    throw error(errc::invalid_argument,
-                "session_options::capacity is " + std::to_string(capacity) +
-                    " bytes; the most is 2^63 bytes (give 0 for unlimited)");
+/// Resolves the capacity (session_options::capacity, else GPUSHARE_CAPACITY) and the open
+/// timeout (code only).
+inline void resolve_capacity(const session_options& opts, const env_lookup& env,
+                             resolved_options& r) {
+  const std::uint64_t capacity =
+      pick_option(opts.capacity, env, "GPUSHARE_CAPACITY", capacity_forms, parse_capacity,
+                  [](std::uint64_t c) {
+                    if (c > max_memory_bytes)
+                      throw error(errc::invalid_argument,
+                                  "session_options::capacity is " + std::to_string(c) +
+                                      " bytes; the most is 2^63 bytes (give 0 for unlimited)");
+                  })
+          .value_or(0);
   r.capacity = capacity == 0 ? max_memory_bytes : capacity;
   if (opts.open_timeout.count() < 0)
     throw error(errc::invalid_argument, "session_options::open_timeout is negative (" +
@@ -356,7 +363,7 @@ inline resolved_options resolve_options(const session_options& opts,
   detail::resolve_scheduling(opts, env, r);
   detail::resolve_access(opts, env, r);
   detail::resolve_memory(opts, env, r);
-  detail::resolve_code_only(opts, r);
+  detail::resolve_capacity(opts, env, r);
   return r;
 }
 

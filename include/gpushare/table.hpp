@@ -140,7 +140,7 @@ public:
     detail::slot_record& s = live_slot(id);
     const std::int64_t wake = detail::apply_settings(
         core_.view(), id.slot, change,
-        "session '" + detail::read_bounded(s.name, detail::name_capacity) + "'");
+        "session '" + detail::read_bounded(s.name, detail::name_capacity) + "'", core_.name());
     core_.unlock_after_release(g, change.memory_guarantee.has_value());
     core_.wake_slot(wake);
   }
@@ -173,8 +173,8 @@ public:
     return info;
   }
 
-  /// Changes the table's defaults for sessions that set none of their own. Only the owner of the
-  /// table's file and root may (errc::permission_denied otherwise).
+  /// Changes the table's defaults for sessions that set none of their own, and its capacity.
+  /// Only the owner of the table's file and root may (errc::permission_denied otherwise).
   void configure_defaults(const table_defaults& d) {
     const std::uint32_t me = ::geteuid();
     if (const file_owner o = owner(); me != 0 && me != o.uid)
@@ -183,9 +183,34 @@ public:
                       ") or root may change its defaults; this process runs as uid " +
                       std::to_string(me));
     detail::check_max_guard(d.max_guard);
+    if (d.capacity && *d.capacity > detail::max_memory_bytes)
+      throw error(errc::invalid_argument, "a capacity of " + std::to_string(*d.capacity) +
+                                              " bytes is over the most, 2^63 bytes (give 0 for "
+                                              "unlimited)");
+    if (d.capacity) core_.reclaim_dead(); // dead sessions' commitments must not count
     detail::table_core::guard g(core_);
-    if (d.max_guard)
-      core_.header().default_max_guard_ns = static_cast<std::uint64_t>(d.max_guard->count());
+    detail::table_header& h = core_.header();
+    if (d.capacity) {
+      const std::uint64_t c = *d.capacity == 0 ? detail::unlimited_capacity : *d.capacity;
+      if (c < h.committed_total) detail::recompute_totals(core_.view()); // never on scribbles
+      if (c < h.committed_total)
+        throw error(errc::invalid_argument,
+                    "the capacity of table '" + core_.name() + "' cannot go down to " +
+                        detail::format_capacity(c) + ": its live sessions have committed " +
+                        detail::format_bytes(h.committed_total) +
+                        " (reservations, external usage and guarantees); release memory or lower "
+                        "guarantees first, or give a capacity of at least that");
+      // Sessions whose limit is the capacity (the default, for a session that set none) follow it.
+      for (std::uint32_t i = 0; i < core_.slot_count(); ++i) {
+        detail::slot_record& s = core_.slot(i);
+        if (s.state.load(std::memory_order_relaxed) == detail::slot_active &&
+            s.memory_limit == h.capacity)
+          s.memory_limit = c;
+      }
+      h.capacity = c;
+    }
+    if (d.max_guard) h.default_max_guard_ns = static_cast<std::uint64_t>(d.max_guard->count());
+    core_.unlock_after_release(g, d.capacity.has_value()); // more room: waiters re-check
   }
 
   /// Frees the slots of dead sessions now (any operation also does this when it needs to).

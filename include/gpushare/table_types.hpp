@@ -149,6 +149,11 @@ struct settings_change {
 struct table_defaults {
   /// The guard bound of sessions without their own max_guard (1 ms .. 3600 s; 0: none).
   std::optional<std::chrono::nanoseconds> max_guard;
+  /// The table's capacity in bytes (0: unlimited, 2^63 bytes). Never below what its sessions
+  /// have committed now (errc::invalid_argument). A live session whose memory limit is the
+  /// capacity (the default: it set none) follows the new capacity; fractions that sessions gave
+  /// for their limits and guarantees were resolved when they joined, and stay as they were.
+  std::optional<std::uint64_t> capacity;
 };
 
 } // namespace v0

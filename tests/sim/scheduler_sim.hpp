@@ -280,7 +280,7 @@ private:
   void change(int c) {
     const auto& ch = sc_.changes[static_cast<std::size_t>(c)];
     wake(d::apply_settings(view(), session_slot_[static_cast<std::size_t>(ch.session)], ch.what,
-                           "simulated session", now_));
+                           "simulated session", "simulated table", now_));
   }
 
   /// A wake that ends no wait (a signal): a random sleeping thread runs its loop again.

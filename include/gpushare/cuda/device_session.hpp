@@ -80,7 +80,9 @@ public:
     }
 
     session_options o = opts;
-    if (!o.capacity) o.capacity = capacity_for_device(total, r);
+    // The device's memory minus headroom, unless the code or GPUSHARE_CAPACITY sets one.
+    if (!o.capacity && !process_environment("GPUSHARE_CAPACITY"))
+      o.capacity = capacity_for_device(total, r);
     session_.emplace(info_.uuid, o);
     share_ = std::make_shared<detail::overhead_share>();
     share_->core = session_->shared_core();

@@ -199,8 +199,7 @@ inline std::uint32_t percent_to_ppm(const value_kind& kind, std::string_view s, 
 /// "1048576", "1.5GiB", "512 MiB", "4G", "20%", "12.5%": bytes or a fraction of the capacity.
 /// Fractions of units are computed exactly and rounded down to whole bytes. ".5GiB" is rejected
 /// (write "0.5GiB"); so are fractional bytes ("1.5", "1.5B") and more than 2^63 bytes.
-inline memory_amount parse_memory_amount(std::string_view s) {
-  static constexpr value_kind kind{"memory amount", memory_amount_forms};
+inline memory_amount parse_memory_amount_as(const value_kind& kind, std::string_view s) {
   const decimal d = parse_decimal(kind, s, s);
   std::string_view rest = s.substr(d.length);
   if (!rest.empty() && rest[0] == '%') {
@@ -226,6 +225,27 @@ inline memory_amount parse_memory_amount(std::string_view s) {
   const std::uint64_t bytes = d.whole * multiplier + d.micros * multiplier / 1'000'000;
   if (bytes > max_memory_bytes) reject(kind, s, "more than 2^63 bytes");
   return memory_amount::of_bytes(bytes);
+}
+
+inline constexpr std::string_view capacity_forms =
+    "a number of bytes, with or without a unit (\"80GiB\", \"85899345920\"; no percentage: a "
+    "capacity is not a fraction of anything), or \"unlimited\" (or 0)";
+
+/// GPUSHARE_CAPACITY: "80GiB", "85899345920" -> bytes; "unlimited" (any case) or 0 -> 0, which
+/// means unlimited (2^63 bytes), as session_options::capacity = 0 does.
+inline std::uint64_t parse_capacity(std::string_view s) {
+  static constexpr value_kind kind{"capacity", capacity_forms};
+  if (iequals(s, "unlimited")) return 0;
+  const memory_amount m = parse_memory_amount_as(kind, s);
+  if (m.kind != memory_amount::unit::bytes)
+    reject(kind, s, "a percentage is not accepted: give the capacity in bytes");
+  return m.value;
+}
+
+/// A memory amount (above), its errors naming the memory amount forms.
+inline memory_amount parse_memory_amount(std::string_view s) {
+  static constexpr value_kind kind{"memory amount", memory_amount_forms};
+  return parse_memory_amount_as(kind, s);
 }
 
 /// "30%", "12.5%", "100%" -> parts per million, in (0, 1000000]. The '%' is required.
@@ -427,6 +447,12 @@ inline std::string format_bytes(std::uint64_t bytes) {
   const std::uint64_t hundredths = ((rest >> (shift - bits)) * 100) >> bits;
   return std::to_string(whole) + "." + static_cast<char>('0' + hundredths / 10) +
          static_cast<char>('0' + hundredths % 10) + " " + std::string(units[k]);
+}
+
+/// "80.00 GiB", or "unlimited" for a capacity of 2^63 bytes or more (a table created without
+/// one): the one word the library and the tool use for it.
+inline std::string format_capacity(std::uint64_t bytes) {
+  return bytes >= max_memory_bytes ? std::string("unlimited") : format_bytes(bytes);
 }
 
 /// 300000 -> "30%", 125000 -> "12.5%", 1 -> "0.0001%".

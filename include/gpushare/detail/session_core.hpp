@@ -22,6 +22,7 @@
 #include <gpushare/detail/budget.hpp>
 #include <gpushare/detail/cpu_wait.hpp>
 #include <gpushare/detail/fork_guard.hpp>
+#include <gpushare/detail/join_notices.hpp>
 #include <gpushare/detail/slot.hpp>
 #include <gpushare/detail/table_core.hpp>
 #include <gpushare/table.hpp>
@@ -105,6 +106,8 @@ public:
         !note.empty() &&
         first_time_in_process(table_.name() + '\n' + std::to_string(requested_capacity_)))
       std::fprintf(stderr, "gpushare: %s\n", note.c_str());
+    for (const std::string& w : join_warnings(table_.name(), key)) // each once per process
+      if (first_time_in_process(w)) std::fprintf(stderr, "gpushare: warning: %s\n", w.c_str());
   }
 
   /// Why the table's capacity is not the one this session asked for (empty if it is, or if the
@@ -114,10 +117,10 @@ public:
     const table_header& h = table_.header();
     if (requested_capacity_ == 0 || created_table_ || h.capacity == requested_capacity_) return {};
     return "session '" + name_ + "' asked for a table capacity of " +
-           format_bytes(requested_capacity_) + ", but table '" + table_.name() +
-           "' already existed with a capacity of " + format_bytes(h.capacity) + " (" +
+           format_capacity(requested_capacity_) + ", but table '" + table_.name() +
+           "' already existed with a capacity of " + format_capacity(h.capacity) + " (" +
            creation_text(h, table_.fd()) +
-           "); a table keeps the capacity it was created with, so " + format_bytes(h.capacity) +
+           "); a table keeps the capacity it was created with, so " + format_capacity(h.capacity) +
            " applies. To use another capacity, remove the table once no session uses it "
            "(`gpushare clean`, or gpushare::table::remove) and the next session creates it anew";
   }
@@ -367,7 +370,8 @@ public:
     check_usable();
     locked g(*this);
     own_checked();
-    const std::int64_t wake = apply_settings(table_.view(), slot_, c, "session '" + name_ + "'");
+    const std::int64_t wake =
+        apply_settings(table_.view(), slot_, c, "session '" + name_ + "'", table_.name());
     if (c.memory_guarantee.has_value()) g.released_memory();
     g.unlock();
     table_.wake_slot(wake);
@@ -737,6 +741,10 @@ inline bool session_core::activate(const resolved_options& r) {
         wake.memory = true;
       }
     }
+    const std::string who = "session '" + name_ + "'";
+    check_fraction_has_capacity(who, "memory limit", r.memory_limit, h.capacity, table_.name());
+    check_fraction_has_capacity(who, "memory guarantee", r.memory_guarantee, h.capacity,
+                                table_.name());
     const std::uint64_t limit = r.memory_limit ? r.memory_limit->resolve(h.capacity) : h.capacity;
     const std::uint64_t guarantee = r.memory_guarantee.resolve(h.capacity);
     if (guarantee > limit)
@@ -754,7 +762,7 @@ inline bool session_core::activate(const resolved_options& r) {
       throw error(errc::guarantee_unavailable,
                   "session '" + name_ + "': a memory guarantee of " + format_bytes(guarantee) +
                       " cannot be promised in table '" + table_.name() + "': capacity " +
-                      format_bytes(h.capacity) + ", already committed " +
+                      format_capacity(h.capacity) + ", already committed " +
                       format_bytes(h.committed_total) + "; lower the guarantee or wait");
     }
     // Nothing of the slot's previous session survives (slot.hpp): only what is set below is
@@ -809,14 +817,14 @@ inline error session_core::never_fits(budget_verdict v, const slot_record& s,
     const table_header& h = table_.header();
     std::string why = "session '" + name_ + "': a reservation of " + format_bytes(bytes) +
                       " exceeds the whole capacity of table '" + table_.name() + "' (" +
-                      format_bytes(h.capacity) + ")";
+                      format_capacity(h.capacity) + ")";
     if (created_table_) {
       why += ", the capacity this session created the table with";
     } else {
       why += ". The table already existed when this session joined: it was " +
              creation_text(h, table_.fd()) + ", and a table keeps the capacity it was created with";
       why += requested_capacity_ != 0 ? std::string(" (this session asked for ") +
-                                            format_bytes(requested_capacity_) + ")"
+                                            format_capacity(requested_capacity_) + ")"
                                       : std::string(" (this session set no capacity)");
       why += ". If it is a table left from an earlier run, remove it once no session uses it "
              "(`gpushare clean`, or gpushare::table::remove) and the next session creates it "
@@ -826,7 +834,7 @@ inline error session_core::never_fits(budget_verdict v, const slot_record& s,
   }
   return error(errc::over_limit, "session '" + name_ + "': reserving " + format_bytes(bytes) +
                                      " would exceed its memory limit of " +
-                                     format_bytes(s.memory_limit) + " (reserved " +
+                                     format_capacity(s.memory_limit) + " (reserved " +
                                      format_bytes(s.reserved) + ", used outside reservations " +
                                      format_bytes(s.external) +
                                      "); raise the limit (GPUSHARE_MEMORY_LIMIT or `gpushare "
@@ -839,7 +847,7 @@ inline error session_core::not_available(const slot_record& s, std::uint64_t byt
   return error(errc::timeout, "session '" + name_ + "': " + format_bytes(bytes) +
                                   " did not become available in " +
                                   std::to_string(timeout_ns / 1'000'000) + " ms (table '" +
-                                  table_.name() + "': capacity " + format_bytes(h.capacity) +
+                                  table_.name() + "': capacity " + format_capacity(h.capacity) +
                                   ", committed " + format_bytes(h.committed_total) +
                                   "; this session holds " + format_bytes(s.reserved) + ")");
 }

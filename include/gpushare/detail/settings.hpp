@@ -29,10 +29,33 @@ inline void check_max_guard(const std::optional<std::chrono::nanoseconds>& bound
                     std::to_string(bound->count()) + " ns");
 }
 
+/// Refuses (errc::invalid_argument) a fraction of an unlimited capacity: 20% of 2^63 bytes is a
+/// limit in name only. 0% and 100% mean the same whatever the capacity and pass. `who` is
+/// "session 'x'", `field` "memory limit" or "memory guarantee", `table` the table's name.
+inline void check_fraction_has_capacity(const std::string& who, const char* field,
+                                        const std::optional<memory_amount>& m,
+                                        std::uint64_t capacity, const std::string& table) {
+  if (!m || m->kind != memory_amount::unit::fraction || m->value == 0 || m->value >= 1'000'000 ||
+      capacity < max_memory_bytes)
+    return;
+  const std::string pct = format_ppm_percent(static_cast<std::uint32_t>(m->value));
+  throw error(errc::invalid_argument,
+              who + ": a " + field + " of " + pct + " is a fraction of the table's capacity, but " +
+                  "table '" + table + "' has an unlimited capacity (none was given when it was " +
+                  "created), so " + pct + " would be " + format_bytes(m->resolve(capacity)) +
+                  ", a " + field + " in name only. Give the " + field +
+                  " in bytes (\"8GiB\"), or give the table a capacity: GPUSHARE_CAPACITY=80GiB "
+                  "(or session_options::capacity) in the process that creates it, or `gpushare "
+                  "set --table-default --capacity 80GiB` on this one (its owner). On a GPU, "
+                  "gpushare::cuda::device_session creates its table with the GPU's memory as its "
+                  "capacity");
+}
+
 /// Validates a change and applies it to slot `i`. Call under the table lock. Returns the slot to
 /// wake after unlocking (its waiting threads re-check under the new settings), or nobody.
 inline std::int64_t apply_settings(const table_view& t, std::uint32_t i, const settings_change& c,
-                                   const std::string& who, std::uint64_t now = monotonic_ns()) {
+                                   const std::string& who, const std::string& table,
+                                   std::uint64_t now = monotonic_ns()) {
   table_header& h = *t.header;
   slot_record& s = t.slots[i];
   if (c.priority && (*c.priority < min_priority || *c.priority > max_priority))
@@ -59,6 +82,8 @@ inline std::int64_t apply_settings(const table_view& t, std::uint32_t i, const s
                   who + ": " + field + " of " + std::to_string((*amount)->value) + " ppm (" +
                       std::to_string((*amount)->value / 10'000) +
                       "%) of the capacity is out of range; a fraction must be from 0% to 100%");
+  check_fraction_has_capacity(who, "memory limit", c.memory_limit, h.capacity, table);
+  check_fraction_has_capacity(who, "memory guarantee", c.memory_guarantee, h.capacity, table);
   const std::uint64_t limit = c.memory_limit ? c.memory_limit->resolve(h.capacity) : s.memory_limit;
   const std::uint64_t guarantee =
       c.memory_guarantee ? c.memory_guarantee->resolve(h.capacity) : s.memory_guarantee;
@@ -69,7 +94,7 @@ inline std::int64_t apply_settings(const table_view& t, std::uint32_t i, const s
   if (guarantee != s.memory_guarantee && !guarantee_fits(h, s, guarantee))
     throw error(errc::guarantee_unavailable,
                 who + ": a memory guarantee of " + format_bytes(guarantee) +
-                    " cannot be promised: the table's capacity is " + format_bytes(h.capacity) +
+                    " cannot be promised: the table's capacity is " + format_capacity(h.capacity) +
                     " and " + format_bytes(sat_sub(h.committed_total, commitment(s))) +
                     " is already committed to other sessions");
   // Settings change how its guards are scheduled (a compute limit needs the lock): end a lease.
