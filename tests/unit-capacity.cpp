@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-// A table's capacity (issue 24, item 2): GPUSHARE_CAPACITY, a fraction that meets an unlimited
-// capacity (refused: a limit in name only), one word for unlimited, and changing the capacity of
-// a live table (table::configure_defaults), whose budget invariant a seeded random run checks.
+// A table's capacity and memory amounts in messages (issue 24, item 2): GPUSHARE_CAPACITY, a
+// fraction that meets an unlimited capacity (refused: a limit in name only), one word for
+// unlimited, amounts shown as given and as read, and changing the capacity of a live table
+// (table::configure_defaults), whose budget invariant a seeded random run checks.
 #include <doctest/doctest.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <optional>
 #include <random>
@@ -196,4 +198,60 @@ TEST_CASE("seeded random reservations and capacity changes keep committed <= cap
       CHECK(sum == now.committed_total); // no guarantees, no external usage here
     }
   }
+}
+
+namespace {
+/// Sets an environment variable for the life of the object.
+struct scoped_env {
+  scoped_env(const char* name, const char* value) : name_(name) { ::setenv(name, value, 1); }
+  ~scoped_env() { ::unsetenv(name_); }
+  scoped_env(const scoped_env&) = delete;
+  scoped_env& operator=(const scoped_env&) = delete;
+  const char* name_;
+};
+} // namespace
+
+TEST_CASE("an amount from the environment is shown as given and as read") {
+  test::unique_table t("given", 8 * GiB);
+  {
+    const scoped_env limit("GPUSHARE_MEMORY_LIMIT", "4gb");
+    session s = t.join("decimal");
+    CHECK(s.info().memory_limit == 4'000'000'000ull);
+    const std::string over =
+        message_of([&] { auto r = s.reserve(4 * GiB, 0ms); }, errc::over_limit);
+    CHECK(has(over, "would exceed its memory limit of 3.72 GiB (GPUSHARE_MEMORY_LIMIT=4gb, read "
+                    "as 4000000000 bytes; K, M, G and T (with or without B) are powers of 1000, "
+                    "KiB, MiB, GiB and TiB powers of 1024)"));
+    // Once the limit is changed, the old form is not shown with it.
+    settings_change c;
+    c.memory_limit = memory_amount::of_bytes(1 * GiB);
+    s.configure(c);
+    const std::string changed =
+        message_of([&] { auto r = s.reserve(2 * GiB, 0ms); }, errc::over_limit);
+    CHECK(has(changed, "memory limit of 1.00 GiB (reserved"));
+    CHECK_FALSE(has(changed, "4gb"));
+  }
+  {
+    const scoped_env limit("GPUSHARE_MEMORY_LIMIT", "2GiB");
+    const scoped_env guarantee("GPUSHARE_MEMORY_GUARANTEE", "3gb");
+    const std::string why =
+        message_of([&] { session s = t.join("both"); }, errc::invalid_environment);
+    CHECK(has(why, "the memory guarantee 2.79 GiB (GPUSHARE_MEMORY_GUARANTEE=3gb, read as "
+                   "3000000000 bytes; K, M"));
+    CHECK(has(why, "is greater than the memory limit 2.00 GiB (GPUSHARE_MEMORY_LIMIT=2GiB, read "
+                   "as 2147483648 bytes)"));
+  }
+  {
+    const scoped_env limit("GPUSHARE_MEMORY_LIMIT", "10%");
+    const scoped_env guarantee("GPUSHARE_MEMORY_GUARANTEE", "1GB");
+    const std::string why =
+        message_of([&] { session s = t.join("mixed"); }, errc::invalid_argument); // at join
+    CHECK(has(why, "memory guarantee 953.67 MiB (GPUSHARE_MEMORY_GUARANTEE=1GB, read as "
+                   "1000000000 bytes"));
+    CHECK(has(why, "exceeds its limit 819.19 MiB (GPUSHARE_MEMORY_LIMIT=10%, read as 858993459 "
+                   "bytes)"));
+  }
+  CHECK(detail::amount_read_as("", 5).empty());
+  CHECK(detail::amount_read_as("GPUSHARE_X=512MiB", 512 * MiB) ==
+        " (GPUSHARE_X=512MiB, read as 536870912 bytes)");
 }

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 
 #include <gpushare/error.hpp>
 
@@ -104,6 +105,9 @@ struct resolved_options {
   std::uint32_t compute_limit_ppm = 1'000'000;
   std::optional<memory_amount> memory_limit; ///< nullopt: no limit but the capacity
   memory_amount memory_guarantee = memory_amount::of_bytes(0);
+  /// How the limit and the guarantee were given when they came from the environment
+  /// ("GPUSHARE_MEMORY_LIMIT=4gb"), for messages that show them resolved; "" otherwise.
+  std::string memory_limit_given, memory_guarantee_given;
   std::string domain = "default";
   table_access access = table_access::user;
   std::uint64_t capacity = 0;
@@ -208,20 +212,22 @@ inline void check_guarantee_within_limit(const resolved_options& r, bool limit_f
   const auto& limit = r.memory_limit;
   const auto& guarantee = r.memory_guarantee;
   if (!limit || limit->kind != guarantee.kind || guarantee.value <= limit->value) return;
-  const auto show = [](const memory_amount& m, bool from_env, const char* var, const char* field) {
-    return (m.kind == memory_amount::unit::bytes
-                ? format_bytes(m.value)
-                : format_ppm_percent(
-                      static_cast<std::uint32_t>(std::min<std::uint64_t>(m.value, 1'000'000)))) +
-           (from_env ? std::string(" (from ") + var + ")"
-                     : std::string(" (session_options::") + field + ")");
+  // As given and as read: "3.72 GiB (GPUSHARE_MEMORY_LIMIT=4gb, read as 4000000000 bytes; ...)".
+  const auto show = [](const memory_amount& m, bool from_env, const std::string& given,
+                       const char* field) {
+    if (m.kind == memory_amount::unit::fraction)
+      return format_ppm_percent(
+                 static_cast<std::uint32_t>(std::min<std::uint64_t>(m.value, 1'000'000))) +
+             (from_env ? " (" + given + ")" : std::string(" (session_options::") + field + ")");
+    return format_bytes(m.value) + (from_env ? amount_read_as(given, m.value)
+                                             : std::string(" (session_options::") + field + ")");
   };
   throw error(
       limit_from_env || guarantee_from_env ? errc::invalid_environment : errc::invalid_argument,
       "the memory guarantee " +
-          show(guarantee, guarantee_from_env, "GPUSHARE_MEMORY_GUARANTEE", "memory_guarantee") +
+          show(guarantee, guarantee_from_env, r.memory_guarantee_given, "memory_guarantee") +
           " is greater than the memory limit " +
-          show(*limit, limit_from_env, "GPUSHARE_MEMORY_LIMIT", "memory_limit") +
+          show(*limit, limit_from_env, r.memory_limit_given, "memory_limit") +
           "; lower the guarantee or raise the limit");
 }
 
@@ -237,6 +243,12 @@ inline void resolve_memory(const session_options& opts, const env_lookup& env,
                   [](const memory_amount& m) { check_in_code_memory("memory_guarantee", m); });
   r.memory_limit = limit;
   if (guarantee) r.memory_guarantee = *guarantee;
+  for (auto [var, in_code, given] :
+       {std::tuple{"GPUSHARE_MEMORY_LIMIT", opts.memory_limit.has_value(), &r.memory_limit_given},
+        std::tuple{"GPUSHARE_MEMORY_GUARANTEE", opts.memory_guarantee.has_value(),
+                   &r.memory_guarantee_given}})
+    if (!in_code)
+      if (const auto value = env(var)) *given = std::string(var) + "=" + *value;
   check_guarantee_within_limit(r, limit && !opts.memory_limit, guarantee && !opts.memory_guarantee);
 }
 

@@ -455,6 +455,20 @@ inline std::string format_capacity(std::uint64_t bytes) {
   return bytes >= max_memory_bytes ? std::string("unlimited") : format_bytes(bytes);
 }
 
+/// How an amount given as `given` ("GPUSHARE_MEMORY_LIMIT=4gb") was read, for a message that
+/// shows it resolved ("3.72 GiB"): " (GPUSHARE_MEMORY_LIMIT=4gb, read as 4000000000 bytes; ...)",
+/// with a word on units when the value used a power of 1000. "" when `given` is empty.
+inline std::string amount_read_as(std::string_view given, std::uint64_t bytes) {
+  if (given.empty()) return {};
+  std::string out = " (" + std::string(given) + ", read as " + std::to_string(bytes) + " bytes";
+  const std::string_view value = given.substr(given.find('=') + 1);
+  const bool letters = value.find_first_of("kKmMgGtT") != std::string_view::npos;
+  if (letters && value.find_first_of("iI") == std::string_view::npos)
+    out += "; K, M, G and T (with or without B) are powers of 1000, KiB, MiB, GiB and TiB powers "
+           "of 1024";
+  return out + ")";
+}
+
 /// 300000 -> "30%", 125000 -> "12.5%", 1 -> "0.0001%".
 inline std::string format_ppm_percent(std::uint32_t ppm) {
   std::string out = std::to_string(ppm / 10'000);

@@ -100,7 +100,7 @@ public:
     }
     owner_pid_ = ::getpid();
     created_table_ = table_.mapping().created();
-    requested_capacity_ = opts.capacity.value_or(0);
+    requested_capacity_ = r.capacity >= max_memory_bytes ? 0 : r.capacity;
     fork_registry::instance().add(this);
     if (const std::string note = capacity_mismatch_text();
         !note.empty() &&
@@ -683,7 +683,11 @@ private:
   table_core table_;
   std::string name_;
   bool created_table_ = false;           ///< this session's join created the table
-  std::uint64_t requested_capacity_ = 0; ///< session_options::capacity; 0: none asked for
+  std::uint64_t requested_capacity_ = 0; ///< its capacity option; 0: none asked for
+  /// How its limit and guarantee were given (resolved_options), and the limit they resolved to
+  /// at join: messages show the given form while the limit is still that one.
+  std::string limit_given_, guarantee_given_;
+  std::uint64_t limit_at_join_ = 0;
   std::uint32_t slot_ = 0;
   std::uint32_t generation_ = 0;
   std::int32_t owner_pid_ = 0;
@@ -747,10 +751,14 @@ inline bool session_core::activate(const resolved_options& r) {
                                 table_.name());
     const std::uint64_t limit = r.memory_limit ? r.memory_limit->resolve(h.capacity) : h.capacity;
     const std::uint64_t guarantee = r.memory_guarantee.resolve(h.capacity);
+    limit_given_ = r.memory_limit_given;
+    guarantee_given_ = r.memory_guarantee_given;
+    limit_at_join_ = limit;
     if (guarantee > limit)
-      throw error(errc::invalid_argument, "session '" + name_ + "': memory guarantee " +
-                                              format_bytes(guarantee) + " exceeds its limit " +
-                                              format_bytes(limit));
+      throw error(errc::invalid_argument, who + ": memory guarantee " + format_bytes(guarantee) +
+                                              amount_read_as(guarantee_given_, guarantee) +
+                                              " exceeds its limit " + format_capacity(limit) +
+                                              amount_read_as(limit_given_, limit));
     s.reserved = s.external = s.memory_guarantee = 0; // a free slot counts nowhere yet
     if (!guarantee_fits(h, s, guarantee)) {
       if (attempt == 0) {
@@ -761,6 +769,7 @@ inline bool session_core::activate(const resolved_options& r) {
       }
       throw error(errc::guarantee_unavailable,
                   "session '" + name_ + "': a memory guarantee of " + format_bytes(guarantee) +
+                      amount_read_as(guarantee_given_, guarantee) +
                       " cannot be promised in table '" + table_.name() + "': capacity " +
                       format_capacity(h.capacity) + ", already committed " +
                       format_bytes(h.committed_total) + "; lower the guarantee or wait");
@@ -832,13 +841,15 @@ inline error session_core::never_fits(budget_verdict v, const slot_record& s,
     }
     return error(errc::exceeds_capacity, why);
   }
-  return error(errc::over_limit, "session '" + name_ + "': reserving " + format_bytes(bytes) +
-                                     " would exceed its memory limit of " +
-                                     format_capacity(s.memory_limit) + " (reserved " +
-                                     format_bytes(s.reserved) + ", used outside reservations " +
-                                     format_bytes(s.external) +
-                                     "); raise the limit (GPUSHARE_MEMORY_LIMIT or `gpushare "
-                                     "set`) or reserve less");
+  return error(errc::over_limit,
+               "session '" + name_ + "': reserving " + format_bytes(bytes) +
+                   " would exceed its memory limit of " + format_capacity(s.memory_limit) +
+                   (s.memory_limit == limit_at_join_ ? amount_read_as(limit_given_, s.memory_limit)
+                                                     : std::string()) +
+                   " (reserved " + format_bytes(s.reserved) + ", used outside reservations " +
+                   format_bytes(s.external) +
+                   "); raise the limit (GPUSHARE_MEMORY_LIMIT or `gpushare "
+                   "set`) or reserve less");
 }
 
 inline error session_core::not_available(const slot_record& s, std::uint64_t bytes,
