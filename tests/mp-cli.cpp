@@ -531,9 +531,12 @@ TEST_CASE("metrics prints HELP and TYPE lines and each session's values with esc
   REQUIRE(m.code == 0);
   const std::string table_labels =
       "table=\"" + d.object_name("gpu") + "\",key=\"gpu\",domain=\"" + d.name() + "\"";
-  const std::string session_labels = table_labels + ",session=\"we\\\"ird\\\\name\",slot=\"" +
-                                     std::to_string(s.id().slot) + "\",pid=\"" +
-                                     std::to_string(::getpid()) + "\"";
+  const std::string session_labels =
+      table_labels + ",session=\"we\\\"ird\\\\name\",slot=\"" + std::to_string(s.id().slot) + "\"";
+  // The pid is a label of the info series only: a restarted process continues the others.
+  CHECK(contains(m.out, "gpushare_session_info{" + session_labels + ",pid=\"" +
+                            std::to_string(::getpid()) + "\"} 1\n"));
+  CHECK_FALSE(contains(m.out, "gpushare_session_reserved_bytes{" + session_labels + ",pid="));
   CHECK(contains(m.out, "# HELP gpushare_table_capacity_bytes "));
   CHECK(contains(m.out, "# TYPE gpushare_table_capacity_bytes gauge\n"));
   CHECK(contains(m.out, "gpushare_table_capacity_bytes{" + table_labels + "} 67108864\n"));

@@ -58,6 +58,9 @@ inline void declare_table_metrics(exposition& x) {
 
 /// The session families, in output order (after the table and device families).
 inline void declare_session_metrics(exposition& x) {
+  x.declare("gpushare_session_info", "gauge",
+            "Always 1; the pid label names the process of the session (the other session series "
+            "have no pid label, so a restarted process continues them).");
   x.declare("gpushare_session_priority", "gauge", "Priority class of the session (0 to 7).");
   x.declare("gpushare_session_share", "gauge", "Weighted share of device time of the session.");
   x.declare("gpushare_session_compute_limit_ratio", "gauge",
@@ -114,7 +117,9 @@ inline std::string seconds_value(std::uint64_t ns) { return fixed_decimal(ns, 9)
 inline void session_samples(exposition& x, label_set l, const session_info& i) {
   l.emplace_back("session", i.name);
   l.emplace_back("slot", std::to_string(i.id.slot));
-  l.emplace_back("pid", std::to_string(i.pid));
+  label_set with_pid = l;
+  with_pid.emplace_back("pid", std::to_string(i.pid));
+  x.sample("gpushare_session_info", with_pid, 1);
   x.sample("gpushare_session_priority", l, static_cast<std::uint64_t>(i.priority));
   x.sample("gpushare_session_share", l, i.share);
   x.sample("gpushare_session_compute_limit_ratio", l, fixed_decimal(i.compute_limit_ppm, 6));

@@ -130,9 +130,9 @@ inline const table_reading* find_previous(const sample* before, const table_read
 /// Device time used over the window between two readings of one table, per session of `now`.
 struct recent_usage {
   std::optional<std::uint64_t> window_ns; ///< wall time between the two snapshots
-  /// One per session of now.snapshot, in its order: device ns in the window * 100 / window ns;
-  /// nullopt for a session that was not in the earlier snapshot. Above 100% when several
-  /// threads of one session run guards at once.
+  /// One per session of now.snapshot, in its order: device ns accounted in the window * 100 /
+  /// the window's ns, or / all the device ns accounted in it when that is more, so that they add
+  /// up to at most 100%; nullopt for a session that was not in the earlier snapshot.
   std::vector<std::optional<double>> percent;
 };
 
@@ -142,14 +142,22 @@ inline recent_usage recent_device_usage(const table_reading* before, const table
   r.percent.resize(now.snapshot->sessions.size());
   if (before == nullptr || !before->snapshot || now.taken_ns <= before->taken_ns) return r;
   r.window_ns = now.taken_ns - before->taken_ns;
+  std::vector<std::optional<std::uint64_t>> used(now.snapshot->sessions.size());
+  std::uint64_t total = 0;
   for (std::size_t i = 0; i < now.snapshot->sessions.size(); ++i) {
     const session_info& s = now.snapshot->sessions[i];
     for (const session_info& p : before->snapshot->sessions) {
       if (p.id != s.id) continue;
-      const std::uint64_t used = s.device_ns > p.device_ns ? s.device_ns - p.device_ns : 0;
-      r.percent[i] = static_cast<double>(used) * 100.0 / static_cast<double>(*r.window_ns);
+      used[i] = s.device_ns > p.device_ns ? s.device_ns - p.device_ns : 0;
+      total += *used[i];
     }
   }
+  // A guard's time is accounted when it ends, all of it: one that began before the window adds
+  // time from before it, and the column added up to more than 100% (96.0 + 7.3). Over the window,
+  // or over the time accounted in it when that is longer, the column adds up to at most 100%.
+  const double base = static_cast<double>(std::max(*r.window_ns, total));
+  for (std::size_t i = 0; i < used.size(); ++i)
+    if (used[i]) r.percent[i] = static_cast<double>(*used[i]) * 100.0 / base;
   return r;
 }
 
