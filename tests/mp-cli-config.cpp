@@ -119,6 +119,37 @@ TEST_CASE("set --table-default --capacity changes one table's capacity, never be
   CHECK(one.out == "capacity of " + table + ": unlimited -> 1.00 GiB\n");
 }
 
+TEST_CASE("status shows a killed session's memory until it is reclaimed, and only reads") {
+  constexpr std::uint64_t MiB = 1ull << 20;
+  test_domain d;
+  const std::string key = own_key("dead");
+  const pid_t holder = spawn_holder(d, key, "trainer", 12 * MiB, 64 * MiB);
+  kill_holder(holder);
+  // Before: "no live sessions" next to "committed 12.00 MiB", nothing said about whose it is.
+  const cli_result r = run_cli({"status", "--domain", d.name(), "--interval", "0"});
+  REQUIRE(r.code == 0);
+  CHECK(contains(r.out, "committed 12.00 MiB"));
+  CHECK(contains(r.out, "  no live sessions\n  dead, not reclaimed yet: \"trainer\" (slot "));
+  CHECK(contains(r.out, ", pid " + std::to_string(holder) +
+                            ") holds 12.00 MiB reserved, 0 B external, 0 B guaranteed\n"));
+  CHECK(contains(r.out, "a live session reclaims what they hold when it needs the memory"));
+  const json doc =
+      parse_json(run_cli({"status", "--json", "--domain", d.name(), "--interval", "0"}).out);
+  const json& table = doc["tables"][0];
+  CHECK(table["live_sessions"].u64() == 0);
+  REQUIRE(table["dead_sessions"].size() == 1);
+  CHECK(table["dead_sessions"][0]["name"].str() == "trainer");
+  CHECK(table["dead_sessions"][0]["reserved_bytes"].u64() == 12 * MiB);
+  // status only reads: still there; a live session's snapshot reclaims it.
+  CHECK(contains(run_cli({"status", "--domain", d.name(), "--interval", "0"}).out,
+                 "dead, not reclaimed yet"));
+  session s(key, d.options("next"));
+  CHECK(s.snapshot().dead_sessions.empty());
+  const cli_result after = run_cli({"status", "--domain", d.name(), "--interval", "0"});
+  CHECK_FALSE(contains(after.out, "dead, not reclaimed yet"));
+  CHECK(contains(after.out, "committed 0 B"));
+}
+
 #else
 TEST_CASE("mp-cli-config needs the gpushare tool") {
   std::printf("GPUSHARE_SKIP: the gpushare tool is not built\n");

@@ -12,7 +12,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -401,6 +403,44 @@ TEST_CASE("a snapshot shows the device as last observed, and memory no session a
   const auto floored = table.snapshot();
   CHECK(floored.device_untracked == 0);
   CHECK(floored.device_name.size() == gpushare::detail::device_name_capacity - 1);
+}
+
+TEST_CASE("memory a dead session had accounted shows as being released, not as untracked") {
+  test::unique_table t("releasing", 10 * GiB);
+  auto s = t.join("alive");
+  auto r = s.reserve(1 * GiB);
+  test::shared_block<std::atomic<int>> ready;
+  const pid_t pid = test::spawn([&] {
+    auto dying = t.join("dying");
+    auto held = dying.reserve(3 * GiB);
+    dying.set_external_usage(512 * MiB);
+    ready[0] = 1;
+    for (;;) ::pause();
+    return 0;
+  });
+  REQUIRE(test::eventually([&] { return ready[0].load() == 1; }, 10000ms));
+  ::kill(pid, SIGKILL);
+  CHECK(test::wait_exit(pid) == 128 + SIGKILL);
+  {
+    gpushare::detail::table_core core(
+        gpushare::detail::mapped_table::open_existing(t.object_name(), 1'000'000'000));
+    // 16 GiB device, 10 GiB free: 6 GiB used, 1 GiB accounted by the live session, 3.5 GiB by the
+    // dead one (its process's memory, which the driver is releasing), 1.5 GiB by nobody.
+    gpushare::detail::record_device_observation(core, "Test GPU", 16 * GiB, 10 * GiB, 0);
+  }
+  const auto seen = gpushare::table::read_unlocked(t.object_name(), std::chrono::seconds(1));
+  REQUIRE(seen.dead_sessions.size() == 1);
+  CHECK(seen.dead_sessions[0].name == "dying");
+  CHECK(seen.dead_sessions[0].reserved == 3 * GiB);
+  CHECK(seen.sessions.size() == 1);
+  CHECK(seen.device_releasing == 3 * GiB + 512 * MiB);
+  CHECK(seen.device_untracked == 1 * GiB + 512 * MiB);
+  // Reclaimed (a snapshot under the lock does it): no longer a dead session; the memory counts as
+  // untracked until the next observation.
+  const auto reclaimed = t.open().snapshot();
+  CHECK(reclaimed.dead_sessions.empty());
+  CHECK(reclaimed.device_releasing == 0);
+  CHECK(reclaimed.device_untracked == 5 * GiB);
 }
 
 TEST_CASE("no-device message: no NVIDIA driver is not a driver to upgrade") {

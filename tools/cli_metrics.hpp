@@ -34,6 +34,8 @@ inline void declare_table_metrics(exposition& x) {
   x.declare("gpushare_table_available_bytes", "gauge", "Capacity minus committed bytes.");
   x.declare("gpushare_table_sessions", "gauge", "Live sessions in the table.");
   x.declare("gpushare_table_slots", "gauge", "Session slots of the table.");
+  x.declare("gpushare_table_dead_sessions", "gauge",
+            "Sessions whose process died and that no live process has reclaimed yet.");
   x.declare("gpushare_table_lock_repairs_total", "counter",
             "Times a process found the table lock's holder dead and repaired the table.");
   x.declare("gpushare_table_sessions_reclaimed_total", "counter",
@@ -51,6 +53,9 @@ inline void declare_table_metrics(exposition& x) {
             "Free device memory at the last observation by a CUDA session.");
   x.declare("gpushare_device_untracked_bytes", "gauge",
             "Device memory in use that no session of the table accounts for, at the last "
+            "observation.");
+  x.declare("gpushare_device_releasing_bytes", "gauge",
+            "Device memory in use that dead sessions had accounted (being released), at the last "
             "observation.");
   x.declare("gpushare_device_observed_timestamp_seconds", "gauge",
             "Unix time of the last observation of the device.");
@@ -171,6 +176,7 @@ inline std::string metrics_text(const sample& s) {
     x.sample("gpushare_table_available_bytes", labels, ts.available);
     x.sample("gpushare_table_sessions", labels, ts.sessions.size());
     x.sample("gpushare_table_slots", labels, ts.slot_count);
+    x.sample("gpushare_table_dead_sessions", labels, ts.dead_sessions.size());
     x.sample("gpushare_table_lock_repairs_total", labels, ts.lock_repairs);
     x.sample("gpushare_table_sessions_reclaimed_total", labels, ts.sessions_reclaimed);
     x.sample("gpushare_table_handovers_total", labels, ts.handovers);
@@ -182,6 +188,7 @@ inline std::string metrics_text(const sample& s) {
       x.sample("gpushare_device_total_bytes", device, ts.device_total);
       x.sample("gpushare_device_free_bytes", device, ts.device_free);
       x.sample("gpushare_device_untracked_bytes", device, ts.device_untracked);
+      x.sample("gpushare_device_releasing_bytes", device, ts.device_releasing);
       x.sample("gpushare_device_observed_timestamp_seconds", device,
                seconds_value(ts.device_observed_unix_ns));
     }

@@ -169,6 +169,22 @@ inline std::string sessions_text(const table_snapshot& s, const recent_usage& re
   return tt.render("  ");
 }
 
+/// One line per dead session not reclaimed yet, with what it still holds of the table, and how
+/// it goes: "" when there is none.
+inline std::string dead_sessions_text(const table_snapshot& s) {
+  std::string out;
+  for (const session_info& i : s.dead_sessions)
+    out += "  dead, not reclaimed yet: " + safe_text(detail::quote(i.name)) + " (slot " +
+           std::to_string(i.id.slot) + ", pid " + std::to_string(i.pid) + ") holds " +
+           bytes_text(i.reserved) + " reserved, " + bytes_text(i.external) + " external, " +
+           bytes_text(i.memory_guarantee) + " guaranteed\n";
+  if (!s.dead_sessions.empty())
+    out += "  (a live session reclaims what they hold when it needs the memory or takes a "
+           "snapshot; `gpushare clean` removes the table if no live session is left; status "
+           "itself only reads)\n";
+  return out;
+}
+
 /// The text block of one readable table: its facts, then one aligned row per live session.
 inline std::string table_text(const table_reading& t, const recent_usage& recent,
                               std::uint64_t now_unix_ns) {
@@ -187,12 +203,18 @@ inline std::string table_text(const table_reading& t, const recent_usage& recent
     out +=
         "  GPU: " + (s.device_name.empty() ? std::string("(unnamed)") : safe_text(s.device_name)) +
         ", device free " + bytes_text(s.device_free) + " of " + bytes_text(s.device_total) +
-        ", untracked " + bytes_text(s.device_untracked) + " (observed by pid " +
-        std::to_string(s.device_observer_pid) + ", " +
+        ", untracked " + bytes_text(s.device_untracked) +
+        (s.device_releasing > 0
+             ? ", being released " + bytes_text(s.device_releasing) + " (dead sessions below)"
+             : std::string()) +
+        " (observed by pid " + std::to_string(s.device_observer_pid) + ", " +
         age_text(now_unix_ns, s.device_observed_unix_ns) + ")\n";
   out += remedies_text(s, now_unix_ns);
-  if (s.sessions.empty()) return out + "  no live sessions\n";
-  return out + sessions_text(s, recent) + stuck_hints(s);
+  if (s.sessions.empty())
+    out += "  no live sessions\n";
+  else
+    out += sessions_text(s, recent) + stuck_hints(s);
+  return out + dead_sessions_text(s);
 }
 
 /// One warning line per key of a table in `now` that other tables of the machine use too (any
@@ -318,6 +340,7 @@ inline void device_json(json_writer& w, const table_snapshot& s) {
   w.field("total_bytes", s.device_total);
   w.field("free_bytes", s.device_free);
   w.field("untracked_bytes", s.device_untracked);
+  w.field("releasing_bytes", s.device_releasing);
   w.field("observed_unix_ns", s.device_observed_unix_ns);
   w.field("observer_pid", s.device_observer_pid);
   w.end_object();
@@ -368,6 +391,10 @@ inline void table_json(json_writer& w, const table_reading& t, const recent_usag
   w.begin_array();
   for (std::size_t k = 0; k < s.sessions.size(); ++k)
     session_json(w, s.sessions[k], recent.percent[k]);
+  w.end_array();
+  w.key("dead_sessions"); // not reclaimed yet: what they hold is still committed
+  w.begin_array();
+  for (const session_info& i : s.dead_sessions) session_json(w, i, std::nullopt);
   w.end_array();
   w.end_object();
 }

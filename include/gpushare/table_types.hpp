@@ -116,6 +116,10 @@ struct table_snapshot {
   };
   std::optional<eviction> last_eviction;
   std::vector<session_info> sessions; ///< live sessions, by slot
+  /// Sessions whose process died and that no live process has reclaimed yet, by slot: what they
+  /// held is still committed until one does. (A snapshot under the lock reclaims them first, so
+  /// only lock-free readings, table::read_unlocked(), show any.)
+  std::vector<session_info> dead_sessions;
 
   // The device behind the table, as a CUDA-layer session last observed it (cudaMemGetInfo);
   // all zero/empty for a table that only host code uses.
@@ -125,9 +129,12 @@ struct table_snapshot {
   std::uint64_t device_observed_unix_ns = 0;
   std::int32_t device_observer_pid = 0;
   /// Device memory in use that no session of this table accounts for, at the observation:
-  /// (total - free) - sum of (reserved + external) over live sessions, floored at 0. Other
+  /// (total - free) - sum of (reserved + external) over all sessions, floored at 0. Other
   /// programs, sessions of other domains or users, and allocator rounding show up here.
   std::uint64_t device_untracked = 0;
+  /// Device memory in use that dead sessions (dead_sessions) had accounted: their processes
+  /// died, and the driver is releasing it. Counted here, not in device_untracked.
+  std::uint64_t device_releasing = 0;
 };
 
 /// Changes to a live session's settings. Unset fields stay as they are.

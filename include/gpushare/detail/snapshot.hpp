@@ -87,8 +87,39 @@ inline session_info read_session(const slot_record& s, std::uint32_t index) {
   return i;
 }
 
+/// Adds the sessions of the active slots of `v` to `s` (the live ones, and the dead ones that
+/// `alive` finds), and the device figures that depend on what they account.
+template <class Alive>
+void add_sessions(const table_view& v, table_snapshot& s, std::int64_t holder, Alive& alive) {
+  const table_header& h = *v.header;
+  std::uint64_t accounted = 0, dead = 0;
+  for (std::uint32_t i = 0; i < v.slot_count; ++i) {
+    const slot_record& slot = v.slots[i];
+    if (slot.state.load(std::memory_order_relaxed) != slot_active) continue;
+    if (!alive(i)) {
+      s.dead_sessions.push_back(read_session(slot, i));
+      dead = sat_add(dead, sat_add(slot.reserved, slot.external));
+      continue;
+    }
+    s.sessions.push_back(read_session(slot, i));
+    s.sessions.back().holds_device = holder == static_cast<std::int64_t>(i);
+    accounted = sat_add(accounted, sat_add(slot.reserved, slot.external));
+  }
+  if (h.device_observed_unix_ns != 0) {
+    s.device_name = read_bounded(h.device_name, device_name_capacity);
+    s.device_total = h.device_total;
+    s.device_free = std::min(h.device_free, h.device_total);
+    s.device_observed_unix_ns = h.device_observed_unix_ns;
+    s.device_observer_pid = h.device_observer_pid;
+    const std::uint64_t untracked = sat_sub(sat_sub(s.device_total, s.device_free), accounted);
+    s.device_releasing = std::min(untracked, dead);
+    s.device_untracked = untracked - s.device_releasing;
+  }
+}
+
 /// A snapshot of the table `v` (mapped, or a private copy of it) named `name`. Reads only.
-/// `alive(i)` says whether the session in active slot i still lives (a dead one is left out).
+/// `alive(i)` says whether the session in active slot i still lives (a dead one goes to
+/// dead_sessions).
 template <class Alive>
 table_snapshot build_snapshot(const table_view& v, const std::string& name, Alive&& alive) {
   const table_header& h = *v.header;
@@ -128,22 +159,7 @@ table_snapshot build_snapshot(const table_view& v, const std::string& name, Aliv
   }
   if (holder != nobody)
     s.holder = session_id{static_cast<std::uint32_t>(holder), h.holder_generation};
-  std::uint64_t accounted = 0;
-  for (std::uint32_t i = 0; i < v.slot_count; ++i) {
-    const slot_record& slot = v.slots[i];
-    if (slot.state.load(std::memory_order_relaxed) != slot_active || !alive(i)) continue;
-    s.sessions.push_back(read_session(slot, i));
-    s.sessions.back().holds_device = holder == static_cast<std::int64_t>(i);
-    accounted = sat_add(accounted, sat_add(slot.reserved, slot.external));
-  }
-  if (h.device_observed_unix_ns != 0) {
-    s.device_name = read_bounded(h.device_name, device_name_capacity);
-    s.device_total = h.device_total;
-    s.device_free = std::min(h.device_free, h.device_total);
-    s.device_observed_unix_ns = h.device_observed_unix_ns;
-    s.device_observer_pid = h.device_observer_pid;
-    s.device_untracked = sat_sub(sat_sub(s.device_total, s.device_free), accounted);
-  }
+  add_sessions(v, s, holder, alive);
   return s;
 }
 
