@@ -872,9 +872,9 @@ TEST_CASE("counts agree with their nouns: 1 table, 1 live session, 2 tables, 2 l
 
   const cli_result forced = run_cli({"clean", "--domain", pair.name(), "--dry-run", "--force"});
   CHECK(contains(forced.out, "would remove " + pair.object_name("gpu-1") +
-                                 " (--force: it had 1 live session, which goes on using"));
+                                 " (--force: it has 1 live session, which would go on using"));
   CHECK(contains(forced.out, "would remove " + pair.object_name("gpu-2") +
-                                 " (--force: it had 2 live sessions, which go on using"));
+                                 " (--force: it has 2 live sessions, which would go on using"));
   CHECK(contains(forced.out, "would remove 3 of 3 tables (dry run"));
 
   // A slot number with several tables: "there are 3 tables in domain ...".

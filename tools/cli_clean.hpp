@@ -94,12 +94,15 @@ inline int run_clean(std::span<const std::string> args) {
         break;
       case removal_status::in_use:
         ++matching;
-        if (force && !foreign)
-          remove_forcibly(e, "it had " + sessions_text(r.live_sessions, "live") +
-                                 (r.live_sessions == 1 ? ", which goes" : ", which go") +
-                                 " on using the removed table, no longer arbitrated with "
-                                 "processes that start later");
-        else
+        if (force && !foreign) {
+          // A dry run removes nothing: said in the conditional, not as done.
+          const bool one = r.live_sessions == 1;
+          remove_forcibly(
+              e, (dry_run ? "it has " : "it had ") + sessions_text(r.live_sessions, "live") +
+                     (dry_run ? ", which would go" : (one ? ", which goes" : ", which go")) +
+                     " on using the removed table, no longer arbitrated with "
+                     "processes that start later");
+        } else
           out += "kept " + e.object_name + ": " + sessions_text(r.live_sessions, "live") + "\n";
         break;
       }
