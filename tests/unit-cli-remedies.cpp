@@ -243,6 +243,6 @@ TEST_CASE("status --json and metrics carry the bounds, guarantees, revocations a
                labels + "} 1\n") != std::string::npos);
   CHECK(m.find("# TYPE gpushare_session_revocations_total counter\n"
                "gpushare_session_revocations_total" +
-               labels + ",session=\"trainer\",slot=\"1\",pid=\"0\"} 3\n") != std::string::npos);
+               labels + ",session=\"trainer\",slot=\"1\"} 3\n") != std::string::npos);
   CHECK(m.find("# HELP gpushare_session_revocations_total ") != std::string::npos);
 }

@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -23,25 +24,27 @@ class unique_fd {
 public:
   unique_fd() = default;
   explicit unique_fd(int fd) noexcept : fd_(fd) {}
-  unique_fd(unique_fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  unique_fd(unique_fd&& o) noexcept : fd_(o.release()) {}
   unique_fd& operator=(unique_fd&& o) noexcept {
-    if (this != &o) reset(std::exchange(o.fd_, -1));
+    if (this != &o) reset(o.release());
     return *this;
   }
   unique_fd(const unique_fd&) = delete;
   unique_fd& operator=(const unique_fd&) = delete;
   ~unique_fd() { reset(); }
 
-  int get() const noexcept { return fd_; }
-  explicit operator bool() const noexcept { return fd_ >= 0; }
-  int release() noexcept { return std::exchange(fd_, -1); }
+  int get() const noexcept { return fd_.load(std::memory_order_relaxed); }
+  explicit operator bool() const noexcept { return get() >= 0; }
+  int release() noexcept { return fd_.exchange(-1, std::memory_order_relaxed); }
   void reset(int fd = -1) noexcept {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = fd;
+    if (const int old = fd_.exchange(fd, std::memory_order_relaxed); old >= 0) ::close(old);
   }
 
 private:
-  int fd_ = -1;
+  // Atomic (relaxed: one thread owns it) because a forked child releases a session's descriptor
+  // in its fork handler (fork_guard.hpp), and ThreadSanitizer, which carries the parent's
+  // threads' accesses into the child, reported that write against a parent thread's read.
+  std::atomic<int> fd_{-1};
 };
 
 inline std::uint64_t monotonic_ns() noexcept {

@@ -692,7 +692,11 @@ private:
   std::uint32_t generation_ = 0;
   std::int32_t owner_pid_ = 0;
   std::atomic<bool> joined_{false};
-  bool inherited_ = false;
+  /// Set in a forked child (forked_into_child). Atomic although no thread of the child reads it
+  /// concurrently: ThreadSanitizer carries the parent's threads' accesses into the child and
+  /// reported the child's write against a parent thread's read (a forked gpushare CLI then exited
+  /// 66 under TSan).
+  std::atomic<bool> inherited_{false};
   std::atomic<std::uint32_t> own_waiters_{0}; ///< this process's threads counted in device_waiters
   std::atomic<std::uint64_t> throttled_ns_{
       0};                    ///< compute-limit pauses not yet added to the slot's stats
