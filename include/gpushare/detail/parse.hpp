@@ -311,10 +311,10 @@ inline std::uint32_t parse_share(std::string_view s) {
   return static_cast<std::uint32_t>(*v);
 }
 
-/// "user" or "0600" -> table_access::user; "group" or "0660" -> table_access::group.
-/// "500us", "5ms", "0.5s", "250000ns": nanoseconds in [1 us, 10 s] (a unit is required).
-inline std::uint64_t parse_duration_ns(std::string_view s) {
-  static constexpr value_kind kind{"duration", duration_forms};
+/// A duration with a required unit (ns, us, ms, s) in nanoseconds, in [lo, hi]; `too_long`
+/// names hi for the message ("longer than 10s").
+inline std::uint64_t parse_ns_in_range(const value_kind& kind, std::string_view s, std::uint64_t lo,
+                                       std::uint64_t hi, std::string_view too_long) {
   const decimal d = parse_decimal(kind, s, s);
   const std::string_view unit = s.substr(d.length);
   std::uint64_t per = 0;
@@ -328,10 +328,16 @@ inline std::uint64_t parse_duration_ns(std::string_view s) {
     per = 1'000'000'000;
   else
     reject(kind, s, unit.empty() ? "a unit is required" : "unknown unit");
-  if (d.whole > max_quantum_ns / per) reject(kind, s, "longer than 10s");
+  if (d.whole > hi / per) reject(kind, s, too_long);
   const std::uint64_t ns = d.whole * per + static_cast<std::uint64_t>(d.micros) * per / 1'000'000;
-  if (ns < min_quantum_ns || ns > max_quantum_ns) reject(kind, s, "out of range");
+  if (ns < lo || ns > hi) reject(kind, s, "out of range");
   return ns;
+}
+
+/// "500us", "5ms", "0.5s", "250000ns": nanoseconds in [1 us, 10 s] (a unit is required).
+inline std::uint64_t parse_duration_ns(std::string_view s) {
+  static constexpr value_kind kind{"duration", duration_forms};
+  return parse_ns_in_range(kind, s, min_quantum_ns, max_quantum_ns, "longer than 10s");
 }
 
 /// "none" (or "off", "0"): 0, no bound; else a duration from 1 ms to 3600 s with a unit (ns, us,
@@ -339,23 +345,7 @@ inline std::uint64_t parse_duration_ns(std::string_view s) {
 inline std::uint64_t parse_max_guard_ns(std::string_view s) {
   static constexpr value_kind kind{"guard bound", max_guard_forms};
   if (iequals(s, "none") || iequals(s, "off") || s == "0") return 0;
-  const decimal d = parse_decimal(kind, s, s);
-  const std::string_view unit = s.substr(d.length);
-  std::uint64_t per = 0;
-  if (iequals(unit, "ns"))
-    per = 1;
-  else if (iequals(unit, "us"))
-    per = 1'000;
-  else if (iequals(unit, "ms"))
-    per = 1'000'000;
-  else if (iequals(unit, "s"))
-    per = 1'000'000'000;
-  else
-    reject(kind, s, unit.empty() ? "a unit is required" : "unknown unit");
-  if (d.whole > max_max_guard_ns / per) reject(kind, s, "longer than 3600s");
-  const std::uint64_t ns = d.whole * per + static_cast<std::uint64_t>(d.micros) * per / 1'000'000;
-  if (ns < min_max_guard_ns || ns > max_max_guard_ns) reject(kind, s, "out of range");
-  return ns;
+  return parse_ns_in_range(kind, s, min_max_guard_ns, max_max_guard_ns, "longer than 3600s");
 }
 
 /// "none" (or "0%"): 0, no guarantee; else a percentage in (0%, 100%], in ppm.
@@ -376,6 +366,7 @@ inline handover_point parse_handover(std::string_view s) {
   reject(kind, s, "unknown handover point");
 }
 
+/// "user" or "0600" -> table_access::user; "group" or "0660" -> table_access::group.
 inline table_access parse_table_access(std::string_view s) {
   static constexpr value_kind kind{"table mode", table_access_forms};
   if (iequals(s, "user") || s == "0600") return table_access::user;
