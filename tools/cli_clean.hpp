@@ -11,6 +11,7 @@
 #include <gpushare/discovery.hpp>
 
 #include "cli_args.hpp"
+#include "cli_clean_cudasim.hpp"
 #include "cli_sample.hpp"
 #include "cli_status.hpp"
 #include "cli_usage.hpp"
@@ -23,13 +24,20 @@ inline std::string sessions_text(std::uint32_t n, const char* kind) {
 }
 
 inline int run_clean(std::span<const std::string> args) {
-  static constexpr flag_spec specs[] = {
-      {"--domain", true}, {"--all-domains", false}, {"--force", false}, {"--dry-run", false}};
-  const parsed_args a = parse_command_line(args, specs, 0);
+  static constexpr flag_spec specs[] = {{"--domain", true},
+                                        {"--all-domains", false},
+                                        {"--force", false},
+                                        {"--dry-run", false},
+                                        {"--cudasim", false}};
+  const parsed_args a = parse_command_line(args, specs, 256);
   if (a.help) {
     write_stdout(std::string(clean_usage));
     return 0;
   }
+  if (a.has("--cudasim")) return run_clean_cudasim(a);
+  if (!a.positionals.empty())
+    throw usage_error("unexpected argument '" + a.positionals.front() +
+                      "' (names are given only with --cudasim)");
   const domain_choice choice = domain_option(a);
   const std::optional<std::string>& domain = choice.name;
   const bool force = a.has("--force"), dry_run = a.has("--dry-run");

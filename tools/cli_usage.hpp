@@ -123,6 +123,7 @@ Only the owner of the table's file, or root, may evict.
 
 inline constexpr std::string_view clean_usage =
     R"(Usage: gpushare clean [--domain D | --all-domains] [--dry-run] [--force]
+       gpushare clean --cudasim [--dry-run] [--force] [NAME...]
 
 Removes tables that no live session uses. A table with a live session is never removed unless
 --force is given.
@@ -140,6 +141,10 @@ Only objects you own are removed. Another user's objects are kept, except that r
 removes another user's table when it has verified, under the table's own lock, that it is a valid
 gpushare table that no session uses; root never removes another user's object that is not such a
 table (junk, an unfinished creation, a table in use), with or without --force.
+
+With --cudasim, removes instead the simulated runtime's states (/dev/shm/NAME, NAME as in
+CUDASIM_STATE; default: every one of yours) that no running program uses. --force also removes
+one a program uses, or one another cudasim version made.
 )";
 
 inline constexpr std::string_view metrics_usage =

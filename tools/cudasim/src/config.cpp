@@ -84,6 +84,12 @@ config load() {
     else
       bad("CUDASIM_CONTEXT_DELAY_MS", s, "milliseconds from 0 to 600000");
   }
+  if (const char* s = std::getenv("CUDASIM_OPEN_DELAY_MS")) {
+    if (parse_count(s, 600'000, v))
+      c.open_delay_ns = v * 1'000'000;
+    else
+      bad("CUDASIM_OPEN_DELAY_MS", s, "milliseconds from 0 to 600000");
+  }
   if (const char* s = std::getenv("CUDASIM_FAIL_ALLOC_AFTER_BYTES")) {
     if (parse_size(s, v))
       c.fail_alloc_after_bytes = v;

@@ -17,6 +17,7 @@ struct config {
   std::uint64_t teardown_ns = 200'000'000;           ///< CUDASIM_TEARDOWN_MS
   std::uint64_t kernel_ns = 10'000;                  ///< CUDASIM_KERNEL_US: unmodelled kernels
   std::uint64_t context_delay_ns = 0;                ///< CUDASIM_CONTEXT_DELAY_MS
+  std::uint64_t open_delay_ns = 0;                   ///< CUDASIM_OPEN_DELAY_MS
   std::uint64_t fail_alloc_after_bytes = UINT64_MAX; ///< CUDASIM_FAIL_ALLOC_AFTER_BYTES
   std::uint64_t fail_alloc_after_calls = UINT64_MAX; ///< CUDASIM_FAIL_ALLOC_AFTER_CALLS
   std::uint64_t sticky_at_launch = 0;                ///< CUDASIM_STICKY_AT_LAUNCH (1-based)

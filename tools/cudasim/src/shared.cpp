@@ -5,6 +5,7 @@
 #include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -20,13 +21,11 @@
 #include <sstream>
 
 #include "config.hpp"
+#include "state_id.hpp"
 
 namespace cudasim {
 
 namespace {
-constexpr std::uint64_t state_magic = 0x4355444153494d31ull; // "CUDASIM1"
-constexpr std::uint32_t state_version = 2;
-
 enum ctx_state : std::int32_t { ctx_free = 0, ctx_live = 1, ctx_dead = 2 };
 
 std::uint64_t fnv1a(const std::string& s, std::uint64_t h) {
@@ -140,25 +139,70 @@ shared& shared::get() {
   return *instance;
 }
 
+namespace {
+
+/// Takes the shared flock that says this process uses the state (state_id.hpp). A cleaner holds
+/// the exclusive one for microseconds; false after 5 s (a cleaner stopped while holding it).
+bool lock_shared(int fd) {
+  for (int i = 0; i < 5000; ++i) {
+    if (::flock(fd, LOCK_SH | LOCK_NB) == 0) return true;
+    if (errno != EWOULDBLOCK && errno != EINTR) return false;
+    ::usleep(1000);
+  }
+  return false;
+}
+
+/// Opens the state object `name` ("/..."), creating it (empty) if there is none, and takes the
+/// shared lock; starts again when a cleaner removed the name in between, so that the object
+/// returned is the one the name refers to while the lock is held. -1 with `error` on failure.
+int open_state(const std::string& name, bool& creator, std::string& error) {
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    creator = false;
+    int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd >= 0)
+      creator = true;
+    else if (errno == EEXIST)
+      fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0 && errno == ENOENT) continue; // removed between the two opens
+    if (fd < 0) {
+      error = "cannot open the shared state /dev/shm" + name + ": " + std::strerror(errno);
+      return -1;
+    }
+    if (cfg().open_delay_ns > 0) sleep_until(now_ns() + cfg().open_delay_ns); // fault injection
+    if (!lock_shared(fd)) {
+      error = "cannot lock the shared state /dev/shm" + name + ": " +
+              (errno == EWOULDBLOCK ? "a cleaner (gpushare clean --cudasim) has held it for 5 s; "
+                                      "resume or kill it"
+                                    : std::string(std::strerror(errno)));
+      ::close(fd);
+      return -1;
+    }
+    struct stat mine {
+    }, named{};
+    if (::fstat(fd, &mine) == 0 && ::stat(("/dev/shm" + name).c_str(), &named) == 0 &&
+        mine.st_dev == named.st_dev && mine.st_ino == named.st_ino)
+      return fd;
+    ::close(fd); // the name was removed meanwhile: use what it names now
+  }
+  error = "the shared state /dev/shm" + name + " was removed 1000 times while opening it";
+  return -1;
+}
+
+} // namespace
+
 shared::shared() {
   const config& c = cfg();
   const std::string name = "/" + c.state;
   const std::size_t size = sizeof(layout);
   bool creator = false;
-  int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd >= 0) {
-    creator = true;
-    if (::ftruncate(fd, static_cast<off_t>(size)) != 0) {
-      error_ = "cannot size the shared state /dev/shm" + name + ": " + std::strerror(errno);
-      ::close(fd);
-      ::shm_unlink(name.c_str());
-      return;
-    }
-  } else if (errno == EEXIST) {
-    fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
-  }
-  if (fd < 0) {
-    error_ = "cannot open the shared state /dev/shm" + name + ": " + std::strerror(errno);
+  const int fd = open_state(name, creator, error_);
+  if (fd < 0) return;
+  auto fail_with = [&](std::string why) {
+    error_ = std::move(why);
+    ::close(fd); // drops the lock: this process does not use the state
+  };
+  if (creator && ::ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    fail_with("cannot size the shared state /dev/shm" + name + ": " + std::strerror(errno));
     return;
   }
   // A creator may still be sizing the object: wait for it briefly.
@@ -167,50 +211,60 @@ shared::shared() {
        ++i)
     ::usleep(1000);
   if (static_cast<std::size_t>(st.st_size) != size) {
-    error_ = "the shared state /dev/shm" + name +
-             " has the wrong size (another cudasim version, or not cudasim's): remove it or set "
-             "CUDASIM_STATE to another name";
-    ::close(fd);
+    fail_with("the shared state /dev/shm" + name +
+              " has the wrong size (another cudasim version, or not cudasim's): remove it "
+              "(gpushare clean --cudasim --force " +
+              c.state + ") or set CUDASIM_STATE to another name");
     return;
   }
   void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  ::close(fd);
   if (p == MAP_FAILED) {
-    error_ = "cannot map the shared state /dev/shm" + name + ": " + std::strerror(errno);
+    fail_with("cannot map the shared state /dev/shm" + name + ": " + std::strerror(errno));
     return;
   }
   auto* l = static_cast<layout*>(p);
   if (creator) {
-    l->magic = state_magic;
-    l->version = state_version;
-    pthread_mutexattr_t a;
-    ::pthread_mutexattr_init(&a);
-    ::pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-    ::pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-    ::pthread_mutex_init(&l->lock, &a);
-    ::pthread_mutexattr_destroy(&a);
-    l->gpus = c.gpus;
-    l->mig = c.mig;
-    l->units = c.units();
-    l->slice_ns = c.slice_ns;
-    l->teardown_ns = c.teardown_ns;
-    for (int u = 0; u < l->units; ++u) {
-      l->total[u] = c.mig > 0 ? c.memory / static_cast<std::uint64_t>(c.mig) : c.memory;
-      l->dev[u].owner = -1;
-    }
-    l->ready.store(1, std::memory_order_release);
+    init_layout(l, c);
   } else {
     for (int i = 0; i < 5000 && l->ready.load(std::memory_order_acquire) == 0; ++i) ::usleep(1000);
     if (l->ready.load(std::memory_order_acquire) == 0 || l->magic != state_magic ||
         l->version != state_version) {
-      error_ = "the shared state /dev/shm" + name +
-               " is not a usable cudasim state (its creator died, or another version made it): "
-               "remove it or set CUDASIM_STATE to another name";
       ::munmap(p, size);
+      fail_with("the shared state /dev/shm" + name +
+                " is not a usable cudasim state (its creator died, or another version made it): "
+                "remove it (gpushare clean --cudasim --force " +
+                c.state + ") or set CUDASIM_STATE to another name");
       return;
     }
   }
+  fd_ = fd; // kept open for the process's life: its lock says the state is in use
   base_ = l;
+  describe_units(c);
+}
+
+void shared::init_layout(layout* l, const config& c) {
+  l->magic = state_magic;
+  l->version = state_version;
+  pthread_mutexattr_t a;
+  ::pthread_mutexattr_init(&a);
+  ::pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+  ::pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+  ::pthread_mutex_init(&l->lock, &a);
+  ::pthread_mutexattr_destroy(&a);
+  l->gpus = c.gpus;
+  l->mig = c.mig;
+  l->units = c.units();
+  l->slice_ns = c.slice_ns;
+  l->teardown_ns = c.teardown_ns;
+  for (int u = 0; u < l->units; ++u) {
+    l->total[u] = c.mig > 0 ? c.memory / static_cast<std::uint64_t>(c.mig) : c.memory;
+    l->dev[u].owner = -1;
+  }
+  l->ready.store(1, std::memory_order_release);
+}
+
+void shared::describe_units(const config& c) {
+  const layout* l = base_;
   for (int u = 0; u < l->units; ++u) {
     unit_info info;
     info.index = u;

@@ -14,6 +14,8 @@
 
 namespace cudasim {
 
+struct config;
+
 constexpr int max_units = 56;     // 8 GPUs x 7 MIG instances
 constexpr int max_contexts = 256; // contexts alive at once, all processes together
 
@@ -71,9 +73,12 @@ private:
   shared();
   struct layout;
   layout* base_ = nullptr;
+  int fd_ = -1; ///< the state object, open (and flock()ed shared) for the process's life
   std::string error_;
   std::vector<unit_info> units_;
   class guard;
+  void init_layout(layout* l, const config& c);
+  void describe_units(const config& c);
   void sweep(std::uint64_t now);
   int next_owner(int unit, int after) const;
   std::uint64_t used_locked(int unit) const;
