@@ -408,7 +408,7 @@ TEST_CASE("waiting for guarded work sleeps instead of spinning, and a guard cost
   s.synchronize();
   const cudasimStats before = cudasim::stats();
   const auto calls_before = cudasim::api_calls();
-  const auto queries = cudasim::api_calls("cudaEventQuery");
+  const auto queries = cudasim::api_calls("cuEventQuery"); // the driver's: see query_event
   const auto records = cudasim::api_calls("cudaEventRecord");
   constexpr int guards = 20;
   for (int i = 0; i < guards; ++i) {
@@ -419,10 +419,9 @@ TEST_CASE("waiting for guarded work sleeps instead of spinning, and a guard cost
   const cudasimStats after = cudasim::stats();
   const double per_guard =
       static_cast<double>(cudasim::api_calls() - calls_before - 2 * guards) / guards;
-  std::printf("CUDA runtime calls per guard (cudasim, 5 ms kernels): %.1f (cudaEventQuery %.1f, "
+  std::printf("CUDA runtime calls per guard (cudasim, 5 ms kernels): %.1f (cuEventQuery %.1f, "
               "cudaEventRecord %.1f)\n",
-              per_guard,
-              static_cast<double>(cudasim::api_calls("cudaEventQuery") - queries) / guards,
+              per_guard, static_cast<double>(cudasim::api_calls("cuEventQuery") - queries) / guards,
               static_cast<double>(cudasim::api_calls("cudaEventRecord") - records) / guards);
   CHECK(per_guard <= 16); // about 7 for short regions, 12 when each region is waited for
   // 100 ms of kernels were waited for (5 ms > the 2 ms bound): by sleeping, never spinning.

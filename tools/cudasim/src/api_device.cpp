@@ -338,6 +338,8 @@ cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** fn, unsi
     found = reinterpret_cast<void*>(&drv_primary_ctx_get_state);
   if (name == "cuCtxGetCurrent") found = reinterpret_cast<void*>(&drv_ctx_get_current);
   if (name == "cuCtxSetCurrent") found = reinterpret_cast<void*>(&drv_ctx_set_current);
+  if (name == "cuStreamQuery") found = reinterpret_cast<void*>(&drv_stream_query);
+  if (name == "cuEventQuery") found = reinterpret_cast<void*>(&drv_event_query);
   *fn = found;
   if (status) *status = found ? cudaDriverEntryPointSuccess : cudaDriverEntryPointSymbolNotFound;
   return cudaSuccess;

@@ -73,20 +73,35 @@ cudaError_t stream_synchronize(cudaStream_t stream, bool ptsz, const char* name)
   return fail(static_cast<cudaError_t>(s->ctx->sticky.load()));
 }
 
+/// cudaStreamQuery's answer, not recorded as the last error (the caller decides).
 cudaError_t stream_query(cudaStream_t stream, bool ptsz, const char* name) {
-  if (const cudaError_t e = enter(name); e != cudaSuccess) return fail(e);
+  if (const cudaError_t e = enter(name); e != cudaSuccess) return e;
   runtime& rt = runtime::get();
   std::lock_guard<std::mutex> lock(rt.mutex);
   stream_obj* s = nullptr;
-  if (const cudaError_t e = stream_of(stream, ptsz, s); e != cudaSuccess) return fail(e);
+  if (const cudaError_t e = stream_of(stream, ptsz, s); e != cudaSuccess) return e;
   if (s->cap) {
     s->cap->invalidated = true;
-    return fail(cudaErrorStreamCaptureUnsupported);
+    return cudaErrorStreamCaptureUnsupported;
   }
-  if (const cudaError_t e = rt.check_legacy(s, true); e != cudaSuccess) return fail(e);
-  if (const cudaError_t e = rt.check_unsafe_call(); e != cudaSuccess) return fail(e);
+  if (const cudaError_t e = rt.check_legacy(s, true); e != cudaSuccess) return e;
+  if (const cudaError_t e = rt.check_unsafe_call(); e != cudaSuccess) return e;
   std::lock_guard<std::mutex> l(s->m);
   return !s->last || s->last->ready() ? cudaSuccess : cudaErrorNotReady;
+}
+
+/// cudaEventQuery's answer, not recorded as the last error (the caller decides).
+cudaError_t event_query(cudaEvent_t event, const char* name) {
+  if (const cudaError_t e = enter(name); e != cudaSuccess) return e;
+  runtime& rt = runtime::get();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  auto* ev = reinterpret_cast<event_obj*>(event);
+  if (!rt.events.count(ev)) return cudaErrorInvalidResourceHandle;
+  if (ev->captured) return cudaErrorCapturedEvent;
+  if (const cudaError_t e = rt.check_unsafe_call(); e != cudaSuccess) return e;
+  if (!ev->done) return cudaSuccess; // never recorded: complete by definition
+  if (!ev->done->ready()) return cudaErrorNotReady;
+  return cudaSuccess;
 }
 
 cudaError_t event_record(cudaEvent_t event, cudaStream_t stream, bool ptsz, const char* name) {
@@ -244,6 +259,15 @@ cudaError_t graph_launch(cudaGraphExec_t exec, cudaStream_t stream, bool ptsz, c
 
 } // namespace
 
+namespace cudasim {
+int drv_stream_query(void* stream) {
+  return static_cast<int>(stream_query(static_cast<cudaStream_t>(stream), false, "cuStreamQuery"));
+}
+int drv_event_query(void* event) {
+  return static_cast<int>(event_query(static_cast<cudaEvent_t>(event), "cuEventQuery"));
+}
+} // namespace cudasim
+
 extern "C" {
 
 cudaError_t cudaStreamCreate(cudaStream_t* s) { return stream_create(s, 0, 0, "cudaStreamCreate"); }
@@ -295,9 +319,14 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) {
 cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t s) {
   return stream_synchronize(s, true, "cudaStreamSynchronize_ptsz");
 }
-cudaError_t cudaStreamQuery(cudaStream_t s) { return stream_query(s, false, "cudaStreamQuery"); }
+// NotReady is recorded as the last error like any other result but cudaSuccess
+// (cuda_runtime_api.h:1119, cudaGetLastError: "the last error that has been produced by any of
+// the runtime calls"; driver_types.h:762 lists cudaErrorNotReady among the errors).
+cudaError_t cudaStreamQuery(cudaStream_t s) {
+  return fail(stream_query(s, false, "cudaStreamQuery"));
+}
 cudaError_t cudaStreamQuery_ptsz(cudaStream_t s) {
-  return stream_query(s, true, "cudaStreamQuery_ptsz");
+  return fail(stream_query(s, true, "cudaStreamQuery_ptsz"));
 }
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int) {
   return stream_wait_event(s, e, false, "cudaStreamWaitEvent");
@@ -404,16 +433,7 @@ cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t e, cudaStream_t s, unsigne
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t event) {
-  if (const cudaError_t e = enter("cudaEventQuery"); e != cudaSuccess) return fail(e);
-  runtime& rt = runtime::get();
-  std::lock_guard<std::mutex> lock(rt.mutex);
-  auto* ev = reinterpret_cast<event_obj*>(event);
-  if (!rt.events.count(ev)) return fail(cudaErrorInvalidResourceHandle);
-  if (ev->captured) return fail(cudaErrorCapturedEvent);
-  if (const cudaError_t e = rt.check_unsafe_call(); e != cudaSuccess) return fail(e);
-  if (!ev->done) return cudaSuccess; // never recorded: complete by definition
-  if (!ev->done->ready()) return cudaErrorNotReady;
-  return cudaSuccess;
+  return fail(event_query(event, "cudaEventQuery")); // NotReady recorded too: see cudaStreamQuery
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {

@@ -223,6 +223,10 @@ cudaError_t stream_of(cudaStream_t handle, bool ptsz, stream_obj*& s);
 /// (cudaErrorStreamCaptureInvalidated) and for the legacy stream while a blocking stream of its
 /// context captures (cudaErrorStreamCaptureImplicit, invalidating that capture).
 cudaError_t work_stream_of(cudaStream_t handle, bool ptsz, stream_obj*& s);
+/// The driver API's cuStreamQuery and cuEventQuery (CUresult): the runtime queries' answers
+/// without recording them as the thread's last error (driver calls never touch it).
+int drv_stream_query(void* stream);
+int drv_event_query(void* event);
 /// Binds the calling thread's driver context (cudaSetDevice, first use).
 void bind_thread(context* ctx);
 

@@ -4,6 +4,7 @@
 //     only an error it caused, never one the application has pending);
 //   * relaxed_capture: gpushare's own queries and waits run in the thread's Relaxed stream
 //     capture mode, so they never break (or fail because of) the application's capture;
+//   * query_event: polls an event through the driver API, leaving the last error alone;
 //   * wait_for_event: a bounded wait that polls with a growing sleep instead of spinning;
 //   * capture_state: whether a stream is being captured, the legacy stream included.
 #pragma once
@@ -27,11 +28,11 @@ namespace detail {
 /// Runs `call` (returning cudaError_t). If it fails and the thread had no error pending before,
 /// clears the error it left; an error the application had pending stays pending. (A failing call
 /// replaces the pending error in CUDA's own bookkeeping; peeking first is how gpushare knows
-/// whether clearing is safe.)
+/// whether clearing is safe. cudaErrorNotReady counts as a failure: the runtime records it.)
 template <class F> cudaError_t own_call(F&& call) {
   const cudaError_t before = cudaPeekAtLastError();
   const cudaError_t e = call();
-  if (e != cudaSuccess && e != cudaErrorNotReady && before == cudaSuccess) (void)cudaGetLastError();
+  if (e != cudaSuccess && before == cudaSuccess) (void)cudaGetLastError();
   return e;
 }
 
@@ -75,10 +76,33 @@ inline void* driver_entry_point(const char* name) noexcept {
 /// result (a sticky error, a destroyed context) means its completion cannot be known.
 enum class event_state { done, pending, unknown };
 
-/// cudaEventQuery, without own_call's extra call: NotReady leaves no error behind, and a query
-/// that fails otherwise leaves its own error (a sticky one stays anyway), never clears another.
+/// The driver API's cuEventQuery (CUresult cuEventQuery(CUevent); CUevent and cudaEvent_t are
+/// the same handle), resolved once; nullptr where the runtime does not offer it.
+using driver_event_query_fn = int (*)(cudaEvent_t);
+inline driver_event_query_fn driver_event_query() noexcept {
+  static const auto fn =
+      reinterpret_cast<driver_event_query_fn>(driver_entry_point("cuEventQuery"));
+  return fn;
+}
+
+/// Polls `e` without touching the runtime's last error. cudaEventQuery records its
+/// cudaErrorNotReady as the thread's last error (cudaGetLastError returns "the last error that
+/// has been produced by any of the runtime calls", cuda_runtime_api.h:1119), which would replace
+/// an error the application has pending, or leave NotReady for it to find. A driver API call
+/// never touches the runtime's last error, so gpushare asks the driver. Only where the driver's
+/// answer is unusable in this thread (not initialised, no context) does it fall back to the
+/// runtime, clearing the NotReady it caused when nothing was pending before (a pending error is
+/// then replaced: that fallback is not taken on a CUDA 12 or 13 runtime, which always has it).
 inline event_state query_event(cudaEvent_t e) noexcept {
-  const cudaError_t r = cudaEventQuery(e);
+  constexpr int cu_success = 0, cu_not_initialized = 3, cu_invalid_context = 201,
+                cu_not_ready = 600;
+  if (const driver_event_query_fn query = driver_event_query()) {
+    const int r = query(e);
+    if (r == cu_success) return event_state::done;
+    if (r == cu_not_ready) return event_state::pending;
+    if (r != cu_not_initialized && r != cu_invalid_context) return event_state::unknown;
+  }
+  const cudaError_t r = own_call([&] { return cudaEventQuery(e); });
   if (r == cudaSuccess) return event_state::done;
   return r == cudaErrorNotReady ? event_state::pending : event_state::unknown;
 }
