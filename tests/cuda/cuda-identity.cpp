@@ -191,6 +191,50 @@ TEST_CASE("an allocation that fails on device 1 describes device 1's memory, not
   s.free(held);
 }
 
+// cudaEventRecord: "\p event and \p stream must be on the same CUDA context."
+// (cuda_runtime_api.h:2804; cudaErrorInvalidResourceHandle is among its results.) A guard's
+// events are made on the session's device, so a guard on another device's stream cannot start.
+TEST_CASE("a guard on a stream of another device fails with a message that says so, and holds "
+          "nothing") {
+  CUTEST_REQUIRE_GPU();
+  if (!two_devices()) return;
+  cutest::private_domain d("wrongdev");
+  gc::device_session s(1, d.options(), cutest::no_overhead());
+  d.uses(s.device().uuid);
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  stream on0;                                          // a stream of device 0
+  for (cudaStream_t wrong : {on0.s, cudaStream_t{}}) { // and device 0's legacy default stream
+    std::string message;
+    try {
+      gc::scoped_kernel guard(s, wrong);
+      FAIL("a guard of a device 1 session started on a stream of device 0");
+    } catch (const gpushare::error& e) {
+      CHECK(e.code() == gpushare::errc::cuda_error);
+      message = e.what();
+    }
+    CAPTURE(message);
+    CHECK(message.find("is the stream on the session's device?") != std::string::npos);
+    CHECK(message.find("cudaErrorInvalidResourceHandle") != std::string::npos);
+    CHECK(s.info().active_guards == 0);            // the GPU is not held by the failed guard
+    CHECK(gc::detail::guards_on_this_thread == 0); // allocations are not refused as "in a guard"
+    // The failed record is a hot-path call made directly: its error is left for the application
+    // to see, like the exception (docs/design.md, "The application's errors").
+    CHECK(cudaGetLastError() == cudaErrorInvalidResourceHandle);
+  }
+  // The session still works with a stream of its own device.
+  REQUIRE(cudaSetDevice(1) == cudaSuccess);
+  {
+    stream on1;
+    {
+      gc::scoped_kernel guard(s, on1.s);
+      REQUIRE(gpushare_test::launch_spin(on1.s, 2'000'000) == cudaSuccess);
+    }
+    s.synchronize();
+  }
+  CHECK(s.info().device_ns >= 2'000'000);
+  CHECK(s.statistics().unknown_regions == 0);
+}
+
 TEST_CASE(
     "two device sessions on one device in one process charge its context once, and the second "
     "carries it when the first closes") {

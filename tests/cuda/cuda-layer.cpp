@@ -30,62 +30,13 @@ using namespace std::chrono_literals;
 
 namespace {
 
+using cutest::gate;
+using cutest::in_child;
 using cutest::no_overhead;
+using cutest::run_in_child;
 using cutest::stream;
 
 constexpr std::uint64_t MiB = 1ull << 20;
-
-/// A host function in a stream that blocks the stream until release(): work that waits on
-/// something outside the GPU (another process's flag, an IPC event).
-struct gate {
-  std::mutex m;
-  std::condition_variable cv;
-  bool open = false;
-  static void CUDART_CB wait(void* self) {
-    auto* g = static_cast<gate*>(self);
-    std::unique_lock lock(g->m);
-    g->cv.wait(lock, [g] { return g->open; });
-  }
-  void release() {
-    {
-      std::lock_guard lock(m);
-      open = true;
-    }
-    cv.notify_all();
-  }
-};
-
-#define CUTEST_REQUIRE_CUDASIM()                                                                   \
-  do {                                                                                             \
-    CUTEST_REQUIRE_GPU();                                                                          \
-    if (!cudasim::active()) {                                                                      \
-      std::printf("GPUSHARE_SKIP: needs the simulated runtime's fault injection or counters\n");   \
-      std::fflush(stdout);                                                                         \
-      return;                                                                                      \
-    }                                                                                              \
-  } while (0)
-
-/// Runs test case `name` of this program again in a child process with `env` added (and
-/// GPUSHARE_TEST_CHILD=1, which the test checks to play the child's part); its exit status.
-int run_in_child(const std::string& name,
-                 const std::vector<std::pair<std::string, std::string>>& env) {
-  std::vector<std::pair<std::string, std::string>> all = env;
-  all.emplace_back("GPUSHARE_TEST_CHILD", "1");
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    for (const auto& [k, v] : all) ::setenv(k.c_str(), v.c_str(), 1);
-    const std::string filter = "--test-case=" + name;
-    ::execl("/proc/self/exe", "cuda-layer", filter.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-bool in_child() { return std::getenv("GPUSHARE_TEST_CHILD") != nullptr; }
 
 } // namespace
 

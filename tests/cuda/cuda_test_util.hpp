@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Shared pieces of the CUDA tests: whether a GPU is here (else the test prints the skip marker
-// CTest looks for), a private domain per test, and helper processes started with fork + exec
-// (a CUDA context does not survive a bare fork).
+// CTest looks for), a private domain per test, helper processes started with fork + exec (a
+// CUDA context does not survive a bare fork), a test case run again in a child process with an
+// environment of its own, and a gate that blocks a stream.
 #pragma once
 
 #include <fcntl.h>
@@ -15,8 +16,12 @@
 #include <cuda_runtime_api.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -64,6 +69,63 @@ inline bool gpu_available(std::string* why = nullptr) {
       return;                                                                                      \
     }                                                                                              \
   } while (0)
+
+/// For tests that need the simulated runtime's fault injection or counters: on a real runtime
+/// the test is skipped.
+#define CUTEST_REQUIRE_CUDASIM()                                                                   \
+  do {                                                                                             \
+    CUTEST_REQUIRE_GPU();                                                                          \
+    if (!cudasim::active()) {                                                                      \
+      std::printf("GPUSHARE_SKIP: needs the simulated runtime's fault injection or counters\n");   \
+      std::fflush(stdout);                                                                         \
+      return;                                                                                      \
+    }                                                                                              \
+  } while (0)
+
+/// A host function in a stream that blocks the stream until release(): work that waits on
+/// something outside the GPU (another process's flag, an IPC event).
+struct gate {
+  std::mutex m;
+  std::condition_variable cv;
+  bool open = false;
+  static void CUDART_CB wait(void* self) {
+    auto* g = static_cast<gate*>(self);
+    std::unique_lock lock(g->m);
+    g->cv.wait(lock, [g] { return g->open; });
+  }
+  void release() {
+    {
+      std::lock_guard lock(m);
+      open = true;
+    }
+    cv.notify_all();
+  }
+};
+
+/// Runs test case `name` of this program again in a child process with `env` added (and
+/// GPUSHARE_TEST_CHILD=1, which the test checks to play the child's part); its exit status (-1
+/// if it could not be started). For settings CUDA reads once per process (cudasim's fault
+/// injection).
+inline int run_in_child(const std::string& name,
+                        const std::vector<std::pair<std::string, std::string>>& env) {
+  std::vector<std::pair<std::string, std::string>> all = env;
+  all.emplace_back("GPUSHARE_TEST_CHILD", "1");
+  const pid_t pid = ::fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    for (const auto& [k, v] : all) ::setenv(k.c_str(), v.c_str(), 1);
+    const std::string filter = "--test-case=" + name;
+    ::execl("/proc/self/exe", "cuda-test", filter.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/// Whether this process is the child run_in_child started.
+inline bool in_child() { return std::getenv("GPUSHARE_TEST_CHILD") != nullptr; }
 
 /// Device options that charge no context overhead (the tests count their own bytes exactly).
 inline gpushare::cuda::device_options no_overhead() {

@@ -320,7 +320,7 @@ TEST_CASE(
   CHECK(std::stoi(r.at("set_ms")) >= 300);
 }
 
-TEST_CASE("a sticky error: every later call returns it, and cudaGetLastError does not clear it") {
+TEST_CASE("a sticky error: the next synchronisation reports it, cudaGetLastError cannot clear it") {
   fresh_state st("sticky");
   auto r =
       probe({"sticky"}, {{"CUDASIM_STATE", st.name()}, {"CUDASIM_STICKY_AT_LAUNCH", "1"}}).result();

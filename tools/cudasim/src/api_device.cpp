@@ -297,7 +297,8 @@ cudaError_t cudaDriverGetVersion(int* version) {
 cudaError_t cudaGetLastError(void) {
   runtime& rt = runtime::get();
   if (const cudaError_t e = enter("cudaGetLastError", false); e != cudaSuccess) return e;
-  // A sticky error stays: every later call reports it, cudaGetLastError included.
+  // A sticky error stays: cudaGetLastError reports it (the current device's context's) and cannot
+  // clear it.
   {
     std::lock_guard<std::mutex> lock(rt.mutex);
     if (rt.init_pid.load() == ::getpid()) {

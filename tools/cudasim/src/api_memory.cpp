@@ -21,7 +21,7 @@ cudaError_t current_context(context*& ctx) {
   runtime& rt = runtime::get();
   if (const cudaError_t e = rt.context_of(current_device(), true, ctx); e != cudaSuccess) return e;
   bind_thread(ctx);
-  return static_cast<cudaError_t>(ctx->sticky.load());
+  return sticky_of(ctx);
 }
 
 cudaError_t malloc_async(void** ptr, size_t size, pool_obj* pool, cudaStream_t stream, bool ptsz,
@@ -199,7 +199,7 @@ cudaError_t cudaFree(void* ptr) {
   shared::get().uncharge(a.ctx->slot, round_up(a.size, 512));
   unmap_memory(ptr, a.size);
   rt.allocations.erase(it);
-  return fail(static_cast<cudaError_t>(ctx->sticky.load()));
+  return fail(sticky_of(ctx));
 }
 
 cudaError_t cudaMallocAsync(void** ptr, size_t size, cudaStream_t s) {
@@ -243,6 +243,7 @@ cudaError_t cudaDeviceGetMemPool(cudaMemPool_t* pool, int device) {
   std::lock_guard<std::mutex> lock(rt.mutex);
   context* ctx = nullptr;
   if (const cudaError_t e = rt.context_of(device, true, ctx); e != cudaSuccess) return fail(e);
+  if (const cudaError_t e = sticky_of(ctx); e != cudaSuccess) return fail(e);
   *pool = reinterpret_cast<cudaMemPool_t>(ctx->current_pool);
   return cudaSuccess;
 }
@@ -254,6 +255,7 @@ cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t* pool, int device) {
   std::lock_guard<std::mutex> lock(rt.mutex);
   context* ctx = nullptr;
   if (const cudaError_t e = rt.context_of(device, true, ctx); e != cudaSuccess) return fail(e);
+  if (const cudaError_t e = sticky_of(ctx); e != cudaSuccess) return fail(e);
   *pool = reinterpret_cast<cudaMemPool_t>(&ctx->default_pool);
   return cudaSuccess;
 }
@@ -264,6 +266,7 @@ cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t pool) {
   std::lock_guard<std::mutex> lock(rt.mutex);
   context* ctx = nullptr;
   if (const cudaError_t e = rt.context_of(device, true, ctx); e != cudaSuccess) return fail(e);
+  if (const cudaError_t e = sticky_of(ctx); e != cudaSuccess) return fail(e);
   pool_obj* p = pool_of(pool);
   if (!p || p->ctx != ctx) return fail(cudaErrorInvalidValue);
   ctx->current_pool = p;
@@ -279,6 +282,7 @@ cudaError_t cudaMemPoolCreate(cudaMemPool_t* pool, const cudaMemPoolProps* props
   context* ctx = nullptr;
   if (const cudaError_t e = rt.context_of(props->location.id, true, ctx); e != cudaSuccess)
     return fail(e);
+  if (const cudaError_t e = sticky_of(ctx); e != cudaSuccess) return fail(e);
   auto* p = new pool_obj();
   p->ctx = ctx;
   p->is_default = false;
@@ -294,6 +298,7 @@ cudaError_t cudaMemPoolDestroy(cudaMemPool_t pool) {
   std::lock_guard<std::mutex> lock(rt.mutex);
   auto* p = reinterpret_cast<pool_obj*>(pool);
   if (!rt.pools.count(p)) return fail(cudaErrorInvalidValue);
+  if (const cudaError_t e = sticky_of(p->ctx); e != cudaSuccess) return fail(e);
   if (p->ctx->slot >= 0 && p->reserved > p->used)
     shared::get().uncharge(p->ctx->slot, p->reserved - p->used);
   p->reserved = p->used; // memory of live allocations stays until they are freed
@@ -310,6 +315,7 @@ cudaError_t cudaMemPoolTrimTo(cudaMemPool_t pool, size_t keep) {
   std::lock_guard<std::mutex> lock(rt.mutex);
   pool_obj* p = pool_of(pool);
   if (!p) return fail(cudaErrorInvalidValue);
+  if (const cudaError_t e = sticky_of(p->ctx); e != cudaSuccess) return fail(e);
   const std::uint64_t target = std::max<std::uint64_t>(keep, round_up(p->used, pool_granule));
   if (p->reserved > target) {
     if (p->ctx->slot >= 0) shared::get().uncharge(p->ctx->slot, p->reserved - target);
@@ -325,6 +331,7 @@ cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr, vo
   std::lock_guard<std::mutex> lock(rt.mutex);
   pool_obj* p = pool_of(pool);
   if (!p) return fail(cudaErrorInvalidValue);
+  if (const cudaError_t e = sticky_of(p->ctx); e != cudaSuccess) return fail(e);
   const auto v = *static_cast<std::uint64_t*>(value);
   switch (attr) {
   case cudaMemPoolAttrReleaseThreshold: p->threshold = v; return cudaSuccess;
@@ -350,6 +357,7 @@ cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr, vo
   std::lock_guard<std::mutex> lock(rt.mutex);
   pool_obj* p = pool_of(pool);
   if (!p) return fail(cudaErrorInvalidValue);
+  if (const cudaError_t e = sticky_of(p->ctx); e != cudaSuccess) return fail(e);
   auto* out = static_cast<std::uint64_t*>(value);
   switch (attr) {
   case cudaMemPoolAttrReleaseThreshold: *out = p->threshold; return cudaSuccess;
@@ -444,6 +452,7 @@ cudaError_t cudaHostGetDevicePointer(void** device, void* host, unsigned int fla
   const auto it = rt.allocations.find(host);
   if (it == rt.allocations.end() || it->second.kind != allocation::host)
     return fail(cudaErrorInvalidValue);
+  if (const cudaError_t e = sticky_of(it->second.ctx); e != cudaSuccess) return fail(e);
   *device = host; // unified addressing: the same address on both sides
   return cudaSuccess;
 }
@@ -460,6 +469,7 @@ cudaError_t cudaFreeHost(void* ptr) {
     if (it == rt.allocations.end() || it->second.kind != allocation::host)
       return fail(cudaErrorInvalidValue);
     ctx = it->second.ctx;
+    if (const cudaError_t e = sticky_of(ctx); e != cudaSuccess) return fail(e);
   }
   rt.synchronize(ctx); // like cudaFree, cudaFreeHost synchronises the device
   std::lock_guard<std::mutex> lock(rt.mutex);

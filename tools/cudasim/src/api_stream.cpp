@@ -17,7 +17,7 @@ cudaError_t stream_of(cudaStream_t handle, bool ptsz, stream_obj*& s) {
   runtime& rt = runtime::get();
   if (const cudaError_t e = rt.resolve(handle, ptsz, s); e != cudaSuccess) return e;
   bind_thread(s->ctx);
-  return static_cast<cudaError_t>(s->ctx->sticky.load());
+  return sticky_of(s->ctx);
 }
 
 cudaError_t work_stream_of(cudaStream_t handle, bool ptsz, stream_obj*& s) {
@@ -40,6 +40,7 @@ cudaError_t stream_create(cudaStream_t* out, unsigned flags, int priority, const
   context* ctx = nullptr;
   if (const cudaError_t e = rt.context_of(current_device(), true, ctx); e != cudaSuccess)
     return fail(e);
+  if (const cudaError_t e = sticky_of(ctx); e != cudaSuccess) return fail(e);
   auto* s = new stream_obj();
   s->ctx = ctx;
   s->flags = flags;
@@ -97,6 +98,7 @@ cudaError_t event_query(cudaEvent_t event, const char* name) {
   std::lock_guard<std::mutex> lock(rt.mutex);
   auto* ev = reinterpret_cast<event_obj*>(event);
   if (!rt.events.count(ev)) return cudaErrorInvalidResourceHandle;
+  if (const cudaError_t e = sticky_of(ev->ctx); e != cudaSuccess) return e;
   if (ev->captured) return cudaErrorCapturedEvent;
   if (const cudaError_t e = rt.check_unsafe_call(); e != cudaSuccess) return e;
   if (!ev->done) return cudaSuccess; // never recorded: complete by definition
@@ -112,6 +114,8 @@ cudaError_t event_record(cudaEvent_t event, cudaStream_t stream, bool ptsz, cons
   if (!rt.events.count(ev)) return fail(cudaErrorInvalidResourceHandle);
   stream_obj* s = nullptr;
   if (const cudaError_t e = work_stream_of(stream, ptsz, s); e != cudaSuccess) return fail(e);
+  // "event and stream must be on the same CUDA context" (cudaEventRecord's documentation).
+  if (ev->ctx != s->ctx) return fail(cudaErrorInvalidResourceHandle);
   if (s->cap) {
     // Inside a capture the record only expresses a dependency: no timestamp, no completion;
     // the event is "captured" until recorded again outside a capture.
@@ -284,6 +288,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   std::lock_guard<std::mutex> lock(rt.mutex);
   auto* s = reinterpret_cast<stream_obj*>(stream);
   if (!rt.streams.count(s)) return fail(cudaErrorInvalidResourceHandle);
+  if (const cudaError_t e = sticky_of(s->ctx); e != cudaSuccess) return fail(e);
   // Work already queued still runs (the documented behaviour); the handle is dead at once.
   // The object itself stays (its worker may still run), as small as it is.
   rt.streams.erase(s);
@@ -298,6 +303,7 @@ cudaError_t cudaStreamGetFlags(cudaStream_t stream, unsigned int* flags) {
   std::lock_guard<std::mutex> lock(rt.mutex);
   stream_obj* s = nullptr;
   if (const cudaError_t e = rt.resolve(stream, false, s); e != cudaSuccess) return fail(e);
+  if (const cudaError_t e = sticky_of(s->ctx); e != cudaSuccess) return fail(e);
   *flags = s->flags;
   return cudaSuccess;
 }
@@ -309,6 +315,7 @@ cudaError_t cudaStreamGetPriority(cudaStream_t stream, int* priority) {
   std::lock_guard<std::mutex> lock(rt.mutex);
   stream_obj* s = nullptr;
   if (const cudaError_t e = rt.resolve(stream, false, s); e != cudaSuccess) return fail(e);
+  if (const cudaError_t e = sticky_of(s->ctx); e != cudaSuccess) return fail(e);
   *priority = s->priority;
   return cudaSuccess;
 }
@@ -398,7 +405,9 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
   context* ctx = nullptr;
   if (const cudaError_t e = rt.context_of(current_device(), true, ctx); e != cudaSuccess)
     return fail(e);
+  if (const cudaError_t e = sticky_of(ctx); e != cudaSuccess) return fail(e);
   auto* ev = new event_obj();
+  ev->ctx = ctx;
   ev->flags = flags;
   rt.events.insert(ev);
   *event = reinterpret_cast<cudaEvent_t>(ev);
@@ -414,7 +423,9 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
   runtime& rt = runtime::get();
   std::lock_guard<std::mutex> lock(rt.mutex);
   auto* ev = reinterpret_cast<event_obj*>(event);
-  if (!rt.events.erase(ev)) return fail(cudaErrorInvalidResourceHandle);
+  if (!rt.events.count(ev)) return fail(cudaErrorInvalidResourceHandle);
+  if (const cudaError_t e = sticky_of(ev->ctx); e != cudaSuccess) return fail(e);
+  rt.events.erase(ev);
   delete ev; // its completion lives on in the stream that records it
   return cudaSuccess;
 }
@@ -441,10 +452,13 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   runtime& rt = runtime::get();
   done_ptr done;
   bool blocking = false;
+  context* ctx = nullptr;
   {
     std::lock_guard<std::mutex> lock(rt.mutex);
     auto* ev = reinterpret_cast<event_obj*>(event);
     if (!rt.events.count(ev)) return fail(cudaErrorInvalidResourceHandle);
+    ctx = ev->ctx;
+    if (const cudaError_t e = sticky_of(ctx); e != cudaSuccess) return fail(e);
     if (ev->captured) return fail(cudaErrorCapturedEvent);
     if (const cudaError_t e = rt.check_unsafe_call(); e != cudaSuccess) return fail(e);
     done = ev->done;
@@ -452,12 +466,8 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   }
   rt.wait(done, blocking);
   std::lock_guard<std::mutex> lock(rt.mutex);
-  context* ctx = nullptr;
-  if (rt.context_of(current_device(), false, ctx) == cudaSuccess) {
-    rt.release_pools(ctx);
-    return fail(static_cast<cudaError_t>(ctx->sticky.load()));
-  }
-  return cudaSuccess;
+  rt.release_pools(ctx);
+  return fail(sticky_of(ctx)); // a fault while it waited: the event's context reports it
 }
 
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
@@ -468,6 +478,8 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) 
   auto* a = reinterpret_cast<event_obj*>(start);
   auto* b = reinterpret_cast<event_obj*>(end);
   if (!rt.events.count(a) || !rt.events.count(b)) return fail(cudaErrorInvalidResourceHandle);
+  if (const cudaError_t e = sticky_of(a->ctx); e != cudaSuccess) return fail(e);
+  if (const cudaError_t e = sticky_of(b->ctx); e != cudaSuccess) return fail(e);
   if (a->captured || b->captured) return fail(cudaErrorCapturedEvent);
   if ((a->flags | b->flags) & cudaEventDisableTiming) return fail(cudaErrorInvalidResourceHandle);
   if (!a->done || !b->done) return fail(cudaErrorInvalidResourceHandle);
@@ -513,7 +525,13 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsig
   std::lock_guard<std::mutex> lock(rt.mutex);
   auto* g = reinterpret_cast<graph_obj*>(graph);
   if (!rt.graphs.count(g)) return fail(cudaErrorInvalidResourceHandle);
+  // The executable graph belongs to the current device's context (a graph itself to none).
+  context* ctx = nullptr;
+  if (const cudaError_t e = rt.context_of(current_device(), true, ctx); e != cudaSuccess)
+    return fail(e);
+  if (const cudaError_t e = sticky_of(ctx); e != cudaSuccess) return fail(e);
   auto* x = new graph_exec_obj();
+  x->ctx = ctx;
   for (const auto& n : g->nodes) x->nodes.push_back(*n);
   rt.execs.insert(x);
   *exec = reinterpret_cast<cudaGraphExec_t>(x);
@@ -542,7 +560,9 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
   runtime& rt = runtime::get();
   std::lock_guard<std::mutex> lock(rt.mutex);
   auto* x = reinterpret_cast<graph_exec_obj*>(exec);
-  if (!rt.execs.erase(x)) return fail(cudaErrorInvalidResourceHandle);
+  if (!rt.execs.count(x)) return fail(cudaErrorInvalidResourceHandle);
+  if (const cudaError_t e = sticky_of(x->ctx); e != cudaSuccess) return fail(e);
+  rt.execs.erase(x);
   delete x; // queued copies of its nodes are owned by the streams
   return cudaSuccess;
 }

@@ -80,6 +80,7 @@ struct graph_obj {
 };
 struct graph_exec_obj {
   std::vector<work> nodes;
+  context* ctx = nullptr; // instantiated on the context of the device current then
 };
 
 struct capture {
@@ -118,6 +119,7 @@ struct stream_obj {
 };
 
 struct event_obj {
+  context* ctx = nullptr; // created on the context of the device current then
   unsigned flags = 0;
   done_ptr done;         // null: never recorded
   bool captured = false; // last recorded in a capturing stream
@@ -140,6 +142,14 @@ struct context {
   pool_obj* current_pool = &default_pool;
   std::vector<pool_obj*> pools;
 };
+
+/// The sticky error of `ctx` (cudaSuccess when it has none). After a device fault every call
+/// that does CUDA work on the context returns it: "This leaves the process in an inconsistent
+/// state and any further CUDA work will return the same error" (driver_types.h, on
+/// cudaErrorLaunchFailure). docs/cudasim.md, "Errors", lists the calls that do no such work.
+inline cudaError_t sticky_of(const context* ctx) {
+  return ctx ? static_cast<cudaError_t>(ctx->sticky.load()) : cudaSuccess;
+}
 
 struct allocation {
   enum kind_t { device, async, graph, host } kind;
