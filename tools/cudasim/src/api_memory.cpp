@@ -41,7 +41,7 @@ cudaError_t malloc_async(void** ptr, size_t size, pool_obj* pool, cudaStream_t s
   if (!p) return fail(cudaErrorMemoryAllocation);
   if (s->cap) {
     // In a capture the allocation becomes a graph memory node: the address is fixed now, the
-    // memory is charged when the graph is launched.
+    // graph memory pool maps memory to it when the graph is launched (back_graph_memory).
     rt.allocations[p] = {allocation::graph, size, s->ctx, pool, false};
     work w{};
     w.kind = work::alloc;

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// Runtime API: streams, events, stream capture, graphs, host functions.
+// Runtime API: streams, events, stream capture, host functions (graphs: api_graph.cpp; capture
+// across streams: capture.cpp).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 
+#include "capture.hpp"
 #include "runtime.hpp"
 #include "shared.hpp"
 
@@ -106,8 +108,10 @@ cudaError_t event_query(cudaEvent_t event, const char* name) {
   return cudaSuccess;
 }
 
-cudaError_t event_record(cudaEvent_t event, cudaStream_t stream, bool ptsz, const char* name) {
+cudaError_t event_record(cudaEvent_t event, cudaStream_t stream, unsigned flags, bool ptsz,
+                         const char* name) {
   if (const cudaError_t e = enter(name); e != cudaSuccess) return fail(e);
+  if ((flags & ~unsigned{cudaEventRecordExternal}) != 0) return fail(cudaErrorInvalidValue);
   runtime& rt = runtime::get();
   std::lock_guard<std::mutex> lock(rt.mutex);
   auto* ev = reinterpret_cast<event_obj*>(event);
@@ -116,30 +120,36 @@ cudaError_t event_record(cudaEvent_t event, cudaStream_t stream, bool ptsz, cons
   if (const cudaError_t e = work_stream_of(stream, ptsz, s); e != cudaSuccess) return fail(e);
   // "event and stream must be on the same CUDA context" (cudaEventRecord's documentation).
   if (ev->ctx != s->ctx) return fail(cudaErrorInvalidResourceHandle);
-  if (s->cap) {
-    // Inside a capture the record only expresses a dependency: no timestamp, no completion;
-    // the event is "captured" until recorded again outside a capture.
-    ev->captured = true;
-    ev->done = nullptr;
-    return cudaSuccess;
-  }
   work w{};
   w.kind = work::event_record;
   w.event = ev;
+  if (s->cap) {
+    // In a capture: a dependency for other streams of the capture, or with
+    // cudaEventRecordExternal an event-record node that records the event when the graph runs.
+    if (flags & cudaEventRecordExternal)
+      (void)rt.submit(s, std::move(w));
+    else
+      capture_record(ev, s);
+    return cudaSuccess;
+  }
   ev->done = rt.submit(s, std::move(w));
   ev->captured = false;
   return cudaSuccess;
 }
 
-cudaError_t stream_wait_event(cudaStream_t stream, cudaEvent_t event, bool ptsz, const char* name) {
+cudaError_t stream_wait_event(cudaStream_t stream, cudaEvent_t event, unsigned flags, bool ptsz,
+                              const char* name) {
   if (const cudaError_t e = enter(name); e != cudaSuccess) return fail(e);
+  if ((flags & ~unsigned{cudaEventWaitExternal}) != 0) return fail(cudaErrorInvalidValue);
   runtime& rt = runtime::get();
   std::lock_guard<std::mutex> lock(rt.mutex);
   auto* ev = reinterpret_cast<event_obj*>(event);
   if (!rt.events.count(ev)) return fail(cudaErrorInvalidResourceHandle);
   stream_obj* s = nullptr;
   if (const cudaError_t e = work_stream_of(stream, ptsz, s); e != cudaSuccess) return fail(e);
-  if (!ev->done) return cudaSuccess; // never recorded (or captured): nothing to wait for
+  if (const auto captured = capture_wait(s, ev, flags))
+    return *captured == cudaSuccess ? cudaSuccess : fail(*captured);
+  if (!ev->done) return cudaSuccess; // never recorded: nothing to wait for
   work w{};
   w.kind = work::wait;
   w.wait_for = ev->done;
@@ -180,6 +190,8 @@ cudaError_t begin_capture(cudaStream_t stream, cudaStreamCaptureMode mode, bool 
   c->thread = std::this_thread::get_id();
   c->graph = new graph_obj();
   c->id = ++rt.capture_ids;
+  c->origin = s;
+  c->tips[s] = {};
   rt.graphs.insert(c->graph);
   rt.captures.push_back(c);
   s->cap = c;
@@ -195,20 +207,13 @@ cudaError_t end_capture(cudaStream_t stream, cudaGraph_t* graph, bool ptsz, cons
   if (const cudaError_t e = stream_of(stream, ptsz, s); e != cudaSuccess) return fail(e);
   capture* c = s->cap;
   if (!c) return fail(cudaErrorIllegalState);
+  if (c->origin != s) return fail(cudaErrorStreamCaptureUnmatched); // a stream that joined
   if (c->thread != std::this_thread::get_id() && c->mode != cudaStreamCaptureModeRelaxed)
     return fail(cudaErrorStreamCaptureWrongThread);
-  s->cap = nullptr;
-  rt.captures.erase(std::find(rt.captures.begin(), rt.captures.end(), c));
-  const bool invalid = c->invalidated;
-  if (invalid) {
-    rt.graphs.erase(c->graph);
-    delete c->graph;
-    *graph = nullptr;
-  } else {
-    *graph = reinterpret_cast<cudaGraph_t>(c->graph);
-  }
-  delete c;
-  return invalid ? fail(cudaErrorStreamCaptureInvalidated) : cudaSuccess;
+  graph_obj* g = nullptr;
+  const cudaError_t result = finish_capture(c, g);
+  *graph = reinterpret_cast<cudaGraph_t>(g);
+  return result == cudaSuccess ? cudaSuccess : fail(result);
 }
 
 cudaError_t is_capturing(cudaStream_t stream, cudaStreamCaptureStatus* status, bool ptsz,
@@ -237,27 +242,6 @@ cudaError_t capture_info(cudaStream_t stream, cudaStreamCaptureStatus* status,
   (void)rt.resolve(stream, ptsz, s);
   if (id) *id = s && s->cap ? s->cap->id : 0;
   if (graph) *graph = s && s->cap ? reinterpret_cast<cudaGraph_t>(s->cap->graph) : nullptr;
-  return cudaSuccess;
-}
-
-cudaError_t graph_launch(cudaGraphExec_t exec, cudaStream_t stream, bool ptsz, const char* name) {
-  if (const cudaError_t e = enter(name); e != cudaSuccess) return fail(e);
-  runtime& rt = runtime::get();
-  std::lock_guard<std::mutex> lock(rt.mutex);
-  auto* x = reinterpret_cast<graph_exec_obj*>(exec);
-  if (!rt.execs.count(x)) return fail(cudaErrorInvalidResourceHandle);
-  stream_obj* s = nullptr;
-  if (const cudaError_t e = work_stream_of(stream, ptsz, s); e != cudaSuccess) return fail(e);
-  // Graph memory: an allocation node's memory is charged when the graph is launched, and
-  // returned by its free node when that executes (CUDA Programming Guide, graph memory nodes).
-  for (const work& n : x->nodes) {
-    if (n.kind != work::alloc) continue;
-    auto it = rt.allocations.find(n.ptr);
-    if (it == rt.allocations.end() || it->second.charged) continue;
-    if (!rt.charge(s->ctx, it->second.size)) return fail(cudaErrorMemoryAllocation);
-    it->second.charged = true;
-  }
-  for (const work& n : x->nodes) (void)rt.submit(s, n);
   return cudaSuccess;
 }
 
@@ -335,11 +319,11 @@ cudaError_t cudaStreamQuery(cudaStream_t s) {
 cudaError_t cudaStreamQuery_ptsz(cudaStream_t s) {
   return fail(stream_query(s, true, "cudaStreamQuery_ptsz"));
 }
-cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int) {
-  return stream_wait_event(s, e, false, "cudaStreamWaitEvent");
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags) {
+  return stream_wait_event(s, e, flags, false, "cudaStreamWaitEvent");
 }
-cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t s, cudaEvent_t e, unsigned int) {
-  return stream_wait_event(s, e, true, "cudaStreamWaitEvent_ptsz");
+cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t s, cudaEvent_t e, unsigned int flags) {
+  return stream_wait_event(s, e, flags, true, "cudaStreamWaitEvent_ptsz");
 }
 cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void* user) {
   return launch_host_func(s, fn, user, false, "cudaLaunchHostFunc");
@@ -431,16 +415,16 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
-  return event_record(e, s, false, "cudaEventRecord");
+  return event_record(e, s, 0, false, "cudaEventRecord");
 }
 cudaError_t cudaEventRecord_ptsz(cudaEvent_t e, cudaStream_t s) {
-  return event_record(e, s, true, "cudaEventRecord_ptsz");
+  return event_record(e, s, 0, true, "cudaEventRecord_ptsz");
 }
-cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t s, unsigned int) {
-  return event_record(e, s, false, "cudaEventRecordWithFlags");
+cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t s, unsigned int flags) {
+  return event_record(e, s, flags, false, "cudaEventRecordWithFlags");
 }
-cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t e, cudaStream_t s, unsigned int) {
-  return event_record(e, s, true, "cudaEventRecordWithFlags_ptsz");
+cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t e, cudaStream_t s, unsigned int flags) {
+  return event_record(e, s, flags, true, "cudaEventRecordWithFlags_ptsz");
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t event) {
@@ -486,84 +470,6 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) 
   if (!a->done->ready() || !b->done->ready()) return fail(cudaErrorNotReady);
   const double diff = static_cast<double>(b->done->at) - static_cast<double>(a->done->at);
   *ms = static_cast<float>(diff / 1e6);
-  return cudaSuccess;
-}
-
-// --- graphs -----------------------------------------------------------------------------
-
-cudaError_t cudaGraphCreate(cudaGraph_t* graph, unsigned int) {
-  if (const cudaError_t e = enter("cudaGraphCreate"); e != cudaSuccess) return fail(e);
-  if (!graph) return fail(cudaErrorInvalidValue);
-  runtime& rt = runtime::get();
-  std::lock_guard<std::mutex> lock(rt.mutex);
-  auto* g = new graph_obj();
-  rt.graphs.insert(g);
-  *graph = reinterpret_cast<cudaGraph_t>(g);
-  return cudaSuccess;
-}
-
-cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, size_t* count) {
-  if (const cudaError_t e = enter("cudaGraphGetNodes"); e != cudaSuccess) return fail(e);
-  if (!count) return fail(cudaErrorInvalidValue);
-  runtime& rt = runtime::get();
-  std::lock_guard<std::mutex> lock(rt.mutex);
-  auto* g = reinterpret_cast<graph_obj*>(graph);
-  if (!rt.graphs.count(g)) return fail(cudaErrorInvalidResourceHandle);
-  if (nodes) {
-    const std::size_t n = std::min(*count, g->nodes.size());
-    for (std::size_t i = 0; i < n; ++i)
-      nodes[i] = reinterpret_cast<cudaGraphNode_t>(g->nodes[i].get());
-  }
-  *count = g->nodes.size();
-  return cudaSuccess;
-}
-
-cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long) {
-  if (const cudaError_t e = enter("cudaGraphInstantiate"); e != cudaSuccess) return fail(e);
-  if (!exec) return fail(cudaErrorInvalidValue);
-  runtime& rt = runtime::get();
-  std::lock_guard<std::mutex> lock(rt.mutex);
-  auto* g = reinterpret_cast<graph_obj*>(graph);
-  if (!rt.graphs.count(g)) return fail(cudaErrorInvalidResourceHandle);
-  // The executable graph belongs to the current device's context (a graph itself to none).
-  context* ctx = nullptr;
-  if (const cudaError_t e = rt.context_of(current_device(), true, ctx); e != cudaSuccess)
-    return fail(e);
-  if (const cudaError_t e = sticky_of(ctx); e != cudaSuccess) return fail(e);
-  auto* x = new graph_exec_obj();
-  x->ctx = ctx;
-  for (const auto& n : g->nodes) x->nodes.push_back(*n);
-  rt.execs.insert(x);
-  *exec = reinterpret_cast<cudaGraphExec_t>(x);
-  return cudaSuccess;
-}
-
-cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t s) {
-  return graph_launch(x, s, false, "cudaGraphLaunch");
-}
-cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t x, cudaStream_t s) {
-  return graph_launch(x, s, true, "cudaGraphLaunch_ptsz");
-}
-
-cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
-  if (const cudaError_t e = enter("cudaGraphDestroy"); e != cudaSuccess) return fail(e);
-  runtime& rt = runtime::get();
-  std::lock_guard<std::mutex> lock(rt.mutex);
-  auto* g = reinterpret_cast<graph_obj*>(graph);
-  if (!rt.graphs.erase(g)) return fail(cudaErrorInvalidResourceHandle);
-  delete g;
-  return cudaSuccess;
-}
-
-cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
-  if (const cudaError_t e = enter("cudaGraphExecDestroy"); e != cudaSuccess) return fail(e);
-  runtime& rt = runtime::get();
-  std::lock_guard<std::mutex> lock(rt.mutex);
-  auto* x = reinterpret_cast<graph_exec_obj*>(exec);
-  if (!rt.execs.count(x)) return fail(cudaErrorInvalidResourceHandle);
-  if (const cudaError_t e = sticky_of(x->ctx); e != cudaSuccess) return fail(e);
-  rt.execs.erase(x);
-  delete x; // queued copies of its nodes are owned by the streams
   return cudaSuccess;
 }
 

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "capture.hpp"
 #include "config.hpp"
 #include "shared.hpp"
 
@@ -240,7 +241,7 @@ cudaError_t runtime::check_legacy(stream_obj* s, bool invalidate) {
 done_ptr runtime::submit(stream_obj* s, work w) {
   // Called with `mutex` held.
   if (s->cap) {
-    if (!s->cap->invalidated) s->cap->graph->nodes.push_back(std::make_unique<work>(std::move(w)));
+    if (!s->cap->invalidated) capture_node(s, std::move(w));
     return nullptr;
   }
   std::vector<done_ptr> deps;
@@ -327,24 +328,31 @@ void runtime::execute(stream_obj* s, work& w) {
   case work::set:
     if (!faulted && w.bytes) std::memset(w.dst, w.value, w.bytes);
     return;
-  case work::free_async: {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto it = allocations.find(w.ptr);
-    if (it == allocations.end()) return;
-    allocation& a = it->second;
-    if (a.kind == allocation::async) {
-      a.pool->used -= std::min<std::uint64_t>(a.pool->used, round_up(a.size, 512));
-      ::madvise(w.ptr, a.size, MADV_DONTNEED);
-      allocations.erase(it);
-    } else if (a.kind == allocation::graph && a.charged) {
-      if (a.ctx->slot >= 0) shared::get().uncharge(a.ctx->slot, a.size);
-      a.charged = false;
-    }
-    return;
-  }
+  case work::free_async:
+  case work::graph_end: execute_memory_node(w); return;
   case work::alloc:
   case work::event_record:
   case work::wait: return;
+  }
+}
+
+void runtime::execute_memory_node(const work& w) {
+  std::lock_guard<std::mutex> lock(mutex);
+  if (w.kind == work::graph_end) { // the launch no longer uses its allocations' memory
+    for (void* p : w.allocs)
+      if (auto it = allocations.find(p); it != allocations.end() && it->second.runs > 0)
+        --it->second.runs;
+    return;
+  }
+  auto it = allocations.find(w.ptr);
+  if (it == allocations.end()) return;
+  allocation& a = it->second;
+  if (a.kind == allocation::async) {
+    a.pool->used -= std::min<std::uint64_t>(a.pool->used, round_up(a.size, 512));
+    ::madvise(w.ptr, a.size, MADV_DONTNEED);
+    allocations.erase(it);
+  } else if (a.kind == allocation::graph) {
+    a.live = false; // its memory stays in the graph pool (see trim_graph_memory)
   }
 }
 
@@ -377,6 +385,54 @@ void runtime::release_pools(context* ctx) {
       if (ctx->slot >= 0) shared::get().uncharge(ctx->slot, p->reserved - keep);
       p->reserved = keep;
     }
+  }
+}
+
+cudaError_t runtime::back_graph_memory(context* ctx, const std::vector<void*>& ptrs) {
+  // Called with `mutex` held. Physical memory is mapped for a launch's allocations that have
+  // none (first launch, or after a trim), from the pool's unused reservation first.
+  graph_pool& gp = ctx->graph_mem;
+  std::uint64_t need = 0;
+  std::vector<allocation*> todo;
+  for (void* p : ptrs) {
+    const auto it = allocations.find(p);
+    if (it == allocations.end()) continue;
+    todo.push_back(&it->second);
+    if (!it->second.backed) need += round_up(it->second.size, 512);
+  }
+  if (gp.used + need > gp.reserved) {
+    const std::uint64_t grow = round_up(gp.used + need - gp.reserved, pool_granule);
+    if (!charge(ctx, grow)) return cudaErrorMemoryAllocation;
+    gp.reserved += grow;
+    gp.reserved_high = std::max(gp.reserved_high, gp.reserved);
+  }
+  for (allocation* a : todo) {
+    a->backed = true;
+    a->live = true;
+    ++a->runs; // until the launch's graph_end
+  }
+  gp.used += need;
+  gp.used_high = std::max(gp.used_high, gp.used);
+  return cudaSuccess;
+}
+
+void runtime::trim_graph_memory(context* ctx, const std::vector<void*>* only, bool release) {
+  // Called with `mutex` held. In use: allocations not freed yet, and those of launches
+  // scheduled or running (cudaDeviceGraphMemTrim's documentation).
+  for (auto& [p, a] : allocations) {
+    if (a.kind != allocation::graph || !a.backed || a.live || a.runs > 0) continue;
+    if (ctx && a.ctx != ctx) continue;
+    if (only && std::find(only->begin(), only->end(), p) == only->end()) continue;
+    a.backed = false;
+    graph_pool& gp = a.ctx->graph_mem;
+    gp.used -= std::min<std::uint64_t>(gp.used, round_up(a.size, 512));
+  }
+  if (!release || !ctx) return;
+  graph_pool& gp = ctx->graph_mem;
+  const std::uint64_t keep = round_up(gp.used, pool_granule);
+  if (gp.reserved > keep) {
+    if (ctx->slot >= 0) shared::get().uncharge(ctx->slot, gp.reserved - keep);
+    gp.reserved = keep;
   }
 }
 

@@ -47,10 +47,22 @@ struct kernel_info {
 struct context;
 struct event_obj;
 struct pool_obj;
+struct stream_obj;
 
 /// One piece of work: a stream operation, or a graph node.
 struct work {
-  enum kind_t { kernel, event_record, host_fn, copy, copy2d, set, alloc, free_async, wait } kind;
+  enum kind_t {
+    kernel,
+    event_record,
+    host_fn,
+    copy,
+    copy2d,
+    set,
+    alloc,
+    free_async,
+    wait,
+    graph_end
+  } kind;
   // kernel
   kernel_info* k = nullptr;
   std::vector<std::vector<unsigned char>> args;
@@ -58,7 +70,7 @@ struct work {
   std::size_t shared_mem = 0;
   std::uint64_t ns = 0;
   bool fault = false;
-  // event record (outside capture)
+  // event record (outside capture, or an external record node); an external wait node's event
   event_obj* event = nullptr;
   // host function
   cudaHostFn_t fn = nullptr;
@@ -73,6 +85,8 @@ struct work {
   pool_obj* pool = nullptr;
   // cudaStreamWaitEvent
   done_ptr wait_for;
+  // graph_end: the end of one launch of a graph, whose allocation nodes these are
+  std::vector<void*> allocs;
 };
 
 struct graph_obj {
@@ -83,12 +97,18 @@ struct graph_exec_obj {
   context* ctx = nullptr; // instantiated on the context of the device current then
 };
 
+/// One capture sequence: the streams capturing into it (the origin, where it began, and those
+/// that joined it by waiting on one of its events), and each node's dependencies, by index into
+/// graph->nodes. A stream's tips are the nodes its next captured work depends on.
 struct capture {
   cudaStreamCaptureMode mode = cudaStreamCaptureModeGlobal;
   std::thread::id thread;
   graph_obj* graph = nullptr;
   bool invalidated = false;
   unsigned long long id = 0;
+  stream_obj* origin = nullptr;
+  std::vector<std::vector<std::size_t>> deps;           // per node
+  std::map<stream_obj*, std::vector<std::size_t>> tips; // per capturing stream
 };
 
 /// How much work a stream may hold before a launch blocks the host thread until there is room:
@@ -123,12 +143,22 @@ struct event_obj {
   unsigned flags = 0;
   done_ptr done;         // null: never recorded
   bool captured = false; // last recorded in a capturing stream
+  // When captured: the capture (its id) and the nodes the record stands for.
+  unsigned long long capture_id = 0;
+  std::vector<std::size_t> nodes;
 };
 
 struct pool_obj {
   context* ctx = nullptr;
   std::uint64_t reserved = 0, used = 0, threshold = 0, reserved_high = 0, used_high = 0;
   bool is_default = true;
+};
+
+/// The device's graph memory pool (per process and device): physical memory reserved for graph
+/// allocations, charged to the device until cudaDeviceGraphMemTrim releases what is not in use;
+/// `used` is what is mapped to graph allocations now.
+struct graph_pool {
+  std::uint64_t reserved = 0, used = 0, reserved_high = 0, used_high = 0;
 };
 
 struct context {
@@ -141,6 +171,7 @@ struct context {
   pool_obj default_pool;
   pool_obj* current_pool = &default_pool;
   std::vector<pool_obj*> pools;
+  graph_pool graph_mem;
 };
 
 /// The sticky error of `ctx` (cudaSuccess when it has none). After a device fault every call
@@ -156,7 +187,11 @@ struct allocation {
   std::size_t size = 0;
   context* ctx = nullptr;
   pool_obj* pool = nullptr;
-  bool charged = true; // graph allocations: charged while a replay holds them
+  // graph allocations (see graph_pool): `live` from a launch until a free of it runs; `backed`
+  // while physical memory of the pool is mapped to it; `runs`: launches scheduled or running.
+  bool live = false;
+  bool backed = false;
+  int runs = 0;
 };
 
 /// The process-wide runtime (never destroyed: stream workers may outlive main).
@@ -202,6 +237,12 @@ public:
   cudaError_t check_legacy(stream_obj* s, bool invalidate);
   /// Releases idle pool memory above the release threshold (at synchronisation points).
   void release_pools(context* ctx);
+  /// Maps graph-pool memory to the allocations `ptrs` (a launch), growing the pool's
+  /// reservation as needed; cudaErrorMemoryAllocation when the device has no room.
+  cudaError_t back_graph_memory(context* ctx, const std::vector<void*>& ptrs);
+  /// Unmaps graph allocations no launch uses and that are not live (all of the context's, or
+  /// those in `only`), then with `release` gives the pool's unused reservation back.
+  void trim_graph_memory(context* ctx, const std::vector<void*>* only, bool release);
   void wait(const done_ptr& d, bool blocking_sync);
   /// Waits for all work of this process on `ctx`.
   void synchronize(context* ctx);
@@ -212,6 +253,8 @@ private:
   runtime() = default;
   void run_worker(stream_obj* s);
   void execute(stream_obj* s, work& w);
+  /// A free (stream-ordered or a graph's free node) or the end of a graph launch.
+  void execute_memory_node(const work& w);
 };
 
 /// The calling thread's current device (cudaSetDevice), 0 until set.
