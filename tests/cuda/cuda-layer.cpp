@@ -89,27 +89,6 @@ TEST_CASE("a guard on the legacy stream while another stream captures is not tim
   if (graph) cudaGraphDestroy(graph);
 }
 
-TEST_CASE("stream-ordered memory allocated in a capture is charged from the capture on and a "
-          "captured free returns it") {
-  CUTEST_REQUIRE_GPU();
-  cutest::private_domain d("capalloc");
-  gc::device_session s(0, d.options(), no_overhead());
-  d.uses(s.device().uuid);
-  stream st;
-  REQUIRE(cudaStreamBeginCapture(st.s, cudaStreamCaptureModeGlobal) == cudaSuccess);
-  void* p = s.malloc_async(8 * MiB, st.s);
-  REQUIRE(p != nullptr);
-  CHECK(s.info().reserved == 8 * MiB);
-  s.free_async(p, st.s);
-  CHECK(s.info().reserved == 0);
-  cudaGraph_t graph = nullptr;
-  REQUIRE(cudaStreamEndCapture(st.s, &graph) == cudaSuccess);
-  std::size_t nodes = 0;
-  REQUIRE(cudaGraphGetNodes(graph, nullptr, &nodes) == cudaSuccess);
-  CHECK(nodes == 2); // the allocation and the free, as graph memory nodes
-  cudaGraphDestroy(graph);
-}
-
 TEST_CASE("guarded work that waits on another session does not deadlock the handover") {
   CUTEST_REQUIRE_GPU();
   cutest::private_domain d("drain");

@@ -163,9 +163,10 @@ public:
   }
   /// Budgeted stream-ordered allocation on `stream`, from a memory pool of this session's own
   /// (cudaMallocFromPoolAsync): trimming it never touches the application's pools or their
-  /// release thresholds. On a stream being captured, the allocation becomes a graph node and
-  /// is charged from the capture on (a free of it captured too returns the bytes).
-  /// Free it with free_async().
+  /// release thresholds. On a stream being captured, the allocation becomes a graph node: its
+  /// bytes are graph memory, charged from the capture on until release_graph_memory(), since
+  /// the device's graph memory pool keeps them after the graph's free ran (a free of it, in the
+  /// capture or later, returns nothing). Free it with free_async().
   [[nodiscard]] void* malloc_async(std::size_t bytes, cudaStream_t stream) {
     void* p = usable().allocate_async(bytes, stream);
     remember_or_free(p, bytes, stream, detail::allocation_kind::stream_ordered);
@@ -179,6 +180,16 @@ public:
     usable().deallocate_async(p, state_->forget(p, detail::allocation_kind::stream_ordered),
                               stream);
   }
+
+  /// Call once the executable graphs (cudaGraphExec_t) holding memory this session allocated
+  /// during stream captures are destroyed: trims the device's graph memory pool
+  /// (cudaDeviceGraphMemTrim, which frees the memory no executing or scheduled graph uses, the
+  /// application's included: those graphs map memory again at their next launch), then returns
+  /// to the budget the graph memory the pool no longer reserves
+  /// (cudaGraphMemAttrReservedMemCurrent). Returns the bytes returned. A graph of the session's
+  /// memory launched after this call maps memory outside the budget. See cuda_stats::
+  /// graph_bytes_held; the session's end trims the pool too.
+  std::uint64_t release_graph_memory() { return usable().release_graph_memory(); }
 
   /// Device memory this process uses outside gpushare's allocations: `extra` (e.g. a cuBLAS
   /// workspace), plus the context overhead while this session carries it. Replaces an earlier

@@ -32,6 +32,10 @@ struct cuda_stats {
   /// yet given back to the device (released when another session waits for memory, or at
   /// synchronize()).
   std::uint64_t pool_bytes_held = 0;
+  /// Bytes still charged for graph memory: what the session allocated during stream captures.
+  /// The device's graph memory pool keeps such memory after the graphs' frees ran, so it stays
+  /// charged until device_session::release_graph_memory() or the session's end.
+  std::uint64_t graph_bytes_held = 0;
 };
 
 } // namespace cuda

@@ -6,6 +6,8 @@
 //     their device time once finished and to bound how much work stays queued;
 //   * stream-ordered allocations, made from a memory pool of the session's own, and their frees,
 //     whose bytes return to the budget once executed and given back by the pool;
+//   * graph memory: allocations made during stream captures, charged until the application's
+//     graphs are gone (graph_memory.hpp);
 //   * the sizes and kinds of allocations made through device_session::malloc/malloc_async;
 //   * pools of reusable CUDA events (timing and untimed, all blocking-sync);
 //   * a timeline of the device time already accounted, so that regions of the session that
@@ -33,6 +35,7 @@
 #include <vector>
 
 #include <gpushare/cuda/detail/calls.hpp>
+#include <gpushare/cuda/detail/graph_memory.hpp>
 #include <gpushare/cuda/detail/intervals.hpp>
 #include <gpushare/cuda/error.hpp>
 #include <gpushare/cuda/options.hpp>
@@ -92,6 +95,7 @@ public:
     std::lock_guard lock(m_);
     cuda_stats s = stats_;
     s.pool_bytes_held = pool_charged_ > pool_outstanding_ ? pool_charged_ - pool_outstanding_ : 0;
+    s.graph_bytes_held = graph_.held();
     return s;
   }
 
@@ -103,6 +107,7 @@ public:
       core_->add_device_time(drain_regions(true));
       release_finished_frees(true);
       release_pool_memory(true);
+      graph_.trim_at_end(ordinal_);
     } catch (...) {
       // A CUDA error at teardown (e.g. the context is already gone): nothing left to wait for.
     }
@@ -297,8 +302,8 @@ public:
 
   /// Budgeted stream-ordered allocation on `stream`, from this session's own memory pool (so
   /// that trimming it never touches the application's pools). During a stream capture the
-  /// allocation becomes a graph node: its bytes are charged from the capture on, and returned
-  /// when a free of it is captured too (a graph's replays are not charged again).
+  /// allocation becomes a graph node: its bytes are graph memory, charged from the capture on
+  /// until release_graph_memory() (a free of it, captured or not, does not return them).
   void* allocate_async(std::size_t bytes, cudaStream_t stream) {
     check_not_forked();
     if (bytes == 0) return nullptr;
@@ -314,7 +319,9 @@ public:
     try {
       std::lock_guard lock(m_);
       async_[p] = {bytes, stream, capturing};
-      if (!capturing) {
+      if (capturing) {
+        graph_.add(bytes);
+      } else {
         pool_outstanding_ = gpushare::detail::sat_add(pool_outstanding_, bytes);
         pool_charged_ = gpushare::detail::sat_add(pool_charged_, bytes);
       }
@@ -328,8 +335,8 @@ public:
 
   /// cudaFreeAsync on `stream`; the bytes return to the budget once the free has executed on the
   /// device and the pool has given the memory back to the device (checked at the next
-  /// allocation, free or synchronize(), and whenever a session waits for memory). On a
-  /// capturing stream the free becomes a graph node and its bytes are returned at once. Never
+  /// allocation, free or synchronize(), and whenever a session waits for memory). A free of graph
+  /// memory (allocated during a capture) returns nothing: the graph memory pool keeps it. Never
   /// throws (Thrust calls it where an exception would terminate): if the free cannot be issued
   /// or confirmed, the bytes stay charged (cuda_stats::frees_kept_charged). Inert in a forked
   /// child.
@@ -351,16 +358,11 @@ public:
       bool capturing = false;
       if (capture_state(stream, capturing) != cudaSuccess) return kept_charged();
       if (own_call([&] { return cudaFreeAsync(p, stream); }) != cudaSuccess) return kept_charged();
-      if (capturing) {
-        // A graph's free node: the capture-time charge of a graph allocation ends here. (A pool
-        // allocation freed inside a capture is returned when the graph runs: keep it charged.)
-        if (rec.captured)
-          uncharge(rec.bytes);
-        else
-          kept_charged();
-        return;
-      }
-      const bool pooled = known && !rec.captured;
+      // Graph memory stays charged (release_graph_memory). A pool allocation freed inside a
+      // capture is returned when the graph runs: keep it charged.
+      if (rec.captured) return;
+      if (capturing) return kept_charged();
+      const bool pooled = known; // allocated by allocate_async outside a capture
       cudaEvent_t done = nullptr;
       try {
         done = take_event(false);
@@ -424,6 +426,15 @@ public:
     }
     if (plain) uncharge(plain);
     return plain + release_pool_memory(false);
+  }
+
+  /// The application's graphs holding this session's graph memory are gone: trims the device's
+  /// graph memory pool and returns to the budget what it no longer reserves.
+  std::uint64_t release_graph_memory() {
+    check_not_forked();
+    const std::uint64_t give_back = graph_.release(ordinal_);
+    if (give_back) uncharge(give_back);
+    return give_back;
   }
 
   /// Gives back to the budget what the session's pool has given back to the device. With
@@ -763,6 +774,7 @@ private:
   std::unordered_map<void*, sized> sizes_;
   std::unordered_map<void*, async_record> async_;
   cudaMemPool_t pool_ = nullptr;
+  graph_memory graph_;
   std::uint64_t pool_outstanding_ = 0; // bytes allocated from pool_ and not yet freed
   std::uint64_t pool_charged_ = 0;     // bytes charged to the budget for pool_
   std::uint64_t avg_region_ns_ = 0;
