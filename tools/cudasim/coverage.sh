@@ -12,10 +12,10 @@
 #                    CUDA-free rules tested with g++)
 #
 # It builds only what the cudasim tests run (cuda-device, cuda-identity, cuda-layer, cuda-faults,
-# cuda-thrust, the simulator's own tests, the helpers, the simulated libcudart and libnvidia-ml),
-# removes earlier runs' counters (*.gcda), runs the tests, and prints gcovr's per-file table (with
-# the uncovered lines) and the totals. The reports stay in DIR/coverage/: coverage.txt (the
-# table), coverage.json, index.html (annotated sources).
+# cuda-capture, cuda-thrust, the simulator's own tests, the helpers, the simulated libcudart and
+# libnvidia-ml), removes earlier runs' counters (*.gcda), runs the tests, and prints gcovr's
+# per-file table (with the uncovered lines) and the totals. The reports stay in DIR/coverage/:
+# coverage.txt (the table), coverage.json, index.html (annotated sources).
 # Exits non-zero if the build or a test fails (the report is still printed), or the coverage is
 # below --min. Needs cmake, ctest, gcovr (tested with Debian's 5.2) and the compiler's gcov
 # (GCOV=... to choose another).
@@ -94,8 +94,8 @@ cmake -S "$repo" -B "$build_dir" -DCMAKE_BUILD_TYPE=Debug -DGPUSHARE_COVERAGE=ON
 
 # The targets the cudasim tests need (tests/cuda/CMakeLists.txt, tools/cudasim/CMakeLists.txt).
 cmake --build "$build_dir" --parallel "$jobs" --target cuda-device cuda-identity cuda-layer \
-  cuda-faults cuda-thrust gpushare_helper_cuda_worker cudasim-rules cudasim-errors \
-  gpushare_helper_cudasim_probe gpushare_cudasim gpushare_cudasim_nvml unit-device
+  cuda-faults cuda-capture cuda-thrust gpushare_helper_cuda_worker cudasim-rules cudasim-errors \
+  cudasim-capture gpushare_helper_cudasim_probe gpushare_cudasim gpushare_cudasim_nvml unit-device
 
 # Counters of earlier runs would add up: start from zero.
 find "$build_dir" -name '*.gcda' -delete
