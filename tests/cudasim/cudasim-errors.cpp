@@ -122,6 +122,16 @@ std::vector<named_call> context_work(faulted_context& c) {
        [&c] {
          return cudaMemPoolSetAttribute(c.pool, cudaMemPoolAttrReleaseThreshold, &c.value_out);
        }},
+      {"cudaDeviceGraphMemTrim", [] { return cudaDeviceGraphMemTrim(0); }},
+      {"cudaDeviceGetGraphMemAttribute",
+       [&c] {
+         return cudaDeviceGetGraphMemAttribute(0, cudaGraphMemAttrUsedMemCurrent, &c.value_out);
+       }},
+      {"cudaDeviceSetGraphMemAttribute",
+       [&c] {
+         c.value_out = 0;
+         return cudaDeviceSetGraphMemAttribute(0, cudaGraphMemAttrUsedMemHigh, &c.value_out);
+       }},
       {"cudaGraphInstantiate",
        [&c] {
          if (cudaGraphCreate(&c.graph_out, 0) != cudaSuccess) return cudaErrorUnknown;

@@ -57,9 +57,11 @@ cudaError_t graph_launch(cudaGraphExec_t exec, cudaStream_t stream, bool ptsz, c
 }
 
 /// The context of `device` for the graph memory calls (not created: without one, the pool is
-/// empty); cudaErrorInvalidDevice for an ordinal that names no device.
+/// empty); cudaErrorInvalidDevice for an ordinal that names no device, or its sticky error.
 cudaError_t graph_pool_of(int device, context*& ctx) {
-  return runtime::get().context_of(device, false, ctx);
+  if (const cudaError_t e = runtime::get().context_of(device, false, ctx); e != cudaSuccess)
+    return e;
+  return sticky_of(ctx);
 }
 
 } // namespace
