@@ -190,7 +190,8 @@ fi
 # ---- build -----------------------------------------------------------------------------------
 # What the selected tests, the benchmark and the demos need; not the host benchmarks or the rest.
 targets=(cuda-device cuda-identity cuda-layer cuda-thrust gpushare_helper_cuda_worker
-  cudasim-rules gpushare_helper_cudasim_probe gpushare_cudasim gpushare_cudasim_nvml
+  cudasim-rules cudasim-nvml cudasim-exports gpushare_helper_cudasim_probe
+  gpushare_helper_cudasim_unmodelled gpushare_cudasim gpushare_cudasim_nvml
   gpushare_cudasim_cublas gpushare_bench_gpu quickstart showcase memory_budget)
 cache_value() { [[ -f "$B/CMakeCache.txt" ]] && sed -n "s/^$1:[A-Z]*=//p" "$B/CMakeCache.txt" | head -n1; return 0; }
 if wants build; then

@@ -8,8 +8,8 @@
 #                    with -DGPUSHARE_COVERAGE=ON (cmake/coverage.cmake), no benchmarks/examples
 #   --jobs N         parallel build and gcov jobs (default: the number of cores)
 #   --min PERCENT    fail (exit 2) if the total line coverage is below PERCENT
-#   --cudasim-only   count the cudasim tests alone (default: also unit-device, the layer's
-#                    CUDA-free rules tested with g++)
+#   --cudasim-only   count the cudasim tests alone (default: also unit-device and unit-nvml,
+#                    the layer's CUDA-free rules tested with g++)
 #
 # It builds only what the cudasim tests run (cuda-device, cuda-identity, cuda-layer, cuda-thrust,
 # the simulator's own tests, the helpers,
@@ -94,8 +94,9 @@ cmake -S "$repo" -B "$build_dir" -DCMAKE_BUILD_TYPE=Debug -DGPUSHARE_COVERAGE=ON
 
 # The targets the cudasim tests need (tests/cuda/CMakeLists.txt, tools/cudasim/CMakeLists.txt).
 cmake --build "$build_dir" --parallel "$jobs" --target cuda-device cuda-identity cuda-layer \
-  cuda-thrust gpushare_helper_cuda_worker cudasim-rules gpushare_helper_cudasim_probe \
-  gpushare_cudasim gpushare_cudasim_nvml unit-device
+  cuda-thrust gpushare_helper_cuda_worker cudasim-rules cudasim-nvml cudasim-exports \
+  gpushare_helper_cudasim_probe gpushare_helper_cudasim_unmodelled gpushare_cudasim \
+  gpushare_cudasim_nvml unit-device unit-nvml
 
 # Counters of earlier runs would add up: start from zero.
 find "$build_dir" -name '*.gcda' -delete
@@ -105,10 +106,10 @@ mkdir -p "$report_dir"
 test_status=0
 # (The demos' and benchmark's smoke tests are not built here: examples and benchmarks are off.)
 (cd "$build_dir" && ctest -L cudasim -E '^cudasim/smoke/' --output-on-failure) || test_status=$?
-# The layer's CUDA-free rules (options, messages, UUID forms) are unit-tested with g++ alone
-# (unit-device): counted too, unless --cudasim-only.
+# The layer's CUDA-free rules (options, messages, UUID forms, NVML records) are unit-tested
+# with g++ alone (unit-device, unit-nvml): counted too, unless --cudasim-only.
 if [[ -z $cudasim_only ]]; then
-  (cd "$build_dir" && ctest -R '^unit-device/' --output-on-failure) || test_status=$?
+  (cd "$build_dir" && ctest -R '^unit-(device|nvml)/' --output-on-failure) || test_status=$?
 fi
 
 # gcovr's filters are relative to its working directory: run it from the repository root. The
