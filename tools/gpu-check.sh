@@ -189,10 +189,8 @@ fi
 
 # ---- build -----------------------------------------------------------------------------------
 # What the selected tests, the benchmark and the demos need; not the host benchmarks or the rest.
-targets=(cuda-device cuda-identity cuda-layer cuda-faults cuda-capture cuda-thrust
-  gpushare_helper_cuda_worker cudasim-rules cudasim-errors cudasim-capture
-  gpushare_helper_cudasim_probe gpushare_cudasim gpushare_cudasim_nvml
-  gpushare_cudasim_cublas gpushare_bench_gpu quickstart showcase memory_budget)
+# gpushare_cuda_tests (tests/CMakeLists.txt) is every program of `ctest -L cuda` and `-L cudasim`.
+targets=(gpushare_cuda_tests gpushare_cudasim_cublas gpushare_bench_gpu quickstart showcase memory_budget)
 cache_value() { [[ -f "$B/CMakeCache.txt" ]] && sed -n "s/^$1:[A-Z]*=//p" "$B/CMakeCache.txt" | head -n1; return 0; }
 if wants build; then
   options=(-DCMAKE_BUILD_TYPE=Release -DGPUSHARE_BUILD_TESTS=ON -DGPUSHARE_BUILD_EXAMPLES=ON

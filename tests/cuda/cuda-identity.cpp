@@ -315,17 +315,53 @@ TEST_CASE("processes creating their contexts at the same moment each measure onl
   }
 }
 
+TEST_CASE("NVML's 32-byte process records (R535-era drivers) are read at their own stride") {
+  CUTEST_REQUIRE_GPU();
+  if (!cudasim::active()) {
+    std::printf("GPUSHARE_SKIP: the record layout is chosen on the simulated runtime "
+                "(CUDASIM_NVML_PROCESS_RECORD); a GPU's driver writes its own\n");
+    return;
+  }
+  cutest::private_domain d("record32");
+  gc::device_options o;
+  o.context_overhead = 0;
+  gc::device_session first(0, d.options("first"), o); // this process's context: a record first
+  d.uses(first.device().uuid);
+  const std::uint64_t start = cutest::unix_ms() + 300;
+  cutest::helper worker(
+      {"overhead", d.name(), "0", std::to_string(start), std::to_string(start + 2000)},
+      {{"CUDASIM_NVML_PROCESS_RECORD", "32"}});
+  const std::string line = worker.read_line(30s);
+  CAPTURE(line);
+  unsigned long long bytes = 0;
+  char method[64] = {};
+  REQUIRE(std::sscanf(line.c_str(), "overhead %llu %63[^\n]", &bytes, method) == 2);
+  CHECK(std::string(method) == "measured (per process)"); // not misread, so not the fallback
+  CHECK(bytes == sim_context_bytes());
+  // The worker's record is not NVML's first: read at a 24-byte stride, it would be misplaced.
+  const cutest::nvml ml;
+  REQUIRE(ml.ok());
+  const auto pids = ml.pids(first.device().uuid);
+  REQUIRE(pids.size() >= 2);
+  CHECK(pids.front() != static_cast<unsigned>(worker.pid()));
+  CHECK(worker.wait() == 0);
+}
+
 namespace {
 
-/// A worker's "identity" lines on a simulated state of its own with `mig` MIG instances.
-std::map<std::string, std::string> identity_on_simulator(const std::string& domain, int mig) {
+/// A worker's output lines ("<key> <value>") on a simulated state of its own with `mig` MIG
+/// instances: "identity <domain>" by default. The state's UUIDs depend on its name alone, so
+/// each run sees the same devices.
+std::map<std::string, std::string> on_simulator(const std::string& domain, int mig,
+                                                std::vector<std::string> args = {}) {
   const std::string state =
       "gpushare-ctest-identity-" + std::to_string(::getpid()) + "-mig" + std::to_string(mig);
   ::shm_unlink(("/" + state).c_str());
+  if (args.empty()) args = {"identity", domain};
   std::map<std::string, std::string> out;
   {
     cutest::helper h(
-        {"identity", domain},
+        args,
         {{"CUDASIM_STATE", state}, {"CUDASIM_DEVICES", "1"}, {"CUDASIM_MIG", std::to_string(mig)}});
     for (std::string line = h.read_line(); !line.empty(); line = h.read_line()) {
       const auto space = line.find(' ');
@@ -351,7 +387,7 @@ TEST_CASE("in MIG mode the UUID is the instance's MIG-..., as NVML writes it, an
     return;
   }
   cutest::private_domain d("mig");
-  auto r = identity_on_simulator(d.name(), 2);
+  auto r = on_simulator(d.name(), 2);
   CAPTURE(r["uuid"]);
   CAPTURE(r["nvml"]);
   CHECK(r["uuid"].rfind("MIG-", 0) == 0);
@@ -360,8 +396,14 @@ TEST_CASE("in MIG mode the UUID is the instance's MIG-..., as NVML writes it, an
   CHECK(listed(r["nvml"], r["uuid"]));
   CHECK(r["key"] == r["uuid"]);
   CHECK(r["table"].find(r["uuid"]) != std::string::npos);
+  // NVML's figures for the instance (its MIG device handle, found by that UUID) measure the
+  // context overhead, as on a whole GPU.
+  const std::string now = std::to_string(cutest::unix_ms());
+  auto m = on_simulator(d.name(), 2, {"overhead", d.name(), "0", now, now});
+  d.uses(r["uuid"]);
+  CHECK(m["overhead"] == std::to_string(sim_context_bytes()) + " measured (per process)");
 
-  auto g = identity_on_simulator(d.name(), 0); // MIG off: the GPU's own UUID
+  auto g = on_simulator(d.name(), 0); // MIG off: the GPU's own UUID
   CAPTURE(g["uuid"]);
   CHECK(g["uuid"].rfind("GPU-", 0) == 0);
   CHECK(g["nvml_knows"] == "1");

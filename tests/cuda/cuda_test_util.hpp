@@ -248,6 +248,7 @@ public:
   }
 
   void kill_now() { ::kill(pid_, SIGKILL); }
+  pid_t pid() const { return pid_; }
 
   /// Waits for the helper to end: its exit code, or 128 + signal.
   int wait() {

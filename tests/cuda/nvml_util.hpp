@@ -27,6 +27,8 @@ public:
     memory_ = sym<int (*)(void*, memory_v1*)>("nvmlDeviceGetMemoryInfo");
     processes_ =
         sym<int (*)(void*, unsigned*, process_info*)>("nvmlDeviceGetComputeRunningProcesses_v3");
+    max_mig_ = sym<int (*)(void*, unsigned*)>("nvmlDeviceGetMaxMigDeviceCount");
+    mig_by_index_ = sym<int (*)(void*, unsigned, void**)>("nvmlDeviceGetMigDeviceHandleByIndex");
     ok_ = init_ && shutdown_ && count_ && by_index_ && by_uuid_ && uuid_ && memory_ && processes_ &&
           init_() == 0;
   }
@@ -39,8 +41,9 @@ public:
 
   bool ok() const { return ok_; }
 
-  /// The UUID of every device NVML lists by index, as NVML writes it ("GPU-..." or "MIG-...").
-  /// The simulator lists MIG instances by index too; a real NVML lists only whole GPUs so.
+  /// The UUID of every GPU NVML lists by index ("GPU-...") and of each GPU's MIG devices
+  /// ("MIG-..."), which NVML reaches through the GPU (nvmlDeviceGetMaxMigDeviceCount,
+  /// nvmlDeviceGetMigDeviceHandleByIndex), never by index.
   std::vector<std::string> uuids() const {
     std::vector<std::string> out;
     unsigned n = 0;
@@ -48,8 +51,29 @@ public:
     for (unsigned i = 0; i < n; ++i) {
       void* d = nullptr;
       char text[96] = {};
-      if (by_index_(i, &d) == 0 && uuid_(d, text, sizeof text) == 0) out.emplace_back(text);
+      if (by_index_(i, &d) != 0 || uuid_(d, text, sizeof text) != 0) continue;
+      out.emplace_back(text);
+      unsigned max = 0;
+      if (!max_mig_ || !mig_by_index_ || max_mig_(d, &max) != 0) continue;
+      for (unsigned m = 0; m < max; ++m) { // indices without a MIG device: NVML_ERROR_NOT_FOUND
+        void* mig = nullptr;
+        char mig_text[96] = {};
+        if (mig_by_index_(d, m, &mig) == 0 && uuid_(mig, mig_text, sizeof mig_text) == 0)
+          out.emplace_back(mig_text);
+      }
     }
+    return out;
+  }
+
+  /// The pids NVML lists on the device, in its order.
+  std::vector<unsigned> pids(const std::string& uuid) const {
+    std::vector<unsigned> out;
+    void* d = device(uuid);
+    if (!d) return out;
+    std::vector<process_info> list(256);
+    auto n = static_cast<unsigned>(list.size());
+    if (processes_(d, &n, list.data()) != 0) return out;
+    for (unsigned i = 0; i < n; ++i) out.push_back(list[i].pid);
     return out;
   }
 
@@ -102,6 +126,8 @@ private:
   int (*uuid_)(void*, char*, unsigned) = nullptr;
   int (*memory_)(void*, memory_v1*) = nullptr;
   int (*processes_)(void*, unsigned*, process_info*) = nullptr;
+  int (*max_mig_)(void*, unsigned*) = nullptr;
+  int (*mig_by_index_)(void*, unsigned, void**) = nullptr;
 };
 
 } // namespace cutest

@@ -6,7 +6,6 @@
 #include <doctest/doctest.h>
 
 #include <cuda_runtime_api.h>
-#include <dlfcn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,67 +17,19 @@
 #include <vector>
 
 #include "sim_kernels.hpp"
+#include "sim_nvml.hpp"
 #include "sim_util.hpp"
 
 using namespace std::chrono_literals;
 using simtest::env_list;
 using simtest::fresh_state;
+using simtest::nvml;
 using simtest::probe;
 
 namespace {
 
 constexpr std::uint64_t MiB = 1ull << 20;
 constexpr std::uint64_t ms = 1'000'000; // nanoseconds
-
-/// NVML, as gpushare reads it (dlopen of libnvidia-ml.so.1: the simulator's here).
-struct nvml {
-  struct memory {
-    unsigned long long total, free, used;
-  };
-  struct process {
-    unsigned pid;
-    unsigned long long used;
-    unsigned gi, ci;
-  };
-  void* lib = ::dlopen("libnvidia-ml.so.1", RTLD_NOW);
-  template <typename F> F fn(const char* n) { return reinterpret_cast<F>(::dlsym(lib, n)); }
-  nvml() {
-    REQUIRE(lib != nullptr);
-    REQUIRE(fn<int (*)()>("nvmlInit_v2")() == 0);
-  }
-  ~nvml() {
-    fn<int (*)()>("nvmlShutdown")();
-    ::dlclose(lib);
-  }
-  void* device(unsigned index) {
-    void* d = nullptr;
-    REQUIRE(fn<int (*)(unsigned, void**)>("nvmlDeviceGetHandleByIndex_v2")(index, &d) == 0);
-    return d;
-  }
-  std::string uuid(void* d) {
-    char text[96] = {};
-    REQUIRE(fn<int (*)(void*, char*, unsigned)>("nvmlDeviceGetUUID")(d, text, sizeof text) == 0);
-    return text;
-  }
-  memory mem(void* d) {
-    memory m{};
-    REQUIRE(fn<int (*)(void*, memory*)>("nvmlDeviceGetMemoryInfo")(d, &m) == 0);
-    return m;
-  }
-  std::vector<process> processes(void* d) {
-    std::vector<process> out(64);
-    unsigned n = 64;
-    REQUIRE(fn<int (*)(void*, unsigned*, process*)>("nvmlDeviceGetComputeRunningProcesses_v3")(
-                d, &n, out.data()) == 0);
-    out.resize(n);
-    return out;
-  }
-  unsigned long long used_by(void* d, pid_t pid) {
-    for (const auto& p : processes(d))
-      if (p.pid == static_cast<unsigned>(pid)) return p.used;
-    return 0;
-  }
-};
 
 std::uint64_t context_bytes() { return 500 * MiB; } // the default CUDASIM_CONTEXT_BYTES
 
@@ -143,33 +94,6 @@ TEST_CASE("CUDA_VISIBLE_DEVICES selects by index and by UUID, and stops at an in
   e.back().second = "0,1,0"; // a device listed twice: none visible
   r = probe({"devices"}, e).result();
   CHECK(r.at("count_error") == "cudaErrorNoDevice");
-}
-
-TEST_CASE("MIG: a process sees one instance, whose UUID NVML writes as MIG-…") {
-  fresh_state st("mig");
-  st.use_here();
-  ::setenv("CUDASIM_MIG", "2", 1);
-  ::setenv("CUDASIM_MEMORY", "80GiB", 1);
-  int n = 0;
-  REQUIRE(cudaGetDeviceCount(&n) == cudaSuccess);
-  CHECK(n == 1); // a CUDA process can use one MIG instance
-  cudaDeviceProp p{};
-  REQUIRE(cudaGetDeviceProperties(&p, 0) == cudaSuccess);
-  CHECK(p.totalGlobalMem == 40ull << 30);
-  nvml ml;
-  const std::string first = ml.uuid(ml.device(0));
-  CHECK(first.rfind("MIG-", 0) == 0);
-  CHECK(ml.uuid(ml.device(1)).rfind("MIG-", 0) == 0);
-  char raw[40];
-  const auto* b = reinterpret_cast<const unsigned char*>(p.uuid.bytes);
-  std::snprintf(raw, sizeof raw, "%02x%02x%02x%02x-", b[0], b[1], b[2], b[3]);
-  CHECK(first.substr(4, 9) == raw); // the instance's UUID is what CUDA reports
-  // CUDA_VISIBLE_DEVICES=MIG-<uuid> picks the second instance.
-  const std::string second = ml.uuid(ml.device(1));
-  auto r =
-      probe({"devices"}, {{"CUDASIM_STATE", st.name()}, {"CUDA_VISIBLE_DEVICES", second}}).result();
-  CHECK(r.at("count") == "1");
-  CHECK("MIG-" + r.at("uuid0") == second);
 }
 
 TEST_CASE("a bad CUDASIM_ variable fails initialisation and says which") {

@@ -8,8 +8,8 @@
 #                    with -DGPUSHARE_COVERAGE=ON (cmake/coverage.cmake), no benchmarks/examples
 #   --jobs N         parallel build and gcov jobs (default: the number of cores)
 #   --min PERCENT    fail (exit 2) if the total line coverage is below PERCENT
-#   --cudasim-only   count the cudasim tests alone (default: also unit-device, the layer's
-#                    CUDA-free rules tested with g++)
+#   --cudasim-only   count the cudasim tests alone (default: also unit-device and unit-nvml,
+#                    the layer's CUDA-free rules tested with g++)
 #
 # It builds only what the cudasim tests run (cuda-device, cuda-identity, cuda-layer, cuda-faults,
 # cuda-capture, cuda-thrust, the simulator's own tests, the helpers, the simulated libcudart and
@@ -92,10 +92,9 @@ report_dir=${build_dir}/coverage
 cmake -S "$repo" -B "$build_dir" -DCMAKE_BUILD_TYPE=Debug -DGPUSHARE_COVERAGE=ON \
   -DGPUSHARE_BUILD_BENCHMARKS=OFF -DGPUSHARE_BUILD_EXAMPLES=OFF
 
-# The targets the cudasim tests need (tests/cuda/CMakeLists.txt, tools/cudasim/CMakeLists.txt).
-cmake --build "$build_dir" --parallel "$jobs" --target cuda-device cuda-identity cuda-layer \
-  cuda-faults cuda-capture cuda-thrust gpushare_helper_cuda_worker cudasim-rules cudasim-errors \
-  cudasim-capture gpushare_helper_cudasim_probe gpushare_cudasim gpushare_cudasim_nvml unit-device
+# The programs the cudasim tests run (gpushare_cuda_tests, tests/CMakeLists.txt), and the unit
+# tests of the layer's pure parts.
+cmake --build "$build_dir" --parallel "$jobs" --target gpushare_cuda_tests unit-device unit-nvml
 
 # Counters of earlier runs would add up: start from zero.
 find "$build_dir" -name '*.gcda' -delete
@@ -105,10 +104,10 @@ mkdir -p "$report_dir"
 test_status=0
 # (The demos' and benchmark's smoke tests are not built here: examples and benchmarks are off.)
 (cd "$build_dir" && ctest -L cudasim -E '^cudasim/smoke/' --output-on-failure) || test_status=$?
-# The layer's CUDA-free rules (options, messages, UUID forms) are unit-tested with g++ alone
-# (unit-device): counted too, unless --cudasim-only.
+# The layer's CUDA-free rules (options, messages, UUID forms, NVML records) are unit-tested
+# with g++ alone (unit-device, unit-nvml): counted too, unless --cudasim-only.
 if [[ -z $cudasim_only ]]; then
-  (cd "$build_dir" && ctest -R '^unit-device/' --output-on-failure) || test_status=$?
+  (cd "$build_dir" && ctest -R '^unit-(device|nvml)/' --output-on-failure) || test_status=$?
 fi
 
 # gcovr's filters are relative to its working directory: run it from the repository root. The

@@ -20,8 +20,8 @@
 //   cuda_worker identity <domain>
 //       opens a device session on device 0; prints "uuid <device_info::uuid>", "key <the table
 //       snapshot's key>", "table <table name>", "nvml_knows <0|1>" (NVML finds the device by
-//       that UUID) and "nvml <UUID of every device NVML lists, comma-separated>"; removes the
-//       table, exits 0.
+//       that UUID) and "nvml <UUID of every GPU NVML lists and of its MIG devices,
+//       comma-separated>"; removes the table, exits 0.
 #include <sys/mman.h>
 #include <unistd.h>
 

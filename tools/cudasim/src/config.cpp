@@ -104,6 +104,12 @@ config load() {
     if (!parse_count(s, UINT64_MAX - 1, c.sticky_at_launch) || c.sticky_at_launch == 0)
       bad("CUDASIM_STICKY_AT_LAUNCH", s, "the 1-based number of the launch that faults");
   }
+  if (const char* s = std::getenv("CUDASIM_NVML_PROCESS_RECORD")) {
+    if (parse_count(s, 32, v) && (v == 24 || v == 32))
+      c.nvml_process_record = static_cast<unsigned>(v);
+    else
+      bad("CUDASIM_NVML_PROCESS_RECORD", s, "24 (nvmlProcessInfo_t) or 32 (R535-era drivers)");
+  }
   if (const char* s = std::getenv("CUDASIM_STATE")) {
     std::string name(s);
     bool ok = !name.empty() && name.size() < 200;

@@ -21,6 +21,7 @@ struct config {
   std::uint64_t fail_alloc_after_bytes = UINT64_MAX; ///< CUDASIM_FAIL_ALLOC_AFTER_BYTES
   std::uint64_t fail_alloc_after_calls = UINT64_MAX; ///< CUDASIM_FAIL_ALLOC_AFTER_CALLS
   std::uint64_t sticky_at_launch = 0;                ///< CUDASIM_STICKY_AT_LAUNCH (1-based)
+  unsigned nvml_process_record = 24;                 ///< CUDASIM_NVML_PROCESS_RECORD: bytes
   std::string state;                                 ///< CUDASIM_STATE: shm object name
   std::string error; ///< why the configuration is unusable ("" when it is fine)
 

@@ -45,6 +45,15 @@ std::string format_uuid(const char* prefix, const unsigned char* b) {
   return text;
 }
 
+/// A version-4-style UUID's 16 bytes, a hash of `key` (stable for a given state name).
+void uuid_bytes(const std::string& key, unsigned char* raw) {
+  const std::uint64_t h1 = fnv1a(key, 0xcbf29ce484222325ull);
+  const std::uint64_t h2 = fnv1a("uuid", h1);
+  std::memcpy(raw, &h1, 8);
+  std::memcpy(raw + 8, &h2, 8);
+  raw[6] = static_cast<unsigned char>((raw[6] & 0x0f) | 0x40);
+}
+
 /// The kernel's start time of `pid` (field 22 of /proc/<pid>/stat), 0 if it has none.
 std::uint64_t start_time(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
@@ -270,14 +279,24 @@ void shared::describe_units(const config& c) {
     info.index = u;
     info.gpu = l->mig > 0 ? u / l->mig : u;
     info.mig = l->mig > 0 ? u % l->mig : -1;
-    const std::uint64_t h1 = fnv1a(c.state + "/" + std::to_string(u), 0xcbf29ce484222325ull);
-    const std::uint64_t h2 = fnv1a("uuid", h1);
-    std::memcpy(info.raw, &h1, 8);
-    std::memcpy(info.raw + 8, &h2, 8);
-    info.raw[6] = static_cast<unsigned char>((info.raw[6] & 0x0f) | 0x40);
+    uuid_bytes(c.state + "/" + std::to_string(u), info.raw);
     info.uuid = format_uuid(info.mig >= 0 ? "MIG" : "GPU", info.raw);
     info.total = l->total[u];
     units_.push_back(info);
+  }
+  for (int g = 0; g < l->gpus; ++g) { // a MIG-mode GPU's own UUID: a hash of its own
+    gpu_info gpu;
+    gpu.index = g;
+    for (const auto& u : units_)
+      if (u.gpu == g) gpu.units.push_back(u.index);
+    if (l->mig > 0) {
+      unsigned char raw[16];
+      uuid_bytes(c.state + "/gpu" + std::to_string(g), raw);
+      gpu.uuid = format_uuid("GPU", raw);
+    } else {
+      gpu.uuid = units_[static_cast<std::size_t>(g)].uuid;
+    }
+    gpus_.push_back(gpu);
   }
 }
 

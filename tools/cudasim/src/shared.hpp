@@ -29,6 +29,13 @@ struct unit_info {
   std::uint64_t total = 0;
 };
 
+/// One physical GPU, as NVML lists it by index (nvmlDeviceGetCount_v2 counts GPUs).
+struct gpu_info {
+  int index = 0;
+  std::string uuid;       ///< "GPU-…", in MIG mode too
+  std::vector<int> units; ///< its units: the GPU itself, or its MIG instances
+};
+
 struct process_usage {
   pid_t pid = 0;
   std::uint64_t bytes = 0;
@@ -51,6 +58,7 @@ public:
   const std::string& error() const { return error_; }
 
   const std::vector<unit_info>& units() const { return units_; }
+  const std::vector<gpu_info>& gpus() const { return gpus_; }
 
   /// Registers a context of this process on `unit`, charging `bytes` (the context's memory).
   /// Returns the slot, or -1 when the device's memory or the context table is full.
@@ -76,6 +84,7 @@ private:
   int fd_ = -1; ///< the state object, open (and flock()ed shared) for the process's life
   std::string error_;
   std::vector<unit_info> units_;
+  std::vector<gpu_info> gpus_;
   class guard;
   void init_layout(layout* l, const config& c);
   void describe_units(const config& c);

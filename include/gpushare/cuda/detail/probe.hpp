@@ -19,6 +19,7 @@
 #include <vector>
 
 #include <gpushare/cuda/detail/calls.hpp>
+#include <gpushare/cuda/detail/nvml_records.hpp>
 #include <gpushare/cuda/detail/runtime_names_begin.hpp>
 
 namespace gpushare {
@@ -28,8 +29,8 @@ namespace detail {
 
 /// The few NVML entry points gpushare uses, resolved at run time. NVML's C ABI: functions return
 /// an int status (0 = success); a device is an opaque pointer; nvmlMemory_t (version 1) is three
-/// unsigned long long: total, free, used; nvmlProcessInfo_t (the v2/v3 calls) is a pid, the bytes
-/// it uses, and its GPU and compute instance ids.
+/// unsigned long long: total, free, used; the v2/v3 process calls' records are read by
+/// read_nvml_process_records() (nvml_records.hpp), whatever their size.
 class nvml_library {
 public:
   nvml_library() {
@@ -41,10 +42,10 @@ public:
         ::dlsym(handle_, "nvmlDeviceGetHandleByUUID"));
     memory_ =
         reinterpret_cast<int (*)(void*, memory_v1*)>(::dlsym(handle_, "nvmlDeviceGetMemoryInfo"));
-    processes_ = reinterpret_cast<int (*)(void*, unsigned*, process_info*)>(
+    processes_ = reinterpret_cast<int (*)(void*, unsigned*, void*)>(
         ::dlsym(handle_, "nvmlDeviceGetComputeRunningProcesses_v3"));
     if (!processes_) // older drivers: the _v2 call, with the same record
-      processes_ = reinterpret_cast<int (*)(void*, unsigned*, process_info*)>(
+      processes_ = reinterpret_cast<int (*)(void*, unsigned*, void*)>(
           ::dlsym(handle_, "nvmlDeviceGetComputeRunningProcesses_v2"));
     if (init_ && shutdown_ && by_uuid_ && memory_ && init_() == 0) initialised_ = true;
   }
@@ -71,26 +72,19 @@ public:
 
   /// Bytes process `pid` uses on the device with this UUID, as NVML lists it among the device's
   /// compute processes; nullopt when NVML cannot tell (no such call, the process is not listed,
-  /// e.g. because it runs in another PID namespace, or its figure is not available).
+  /// e.g. because it runs in another PID namespace, its figure is not available, or the records
+  /// fit no layout read_nvml_process_records() knows).
   std::optional<std::uint64_t> process_memory(const std::string& uuid, unsigned pid) const {
     void* d = device(uuid);
     if (!d || !processes_) return std::nullopt;
-    std::vector<process_info> list(32);
-    for (int attempt = 0; attempt < 4; ++attempt) {
-      auto count = static_cast<unsigned>(list.size());
-      const int r = processes_(d, &count, list.data());
-      if (r == insufficient_size) {
-        list.resize(static_cast<std::size_t>(count) + 16);
-        continue;
+    const auto records = read_nvml_process_records(
+        [&](unsigned* count, void* infos) { return processes_(d, count, infos); });
+    if (!records) return std::nullopt;
+    for (const nvml_process_record& r : *records)
+      if (r.pid == pid) {
+        if (r.used == value_not_available) return std::nullopt;
+        return r.used;
       }
-      if (r != 0) return std::nullopt;
-      for (std::size_t i = 0; i < count && i < list.size(); ++i)
-        if (list[i].pid == pid) {
-          if (list[i].used == value_not_available) return std::nullopt;
-          return list[i].used;
-        }
-      return std::nullopt;
-    }
     return std::nullopt;
   }
 
@@ -98,12 +92,6 @@ private:
   struct memory_v1 {
     unsigned long long total, free, used;
   };
-  struct process_info {
-    unsigned pid;
-    unsigned long long used;
-    unsigned gpu_instance, compute_instance;
-  };
-  static constexpr int insufficient_size = 7;                      // NVML_ERROR_INSUFFICIENT_SIZE
   static constexpr unsigned long long value_not_available = ~0ull; // NVML_VALUE_NOT_AVAILABLE
 
   void* device(const std::string& uuid) const {
@@ -119,7 +107,7 @@ private:
   int (*shutdown_)() = nullptr;
   int (*by_uuid_)(const char*, void**) = nullptr;
   int (*memory_)(void*, memory_v1*) = nullptr;
-  int (*processes_)(void*, unsigned*, process_info*) = nullptr;
+  int (*processes_)(void*, unsigned*, void*) = nullptr;
 };
 
 /// This process's NVML, loaded and initialised on first use (nvmlInit can take a while on a real
