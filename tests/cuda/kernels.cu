@@ -18,6 +18,8 @@ __global__ void spin_kernel(std::uint64_t ns) {
   }
 }
 
+__global__ void trap_kernel() { __trap(); }
+
 __global__ void fill_kernel(std::uint32_t* out, std::uint32_t n) {
   const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) out[i] = i * 3 + 1;
@@ -49,6 +51,11 @@ void fill_execute(const cudasimLaunch* l) {
 
 cudaError_t launch_spin(cudaStream_t stream, std::uint64_t ns, unsigned blocks) {
   spin_kernel<<<blocks, 1, 0, stream>>>(ns);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_trap(cudaStream_t stream) {
+  trap_kernel<<<1, 1, 0, stream>>>();
   return cudaGetLastError();
 }
 
