@@ -7,11 +7,17 @@
 //                            killed or stdin closes, then exits normally
 //   probe run <ms> <kernel_us> <start_unix_ms>
 //                            waits until start_unix_ms, runs kernels of kernel_us for ms of
-//                            device time on one stream, synchronises; prints wall_ms and switches
+//                            device time on one stream, synchronises; prints wall_ms, switches,
+//                            and t0_ns and end_ns (CLOCK_MONOTONIC, the same clock in every
+//                            process: when it launched and when its synchronisation returned),
+//                            reached_ns and completed_ns (the same clock: when its stream reached
+//                            the first kernel and completed the last), and cpu_ms, the process's
+//                            CPU time between launch and end
 //   probe sticky             launches, synchronises, then tries more calls; prints each result
 //   probe allocs <n> <MiB>   n cudaMallocs of MiB each; prints each result
 //   probe setdevice          times cudaSetDevice(0): prints set_ms
 #include <cuda_runtime_api.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -33,6 +39,22 @@ std::uint64_t unix_ms() {
                                         .count());
 }
 
+/// steady_clock is CLOCK_MONOTONIC on Linux: comparable between processes.
+std::uint64_t mono_ns(clock_type::time_point t) {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count());
+}
+
+/// User and system CPU time of the whole process, in milliseconds.
+double cpu_ms() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  const auto ms = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_usec) / 1e3;
+  };
+  return ms(u.ru_utime) + ms(u.ru_stime);
+}
+
 void out(const std::string& key, const std::string& value) {
   std::printf("%s=%s\n", key.c_str(), value.c_str());
   std::fflush(stdout);
@@ -46,6 +68,40 @@ std::string uuid_text(const cudaUUID_t& u) {
                 b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
                 b[15]);
   return text;
+}
+
+/// `run <ms> <kernel_us> <start_unix_ms>`. Host functions before and after the kernels note
+/// when the stream reached them: on the simulator, just before the first kernel reached the
+/// device and just after the last one completed.
+int run_kernels(char** argv) {
+  const std::uint64_t total_ns = std::strtoull(argv[2], nullptr, 10) * 1'000'000;
+  const std::uint64_t kernel_ns = std::strtoull(argv[3], nullptr, 10) * 1000;
+  const std::uint64_t start = std::strtoull(argv[4], nullptr, 10);
+  cudaStream_t s = nullptr;
+  if (cudaSetDevice(0) != cudaSuccess || cudaStreamCreate(&s) != cudaSuccess) return 1;
+  out("ready", "1");
+  while (unix_ms() < start) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const double cpu0 = cpu_ms();
+  const auto t0 = clock_type::now();
+  std::uint64_t reached = 0, completed = 0;
+  const cudaHostFn_t stamp = [](void* at) {
+    *static_cast<std::uint64_t*>(at) = mono_ns(clock_type::now());
+  };
+  if (cudaLaunchHostFunc(s, stamp, &reached) != cudaSuccess) return 1;
+  for (std::uint64_t done = 0; done < total_ns; done += kernel_ns)
+    if (simtest::launch(s, kernel_ns) != cudaSuccess) return 1;
+  if (cudaLaunchHostFunc(s, stamp, &completed) != cudaSuccess) return 1;
+  if (cudaStreamSynchronize(s) != cudaSuccess) return 1;
+  const auto end = clock_type::now();
+  const auto wall = std::chrono::duration_cast<std::chrono::milliseconds>(end - t0).count();
+  out("wall_ms", std::to_string(wall));
+  out("t0_ns", std::to_string(mono_ns(t0)));
+  out("end_ns", std::to_string(mono_ns(end)));
+  out("reached_ns", std::to_string(reached));
+  out("completed_ns", std::to_string(completed));
+  out("cpu_ms", std::to_string(cpu_ms() - cpu0));
+  out("switches", std::to_string(cudasim::stats().context_switches));
+  return 0;
 }
 
 int run(int argc, char** argv) {
@@ -72,21 +128,7 @@ int run(int argc, char** argv) {
     while (::read(STDIN_FILENO, &c, 1) > 0) {
     }
   } else if (cmd == "run" && argc == 5) {
-    const std::uint64_t total_ns = std::strtoull(argv[2], nullptr, 10) * 1'000'000;
-    const std::uint64_t kernel_ns = std::strtoull(argv[3], nullptr, 10) * 1000;
-    const std::uint64_t start = std::strtoull(argv[4], nullptr, 10);
-    cudaStream_t s = nullptr;
-    if (cudaSetDevice(0) != cudaSuccess || cudaStreamCreate(&s) != cudaSuccess) return 1;
-    out("ready", "1");
-    while (unix_ms() < start) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    const auto t0 = clock_type::now();
-    for (std::uint64_t done = 0; done < total_ns; done += kernel_ns)
-      if (simtest::launch(s, kernel_ns) != cudaSuccess) return 1;
-    if (cudaStreamSynchronize(s) != cudaSuccess) return 1;
-    const auto wall =
-        std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - t0).count();
-    out("wall_ms", std::to_string(wall));
-    out("switches", std::to_string(cudasim::stats().context_switches));
+    if (run_kernels(argv) != 0) return 1;
   } else if (cmd == "sticky") {
     cudaStream_t s = nullptr;
     if (cudaStreamCreate(&s) != cudaSuccess) return 1;

@@ -379,7 +379,11 @@ int cudasimGetStats(cudasimStats* stats, size_t size) {
   s.blocking_wait_ns = rt.blocking_wait_ns.load();
   s.kernels = rt.kernels_done.load();
   s.kernel_ns = rt.kernel_ns.load();
-  s.context_switches = rt.switches.load();
+  {
+    std::lock_guard<std::mutex> lock(rt.mutex);
+    for (const auto& c : rt.contexts)
+      if (c->slot >= 0) s.context_switches += shared::get().switches(c->slot);
+  }
   std::memcpy(stats, &s, std::min(size, sizeof s));
   return 0;
 }

@@ -296,9 +296,7 @@ void runtime::execute(stream_obj* s, work& w) {
   switch (w.kind) {
   case work::kernel: {
     if (faulted) return;
-    std::uint64_t sw = 0;
-    shared::get().execute(ctx->unit, ctx->slot, w.ns, sw);
-    switches += sw;
+    shared::get().execute(ctx->unit, ctx->slot, w.ns);
     if (w.fault) {
       ctx->sticky.store(cudaErrorLaunchFailure);
       return;

@@ -217,7 +217,7 @@ public:
 
   // statistics
   std::atomic<unsigned long long> api_calls{0}, spin_wait_ns{0}, blocking_wait_ns{0},
-      kernels_done{0}, kernel_ns{0}, switches{0};
+      kernels_done{0}, kernel_ns{0};
   std::map<std::string, unsigned long long> calls_by_name;
 
   /// Initialises on first use: configuration, shared state, visible devices. Returns

@@ -2,13 +2,10 @@
 #include "shared.hpp"
 
 #include <fcntl.h>
-#include <linux/futex.h>
-#include <pthread.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,13 +18,12 @@
 #include <sstream>
 
 #include "config.hpp"
+#include "shared_layout.hpp"
 #include "state_id.hpp"
 
 namespace cudasim {
 
 namespace {
-enum ctx_state : std::int32_t { ctx_free = 0, ctx_live = 1, ctx_dead = 2 };
-
 std::uint64_t fnv1a(const std::string& s, std::uint64_t h) {
   for (unsigned char c : s) {
     h ^= c;
@@ -74,16 +70,6 @@ bool alive(pid_t pid, std::uint64_t started) {
   return now_started == 0 || now_started == started;
 }
 
-void futex_wait(std::uint32_t* word, std::uint32_t expected, std::uint64_t timeout_ns) {
-  timespec ts{static_cast<time_t>(timeout_ns / 1'000'000'000),
-              static_cast<long>(timeout_ns % 1'000'000'000)};
-  ::syscall(SYS_futex, word, FUTEX_WAIT, expected, &ts, nullptr, 0);
-}
-
-void futex_wake(std::uint32_t* word) {
-  ::syscall(SYS_futex, word, FUTEX_WAKE, 0x7fffffff, nullptr, nullptr, 0);
-}
-
 void sleep_until(std::uint64_t t) {
   timespec ts{static_cast<time_t>(t / 1'000'000'000), static_cast<long>(t % 1'000'000'000)};
   while (::clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
@@ -98,50 +84,6 @@ std::uint64_t now_ns() {
   return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull +
          static_cast<std::uint64_t>(ts.tv_nsec);
 }
-
-struct shared::layout {
-  std::uint64_t magic;
-  std::uint32_t version;
-  std::atomic<std::uint32_t> ready;
-  pthread_mutex_t lock;
-  std::int32_t units;
-  std::int32_t gpus;
-  std::int32_t mig;
-  std::uint64_t total[max_units];
-  std::uint64_t slice_ns;    // the creator's CUDASIM_SLICE_US: one value for all processes
-  std::uint64_t teardown_ns; // the creator's CUDASIM_TEARDOWN_MS
-  std::uint64_t last_sweep;
-  struct device {
-    std::int32_t owner;       // context slot running now, -1 when idle
-    std::uint32_t generation; // futex word: changes whenever the owner changes
-    std::uint64_t slice_start;
-    std::uint64_t switch_at; // when the owner last changed
-    std::uint64_t switches;
-  } dev[max_units];
-  struct context {
-    std::int32_t state;
-    std::int32_t pid;
-    std::uint64_t started;
-    std::int32_t unit;
-    std::int32_t pending; // kernels submitted and not finished
-    std::uint64_t bytes;
-    std::uint64_t dead_since;
-  } ctx[max_contexts];
-};
-
-class shared::guard {
-public:
-  explicit guard(layout* l) : l_(l) {
-    const int rc = ::pthread_mutex_lock(&l_->lock);
-    if (rc == EOWNERDEAD) ::pthread_mutex_consistent(&l_->lock);
-  }
-  ~guard() { ::pthread_mutex_unlock(&l_->lock); }
-  guard(const guard&) = delete;
-  guard& operator=(const guard&) = delete;
-
-private:
-  layout* l_;
-};
 
 shared& shared::get() {
   static shared* instance = new shared(); // never destroyed: worker threads may outlive main
@@ -268,6 +210,7 @@ void shared::init_layout(layout* l, const config& c) {
   for (int u = 0; u < l->units; ++u) {
     l->total[u] = c.mig > 0 ? c.memory / static_cast<std::uint64_t>(c.mig) : c.memory;
     l->dev[u].owner = -1;
+    l->dev[u].last_owner = -1;
   }
   l->ready.store(1, std::memory_order_release);
 }
@@ -307,17 +250,11 @@ void shared::sweep(std::uint64_t now) {
   for (int i = 0; i < max_contexts; ++i) {
     auto& x = l->ctx[i];
     if (x.state == ctx_live && !alive(x.pid, x.started)) {
+      // A dead process's kernels end (the driver tears its context down): its turn ends now.
+      schedule(x.unit, now);
       x.state = ctx_dead;
       x.dead_since = now;
-      x.pending = 0;
-      auto& d = l->dev[x.unit];
-      if (d.owner == i) {
-        d.owner = next_owner(x.unit, i);
-        d.slice_start = now;
-        d.switch_at = now;
-        ++d.generation;
-        futex_wake(&d.generation);
-      }
+      if (l->dev[x.unit].owner == i) hand_over(x.unit, now);
     }
     if (x.state == ctx_dead && now - x.dead_since >= l->teardown_ns) {
       x = {};
@@ -338,9 +275,9 @@ int shared::open_context(int unit, std::uint64_t bytes) {
     x.pid = ::getpid();
     x.started = start_time(x.pid);
     x.unit = unit;
-    x.pending = 0;
     x.bytes = bytes;
     x.dead_since = 0;
+    x.device_ns = x.need_ns = x.switches = 0;
     return i;
   }
   return -1;
@@ -357,13 +294,10 @@ void shared::close_context(int slot) {
   guard g(base_);
   auto& x = base_->ctx[slot];
   if (x.state != ctx_live || x.pid != ::getpid()) return;
-  auto& d = base_->dev[x.unit];
-  if (d.owner == slot) {
-    d.owner = next_owner(x.unit, slot);
-    d.slice_start = d.switch_at = now_ns();
-    ++d.generation;
-    futex_wake(&d.generation);
-  }
+  const std::uint64_t now = now_ns();
+  schedule(x.unit, now);
+  x.need_ns = x.device_ns; // nothing left to run: its turn ends now
+  if (base_->dev[x.unit].owner == slot) hand_over(x.unit, now);
   x = {};
 }
 
@@ -395,96 +329,6 @@ std::vector<process_usage> shared::processes(int unit) {
   for (const auto& x : base_->ctx)
     if (x.state != ctx_free && x.unit == unit) out.push_back({x.pid, x.bytes});
   return out;
-}
-
-int shared::next_owner(int unit, int after) const {
-  // Round robin over the contexts with pending work on `unit`, starting after `after`.
-  for (int k = 1; k <= max_contexts; ++k) {
-    const int i = (after + k) % max_contexts;
-    const auto& x = base_->ctx[i];
-    if (x.state == ctx_live && x.unit == unit && x.pending > 0) return i;
-  }
-  return -1;
-}
-
-void shared::execute(int unit, int slot, std::uint64_t ns, std::uint64_t& switches) {
-  layout* l = base_;
-  auto& d = l->dev[unit];
-  const std::uint64_t slice = l->slice_ns;
-  {
-    guard g(l);
-    ++l->ctx[slot].pending;
-  }
-  std::uint64_t remaining = ns;
-  while (remaining > 0) {
-    std::uint64_t now = 0, run_until = 0, wait_until = 0;
-    std::uint32_t generation = 0;
-    bool mine = false;
-    {
-      guard g(l);
-      now = now_ns();
-      sweep(now);
-      const auto owner_idle = [&] {
-        if (d.owner < 0) return true;
-        const auto& o = l->ctx[d.owner];
-        return o.state != ctx_live || o.pending == 0;
-      };
-      if (d.owner != slot) {
-        if (owner_idle() || now >= d.slice_start + slice) {
-          // The device is free, or the owner's slice is over: the next context in turn runs.
-          const int next = owner_idle() ? slot : next_owner(unit, d.owner);
-          if (next != d.owner) {
-            if (d.owner >= 0) {
-              ++d.switches;
-              ++switches;
-            }
-            d.owner = next;
-            d.slice_start = d.switch_at = now;
-            ++d.generation;
-            futex_wake(&d.generation);
-          }
-        }
-      }
-      generation = d.generation;
-      if (d.owner == slot) {
-        mine = true;
-        bool others = false;
-        for (int i = 0; i < max_contexts && !others; ++i) {
-          const auto& x = l->ctx[i];
-          others = i != slot && x.state == ctx_live && x.unit == unit && x.pending > 0;
-        }
-        if (!others) d.slice_start = now; // alone: the slice restarts
-        run_until = now + remaining;
-        if (others) run_until = std::min(run_until, std::max(d.slice_start + slice, now + 1000));
-      } else {
-        wait_until = d.slice_start + slice;
-      }
-    }
-    if (mine) {
-      sleep_until(run_until);
-      guard g(l);
-      const std::uint64_t end = d.generation == generation ? now_ns() : d.switch_at;
-      const std::uint64_t ran = end > now ? end - now : 0;
-      remaining -= std::min(ran, remaining);
-    } else {
-      const std::uint64_t t = now_ns();
-      const std::uint64_t wait = wait_until > t ? wait_until - t : 0;
-      futex_wait(&d.generation, generation, std::clamp<std::uint64_t>(wait, 20'000, 5'000'000));
-    }
-  }
-  guard g(l);
-  auto& me = l->ctx[slot];
-  if (me.pending > 0) --me.pending;
-  if (me.pending == 0 && d.owner == slot) {
-    d.owner = next_owner(unit, slot);
-    d.slice_start = d.switch_at = now_ns();
-    if (d.owner >= 0) {
-      ++d.switches;
-      ++switches;
-    }
-    ++d.generation;
-    futex_wake(&d.generation);
-  }
 }
 
 } // namespace cudasim

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The simulated devices' state that processes share: one POSIX shared-memory object (name from
 // CUDASIM_STATE) holding each device's memory, its contexts (one per process and device, with
-// their usage, as NVML reports it) and its time-slice owner. Guarded by one robust
+// their usage, as NVML reports it) and its time-slice schedule. Guarded by one robust
 // process-shared mutex; a process that dies is noticed by the next one that looks, and its
 // memory is freed after the configured teardown delay, as a driver does.
 #pragma once
@@ -72,10 +72,12 @@ public:
   memory_info memory(int unit);
   std::vector<process_usage> processes(int unit);
 
-  /// Occupies `unit` for `ns` of device time on behalf of context `slot`, sharing the device
-  /// with other contexts by time slices. Returns when the time has run. Adds the number of
-  /// context switches this run saw to `switches`.
-  void execute(int unit, int slot, std::uint64_t ns, std::uint64_t& switches);
+  /// Runs a kernel of `ns` of device time for context `slot` on `unit`: returns when the
+  /// context has held the device for `ns` since the call (slices.cpp says how the device's time
+  /// is shared). Kernels of one context run concurrently; contexts take turns.
+  void execute(int unit, int slot, std::uint64_t ns);
+  /// How many times the device passed to or from context `slot` (cudasimStats).
+  std::uint64_t switches(int slot);
 
 private:
   shared();
@@ -89,7 +91,13 @@ private:
   void init_layout(layout* l, const config& c);
   void describe_units(const config& c);
   void sweep(std::uint64_t now);
-  int next_owner(int unit, int after) const;
+  // Time slices (slices.cpp); all with the lock held.
+  std::uint64_t schedule(int unit, std::uint64_t t);
+  void hand_over(int unit, std::uint64_t at);
+  void arrive(int unit, int slot, std::uint64_t t, std::uint64_t target);
+  int next_wanting(int unit, int after) const;
+  bool others_want(int unit, int slot) const;
+  std::uint64_t held(int slot, std::uint64_t t) const;
   std::uint64_t used_locked(int unit) const;
 };
 

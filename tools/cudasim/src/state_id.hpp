@@ -20,6 +20,7 @@ namespace cudasim {
 
 inline constexpr std::uint64_t state_magic = 0x4355444153494d31ull; // "CUDASIM1"
 /// 3: programs hold the shared flock (version 2 objects were made by programs that did not).
-inline constexpr std::uint32_t state_version = 3;
+/// 4: the time-slice schedule (each context's device time and demand; slices.cpp).
+inline constexpr std::uint32_t state_version = 4;
 
 } // namespace cudasim
