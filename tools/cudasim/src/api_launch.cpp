@@ -34,13 +34,17 @@ cudaError_t launch(kernel_info* k, dim3 grid, dim3 block, void** args, size_t sh
   stream_obj* s = nullptr;
   if (const cudaError_t e = work_stream_of(stream, ptsz, s); e != cudaSuccess) return fail(e);
   {
-    // A full launch queue blocks the launching thread until the stream makes room.
+    // A full launch queue blocks the launching thread until the stream makes room. Counted as
+    // blocked until the runtime's mutex is held again, the stream cannot be freed meanwhile.
     std::unique_lock<std::mutex> q(s->m);
     if (s->queue.size() >= max_queued && !s->cap) {
+      ++s->blocked_launches;
       lock.unlock();
       s->space.wait(q, [s] { return s->queue.size() < max_queued; });
       q.unlock();
       lock.lock();
+      q.lock();
+      if (--s->blocked_launches == 0 && s->destroyed) s->cv.notify_all();
     }
   }
   work w{};

@@ -57,10 +57,12 @@ cudaError_t stream_synchronize(cudaStream_t stream, bool ptsz, const char* name)
   if (const cudaError_t e = enter(name); e != cudaSuccess) return fail(e);
   runtime& rt = runtime::get();
   done_ptr last;
-  stream_obj* s = nullptr;
+  context* ctx = nullptr; // not the stream: another thread may destroy it while this one waits
   {
     std::lock_guard<std::mutex> lock(rt.mutex);
+    stream_obj* s = nullptr;
     if (const cudaError_t e = stream_of(stream, ptsz, s); e != cudaSuccess) return fail(e);
+    ctx = s->ctx;
     if (s->cap) { // synchronising a capturing stream is never legal
       s->cap->invalidated = true;
       return fail(cudaErrorStreamCaptureUnsupported);
@@ -72,8 +74,8 @@ cudaError_t stream_synchronize(cudaStream_t stream, bool ptsz, const char* name)
   }
   rt.wait(last, false);
   std::lock_guard<std::mutex> lock(rt.mutex);
-  rt.release_pools(s->ctx);
-  return fail(static_cast<cudaError_t>(s->ctx->sticky.load()));
+  rt.release_pools(ctx);
+  return fail(static_cast<cudaError_t>(ctx->sticky.load()));
 }
 
 /// cudaStreamQuery's answer, not recorded as the last error (the caller decides).
@@ -273,10 +275,9 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   auto* s = reinterpret_cast<stream_obj*>(stream);
   if (!rt.streams.count(s)) return fail(cudaErrorInvalidResourceHandle);
   if (const cudaError_t e = sticky_of(s->ctx); e != cudaSuccess) return fail(e);
-  // Work already queued still runs (the documented behaviour); the handle is dead at once.
-  // The object itself stays (its worker may still run), as small as it is.
-  rt.streams.erase(s);
-  s->destroyed = true;
+  // Work already queued still runs and the call returns at once (the documented behaviour);
+  // the handle is dead at once, the worker thread ends when the work is done.
+  rt.destroy_stream(s);
   return cudaSuccess;
 }
 

@@ -279,7 +279,13 @@ void runtime::run_worker(stream_obj* s) {
     stream_obj::item it;
     {
       std::unique_lock<std::mutex> lock(s->m);
-      s->cv.wait(lock, [s] { return !s->queue.empty(); });
+      s->cv.wait(lock,
+                 [s] { return !s->queue.empty() || (s->destroyed && s->blocked_launches == 0); });
+      if (s->queue.empty()) { // destroyed, and all its work is done
+        lock.unlock();
+        if (retire(s)) return;
+        continue;
+      }
       it = std::move(s->queue.front());
       s->queue.pop_front();
     }
@@ -288,6 +294,39 @@ void runtime::run_worker(stream_obj* s) {
     execute(s, it.w);
     it.done->finish(now_ns());
   }
+}
+
+bool runtime::retire(stream_obj* s) {
+  std::lock_guard<std::mutex> lock(mutex); // no submission can come in while it is held
+  {
+    std::lock_guard<std::mutex> q(s->m);
+    if (!s->queue.empty() || s->blocked_launches > 0) return false;
+    s->worker = false;
+  }
+  // A stream destroyed while capturing stays, as its capture does (it still counts for the
+  // capture rules); only its thread ends.
+  if (!s->cap) forget(s);
+  return true;
+}
+
+void runtime::forget(stream_obj* s) {
+  auto& list = s->ctx->streams;
+  list.erase(std::remove(list.begin(), list.end(), s), list.end());
+  delete s;
+}
+
+void runtime::destroy_stream(stream_obj* s) {
+  streams.erase(s);
+  bool idle = false;
+  {
+    std::lock_guard<std::mutex> q(s->m);
+    s->destroyed = true;
+    idle = !s->worker; // never had work: no thread to end
+  }
+  if (!idle)
+    s->cv.notify_all(); // the worker ends once its queue is done
+  else if (!s->cap)
+    forget(s);
 }
 
 void runtime::execute(stream_obj* s, work& w) {

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The per-process half of cudasim: contexts, streams (FIFO queues with a worker thread each),
+// The per-process half of cudasim: contexts, streams (FIFO queues with a worker thread each,
+// which ends when the stream is destroyed and its work done),
 // events, stream-ordered pools, stream capture and graphs. The shared half (device memory,
 // contexts of all processes, time slices) is in shared.hpp. docs/cudasim.md says what each
 // part models and where the rule comes from.
@@ -132,8 +133,10 @@ struct stream_obj {
     done_ptr done;
   };
   std::deque<item> queue;
-  bool worker = false;
-  done_ptr last; // the last work submitted (guarded by m)
+  bool worker = false;      // a worker thread runs the queue (it ends when the stream is
+                            // destroyed and its queue is done: runtime::retire)
+  int blocked_launches = 0; // launches waiting for room in the queue (they keep the stream)
+  done_ptr last;            // the last work submitted (guarded by m)
 
   bool blocking() const { return type != normal || (flags & cudaStreamNonBlocking) == 0; }
 };
@@ -248,10 +251,17 @@ public:
   void synchronize(context* ctx);
   /// Charges device memory (fault injection first); false when it does not fit.
   bool charge(context* ctx, std::uint64_t bytes);
+  /// Marks a stream destroyed (cudaStreamDestroy): its queued work still runs, then its worker
+  /// thread ends and the object is freed. Call with `mutex` held.
+  void destroy_stream(stream_obj* s);
 
 private:
   runtime() = default;
   void run_worker(stream_obj* s);
+  /// Ends a destroyed stream whose queue is done; false if work or a launch came meanwhile.
+  bool retire(stream_obj* s);
+  /// Removes a stream from its context and frees it (`mutex` held; no thread uses it).
+  void forget(stream_obj* s);
   void execute(stream_obj* s, work& w);
   /// A free (stream-ordered or a graph's free node) or the end of a graph launch.
   void execute_memory_node(const work& w);
