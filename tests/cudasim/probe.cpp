@@ -16,6 +16,10 @@
 //   probe sticky             launches, synchronises, then tries more calls; prints each result
 //   probe allocs <n> <MiB>   n cudaMallocs of MiB each; prints each result
 //   probe setdevice          times cudaSetDevice(0): prints set_ms
+//   probe named [--model P] NAME...
+//                            registers up to 4 kernels under these device names (sim_named.hpp),
+//                            with --model declares a by-name model of P lasting 1234 ns; prints
+//                            init (cudaSetDevice's result) and ns<i>, each kernel's device time
 #include <cuda_runtime_api.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -26,8 +30,10 @@
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "sim_kernels.hpp"
+#include "sim_named.hpp"
 
 namespace {
 
@@ -104,6 +110,27 @@ int run_kernels(char** argv) {
   return 0;
 }
 
+/// `named [--model P] NAME...` (see the top of the file).
+int run_named(int argc, char** argv) {
+  int first = 2;
+  if (argc > 3 && std::string(argv[2]) == "--model") {
+    const bool declared = cudasim::set_kernel_model_by_name<int, float*>(
+        argv[3], [](const cudasimLaunch*) { return 1234ull; });
+    out("model", declared ? "1" : "0");
+    first = 4;
+  }
+  void (*const stubs[])(int, float*) = {simtest::named_stub<0>, simtest::named_stub<1>,
+                                        simtest::named_stub<2>, simtest::named_stub<3>};
+  std::vector<const void*> kernels;
+  for (int i = first; i < argc && kernels.size() < 4; ++i)
+    kernels.push_back(simtest::register_named(argv[i], stubs[kernels.size()]));
+  out("init", cudaGetErrorName(cudaSetDevice(0)));
+  float sink = 0;
+  for (std::size_t i = 0; i < kernels.size(); ++i)
+    out("ns" + std::to_string(i), std::to_string(simtest::timed_launch(kernels[i], 1, &sink)));
+  return 0;
+}
+
 int run(int argc, char** argv) {
   const std::string cmd = argc > 1 ? argv[1] : "";
   if (cmd == "devices") {
@@ -145,6 +172,8 @@ int run(int argc, char** argv) {
       void* p = nullptr;
       out("alloc" + std::to_string(i), cudaGetErrorName(cudaMalloc(&p, bytes)));
     }
+  } else if (cmd == "named" && argc > 2) {
+    if (run_named(argc, argv) != 0) return 1;
   } else if (cmd == "setdevice") {
     const auto t0 = clock_type::now();
     const cudaError_t e = cudaSetDevice(0);

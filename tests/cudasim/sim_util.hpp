@@ -48,16 +48,17 @@ private:
 
 using env_list = std::vector<std::pair<std::string, std::string>>;
 
-/// A probe process; stdout and stdin on pipes.
+/// A probe process; stdout (and stderr, with `with_stderr`) and stdin on pipes.
 class probe {
 public:
-  probe(const std::vector<std::string>& args, const env_list& env) {
+  probe(const std::vector<std::string>& args, const env_list& env, bool with_stderr = false) {
     int out[2], in[2];
     if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(in, O_CLOEXEC) != 0)
       throw std::runtime_error("pipe2 failed");
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
+    if (with_stderr) posix_spawn_file_actions_adddup2(&fa, out[1], STDERR_FILENO);
     posix_spawn_file_actions_adddup2(&fa, in[0], STDIN_FILENO);
     const std::string path = std::string(GPUSHARE_HELPER_DIR) + "/gpushare_helper_cudasim_probe";
     std::vector<std::string> argv_s{path};
@@ -119,6 +120,7 @@ public:
       const ssize_t n = ::read(out_, chunk, sizeof chunk);
       if (n <= 0) break;
       buffer_.append(chunk, static_cast<std::size_t>(n));
+      text_.append(chunk, static_cast<std::size_t>(n));
     }
     return values_;
   }
@@ -129,6 +131,8 @@ public:
     wait();
     return values_;
   }
+  /// Everything it wrote so far (read by until() and result()).
+  const std::string& text() const { return text_; }
   void close_stdin() {
     if (in_ >= 0) ::close(in_);
     in_ = -1;
@@ -147,7 +151,7 @@ public:
 private:
   pid_t pid_ = -1;
   int out_ = -1, in_ = -1, status_ = -1;
-  std::string buffer_;
+  std::string buffer_, text_;
   std::map<std::string, std::string> values_;
 };
 

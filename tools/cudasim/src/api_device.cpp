@@ -363,10 +363,8 @@ int cudasimSetKernelModel(const void* kernel, int arg_count, const size_t* arg_s
   std::lock_guard<std::mutex> lock(rt.mutex);
   kernel_info& k = rt.kernels[kernel];
   k.host_fun = kernel;
-  k.arg_count = arg_count;
-  k.arg_sizes.assign(arg_sizes, arg_sizes + arg_count);
-  k.duration = duration;
-  k.execute = execute;
+  k.modelled = true;
+  k.model = {arg_count, {arg_sizes, arg_sizes + arg_count}, duration, execute};
   return 0;
 }
 

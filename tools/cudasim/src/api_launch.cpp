@@ -1,13 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 // Runtime API: what nvcc-compiled code calls to register its kernels and launch them, and
 // cudaLaunchKernel. Device code never runs: a kernel occupies the simulated device for the
-// duration its model gives (cudasim/cudasim.h), else CUDASIM_KERNEL_US.
+// duration its model gives (cudasim/cudasim.h: by address, else by name), else CUDASIM_KERNELS's
+// duration for its name, else CUDASIM_KERNEL_US. Kernels are known by the names they were
+// registered with (__cudaRegisterFunction's device name: kernel_names.hpp).
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "config.hpp"
+#include "kernel_names.hpp"
 #include "runtime.hpp"
 
 using namespace cudasim;
@@ -20,6 +24,32 @@ struct call_configuration {
   cudaStream_t stream;
 };
 thread_local std::vector<call_configuration> tl_configurations;
+
+/// The kernel work of one launch: the arguments copied (as many as its model declares), its
+/// duration and completion function from its model. Call with the runtime's mutex held.
+cudaError_t kernel_work(kernel_info& k, dim3 grid, dim3 block, void** args, size_t shared_mem,
+                        work& w) {
+  std::uint64_t ns = 0;
+  const kernel_model& m = runtime::get().model_of(k, ns);
+  w.kind = work::kernel;
+  w.grid = grid;
+  w.block = block;
+  w.shared_mem = shared_mem;
+  if (m.arg_count > 0 && !args) return cudaErrorInvalidValue;
+  for (int i = 0; i < m.arg_count; ++i) {
+    const auto* p = static_cast<const unsigned char*>(args[i]);
+    w.args.emplace_back(p, p + m.arg_sizes[static_cast<std::size_t>(i)]);
+  }
+  w.ns = ns;
+  if (m.duration) {
+    std::vector<void*> argv;
+    for (auto& a : w.args) argv.push_back(a.data());
+    const cudasimLaunch l{argv.data(), grid, block, shared_mem};
+    w.ns = m.duration(&l);
+  }
+  w.execute = m.execute;
+  return cudaSuccess;
+}
 
 cudaError_t launch(kernel_info* k, dim3 grid, dim3 block, void** args, size_t shared_mem,
                    cudaStream_t stream, bool ptsz, const char* name) {
@@ -48,26 +78,8 @@ cudaError_t launch(kernel_info* k, dim3 grid, dim3 block, void** args, size_t sh
     }
   }
   work w{};
-  w.kind = work::kernel;
-  w.k = k;
-  w.grid = grid;
-  w.block = block;
-  w.shared_mem = shared_mem;
-  if (k->arg_count >= 0) {
-    if (k->arg_count > 0 && !args) return fail(cudaErrorInvalidValue);
-    for (int i = 0; i < k->arg_count; ++i) {
-      const auto* p = static_cast<const unsigned char*>(args[i]);
-      w.args.emplace_back(p, p + k->arg_sizes[static_cast<std::size_t>(i)]);
-    }
-  }
-  if (k->duration) {
-    std::vector<void*> argv;
-    for (auto& a : w.args) argv.push_back(a.data());
-    const cudasimLaunch l{argv.data(), grid, block, shared_mem};
-    w.ns = k->duration(&l);
-  } else {
-    w.ns = cfg().kernel_ns;
-  }
+  if (const cudaError_t e = kernel_work(*k, grid, block, args, shared_mem, w); e != cudaSuccess)
+    return fail(e);
   ++rt.launches;
   w.fault = !s->cap && cfg().sticky_at_launch != 0 && rt.launches == cfg().sticky_at_launch;
   (void)rt.submit(s, std::move(w));
@@ -83,7 +95,48 @@ kernel_info* find_kernel(const void* fun) {
 
 } // namespace
 
+const kernel_model& runtime::model_of(kernel_info& k, std::uint64_t& ns) {
+  static const kernel_model none;
+  ns = cfg().kernel_ns;
+  if (k.modelled) return k.model;
+  if (k.resolved != name_models_version) {
+    if (k.resolved == 0) k.names = kernel_names(k.name);
+    k.resolved = name_models_version;
+    k.named = nullptr;
+    for (const auto& [pattern, model] : name_models)
+      if (matches_name(pattern, k.names)) {
+        k.named = &model;
+        break;
+      }
+    k.ns = cfg().kernel_ns;
+    for (const kernel_rule& rule : cfg().kernels)
+      if (matches_name(rule.pattern, k.names)) {
+        k.ns = rule.ns;
+        break;
+      }
+  }
+  ns = k.ns;
+  return k.named ? *k.named : none;
+}
+
 extern "C" {
+
+int cudasimSetKernelModelByName(const char* pattern, int arg_count, const size_t* arg_sizes,
+                                cudasimDurationFn duration, cudasimExecuteFn execute) {
+  if (!pattern || !*pattern || arg_count < 0 || (arg_count > 0 && !arg_sizes))
+    return cudaErrorInvalidValue;
+  runtime& rt = runtime::get();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  kernel_model m{arg_count, {arg_sizes, arg_sizes + arg_count}, duration, execute};
+  auto it = std::find_if(rt.name_models.begin(), rt.name_models.end(),
+                         [pattern](const auto& entry) { return entry.first == pattern; });
+  if (it != rt.name_models.end())
+    it->second = std::move(m); // in place: kernels that matched it keep pointing at it
+  else
+    rt.name_models.emplace_back(pattern, std::move(m));
+  ++rt.name_models_version; // every kernel looks at its names again at its next launch
+  return 0;
+}
 
 void** __cudaRegisterFatBinary(void* fat_cubin) {
   // The handle only has to be unique; the fat binary itself is never read.

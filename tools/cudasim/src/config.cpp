@@ -3,10 +3,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
 
 namespace cudasim {
 namespace {
@@ -21,13 +25,73 @@ bool parse_count(const char* text, std::uint64_t max, std::uint64_t& out) {
   return true;
 }
 
-config load() {
-  config c;
-  c.state = "cudasim-" + std::to_string(::getuid());
+/// Records the first bad variable of `c`.
+void bad_value(config& c, const char* var, const std::string& value, const std::string& expected) {
+  if (c.error.empty())
+    c.error = std::string(var) + "=\"" + value + "\" is not valid: expected " + expected +
+              " (see docs/cudasim.md)";
+}
+
+std::string trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t\r");
+  const auto e = s.find_last_not_of(" \t\r");
+  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+}
+
+/// One "pattern=duration" entry; spaces around either part do not count.
+bool parse_kernel_rule(const std::string& entry, kernel_rule& out) {
+  const auto eq = entry.rfind('=');
+  if (eq == std::string::npos) return false;
+  out.pattern = trim(entry.substr(0, eq));
+  return !out.pattern.empty() && parse_kernel_duration(trim(entry.substr(eq + 1)), out.ns);
+}
+
+/// How an entry is written, for the messages.
+constexpr const char* kernel_duration_form =
+    "each duration with its unit (ns, us, ms or s; at most 60s)";
+
+/// CUDASIM_KERNELS (entries separated by commas), then CUDASIM_KERNELS_FILE (one a line).
+void load_kernel_rules(config& c) {
+  if (const char* s = std::getenv("CUDASIM_KERNELS")) {
+    const std::string text(s);
+    for (std::size_t start = 0; start <= text.size();) {
+      const std::size_t comma = std::min(text.find(',', start), text.size());
+      const std::string entry = text.substr(start, comma - start);
+      kernel_rule rule;
+      if (!parse_kernel_rule(entry, rule))
+        return bad_value(c, "CUDASIM_KERNELS", s,
+                         std::string("pattern=duration entries separated by commas, ") +
+                             kernel_duration_form + ", as in myKernel=250us,other*=1ms; " +
+                             (trim(entry).empty() ? std::string("an entry is empty")
+                                                  : "the entry \"" + entry + "\" is not one"));
+      c.kernels.push_back(rule);
+      start = comma + 1;
+    }
+  }
+  if (const char* path = std::getenv("CUDASIM_KERNELS_FILE")) {
+    std::ifstream in(path);
+    if (!in)
+      return bad_value(c, "CUDASIM_KERNELS_FILE", path,
+                       std::string("a readable file (") + std::strerror(errno) + ")");
+    std::string line;
+    for (int number = 1; std::getline(in, line); ++number) {
+      const std::string entry = trim(line.substr(0, line.find('#')));
+      kernel_rule rule;
+      if (entry.empty()) continue;
+      if (!parse_kernel_rule(entry, rule))
+        return bad_value(c, "CUDASIM_KERNELS_FILE", path,
+                         std::string("lines pattern=duration, ") + kernel_duration_form +
+                             ", as in myKernel=250us, and '#' comments; line " +
+                             std::to_string(number) + ": \"" + trim(line) + "\" is not one");
+      c.kernels.push_back(rule);
+    }
+  }
+}
+
+/// The devices, the time slice and the kernels' default duration.
+void load_devices(config& c) {
   auto bad = [&c](const char* var, const char* value, const char* expected) {
-    if (c.error.empty())
-      c.error = std::string(var) + "=\"" + value + "\" is not valid: expected " + expected +
-                " (see docs/cudasim.md)";
+    bad_value(c, var, value, expected);
   };
   std::uint64_t v = 0;
   if (const char* s = std::getenv("CUDASIM_DEVICES")) {
@@ -78,6 +142,14 @@ config load() {
     else
       bad("CUDASIM_KERNEL_US", s, "microseconds from 0 to 60000000");
   }
+}
+
+/// Fault injection, and the layout of NVML's process records.
+void load_injections(config& c) {
+  auto bad = [&c](const char* var, const char* value, const char* expected) {
+    bad_value(c, var, value, expected);
+  };
+  std::uint64_t v = 0;
   if (const char* s = std::getenv("CUDASIM_CONTEXT_DELAY_MS")) {
     if (parse_count(s, 600'000, v))
       c.context_delay_ns = v * 1'000'000;
@@ -110,6 +182,14 @@ config load() {
     else
       bad("CUDASIM_NVML_PROCESS_RECORD", s, "24 (nvmlProcessInfo_t) or 32 (R535-era drivers)");
   }
+}
+
+config load() {
+  config c;
+  c.state = "cudasim-" + std::to_string(::getuid());
+  load_devices(c);
+  load_kernel_rules(c);
+  load_injections(c);
   if (const char* s = std::getenv("CUDASIM_STATE")) {
     std::string name(s);
     bool ok = !name.empty() && name.size() < 200;
@@ -117,7 +197,7 @@ config load() {
     if (ok)
       c.state = name;
     else
-      bad("CUDASIM_STATE", s, "a shared-memory object name without '/' or spaces");
+      bad_value(c, "CUDASIM_STATE", s, "a shared-memory object name without '/' or spaces");
   }
   if (!c.error.empty()) std::fprintf(stderr, "cudasim: %s\n", c.error.c_str());
   return c;
@@ -148,6 +228,31 @@ bool parse_size(const std::string& text, std::uint64_t& out) {
   const double bytes = number * scale;
   if (bytes >= 18e18) return false;
   out = static_cast<std::uint64_t>(std::llround(bytes));
+  return true;
+}
+
+bool parse_kernel_duration(const std::string& text, std::uint64_t& ns) {
+  if (text.empty() || !(std::isdigit(static_cast<unsigned char>(text[0])) || text[0] == '.'))
+    return false;
+  errno = 0;
+  char* end = nullptr;
+  const double number = std::strtod(text.c_str(), &end);
+  if (errno != 0 || end == text.c_str() || !std::isfinite(number)) return false;
+  const std::string unit(end);
+  double scale = 0;
+  if (unit == "ns")
+    scale = 1;
+  else if (unit == "us" || unit == "\u00b5s" || unit == "\u03bcs") // micro sign, Greek mu
+    scale = 1e3;
+  else if (unit == "ms")
+    scale = 1e6;
+  else if (unit == "s")
+    scale = 1e9;
+  else
+    return false;
+  const double value = number * scale;
+  if (value > 60e9) return false;
+  ns = static_cast<std::uint64_t>(std::llround(value));
   return true;
 }
 

@@ -340,11 +340,11 @@ void runtime::execute(stream_obj* s, work& w) {
       ctx->sticky.store(cudaErrorLaunchFailure);
       return;
     }
-    if (w.k && w.k->execute) {
+    if (w.execute) {
       std::vector<void*> argv;
       for (auto& a : w.args) argv.push_back(a.data());
       const cudasimLaunch launch{argv.data(), w.grid, w.block, w.shared_mem};
-      w.k->execute(&launch);
+      w.execute(&launch);
     }
     ++kernels_done;
     kernel_ns += w.ns;

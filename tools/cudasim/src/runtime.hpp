@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -36,13 +37,26 @@ struct completion {
 };
 using done_ptr = std::shared_ptr<completion>;
 
-struct kernel_info {
-  const void* host_fun = nullptr;
-  std::string name;
-  int arg_count = -1; // -1: no model
+/// A kernel model (cudasim/cudasim.h): the parameters' sizes (arg_count -1: none declared, no
+/// argument is copied) and its functions, either of which may be null.
+struct kernel_model {
+  int arg_count = -1;
   std::vector<std::size_t> arg_sizes;
   cudasimDurationFn duration = nullptr;
   cudasimExecuteFn execute = nullptr;
+};
+
+struct kernel_info {
+  const void* host_fun = nullptr;
+  std::string name;      ///< the device name it was registered with (mangled), "" if none
+  bool modelled = false; ///< `model` was declared by address (cudasimSetKernelModel)
+  kernel_model model;
+  // What its names give (runtime::model_of), computed at its first launch and again after the
+  // models by name change:
+  std::uint64_t resolved = 0;          ///< runtime::name_models_version then; 0: never
+  std::vector<std::string> names;      ///< kernel_names(name)
+  const kernel_model* named = nullptr; ///< the first model by name that matches, if any
+  std::uint64_t ns = 0;                ///< else CUDASIM_KERNELS's duration or CUDASIM_KERNEL_US
 };
 
 struct context;
@@ -65,7 +79,7 @@ struct work {
     graph_end
   } kind;
   // kernel
-  kernel_info* k = nullptr;
+  cudasimExecuteFn execute = nullptr; // its model's, run when it completes
   std::vector<std::vector<unsigned char>> args;
   dim3 grid{}, block{};
   std::size_t shared_mem = 0;
@@ -208,6 +222,8 @@ public:
   std::vector<int> visible_units; // ordinal -> shared unit
   std::vector<std::unique_ptr<context>> contexts;
   std::map<const void*, kernel_info> kernels;
+  std::list<std::pair<std::string, kernel_model>> name_models; // cudasimSetKernelModelByName
+  std::uint64_t name_models_version = 1;                       // changes with name_models
   std::set<stream_obj*> streams;
   std::set<event_obj*> events;
   std::set<graph_obj*> graphs;
@@ -251,6 +267,10 @@ public:
   void synchronize(context* ctx);
   /// Charges device memory (fault injection first); false when it does not fit.
   bool charge(context* ctx, std::uint64_t bytes);
+  /// The model a launch of `k` follows: its own (by address), else the first model by name
+  /// that matches one of its names, else none; `ns` is the duration when the model gives none
+  /// (CUDASIM_KERNELS's, else CUDASIM_KERNEL_US). Call with `mutex` held.
+  const kernel_model& model_of(kernel_info& k, std::uint64_t& ns);
   /// Marks a stream destroyed (cudaStreamDestroy): its queued work still runs, then its worker
   /// thread ends and the object is freed. Call with `mutex` held.
   void destroy_stream(stream_obj* s);

@@ -46,6 +46,14 @@ typedef struct cudasimStats {
 /// cudaLaunchKernel). `arg_sizes[i]` is sizeof the i-th parameter. Returns 0, or an error code.
 int cudasimSetKernelModel(const void* kernel, int arg_count, const size_t* arg_sizes,
                           cudasimDurationFn duration, cudasimExecuteFn execute);
+/// Declares the model of every kernel whose name matches `pattern`, for kernels that have no
+/// model of their own (by address). `pattern` is matched whole against the kernel's mangled
+/// name, its demangled name and its qualified name without parameters or return type, `*`
+/// standing for any characters and `?` for one (docs/cudasim.md, "Kernels: durations and
+/// models"). The first pattern declared that matches wins; declaring a pattern again replaces
+/// its model. Returns 0, or an error code.
+int cudasimSetKernelModelByName(const char* pattern, int arg_count, const size_t* arg_sizes,
+                                cudasimDurationFn duration, cudasimExecuteFn execute);
 /// Fills `stats` (whose size the caller passes, for forward compatibility). Returns 0.
 int cudasimGetStats(cudasimStats* stats, size_t size);
 /// How many times this process called the runtime function `name` (all functions when null).
@@ -82,6 +90,23 @@ inline bool set_kernel_model(const void* kernel, cudasimDurationFn duration,
   if (!set) return false;
   const size_t sizes[sizeof...(Args) + 1] = {sizeof(Args)..., 0};
   return set(kernel, static_cast<int>(sizeof...(Args)), sizes, duration, execute) == 0;
+}
+
+/// Declares the model of the kernels whose names match `pattern` (see
+/// cudasimSetKernelModelByName); the template arguments are the kernels' parameter types. On the
+/// simulator it returns true once recorded; on real CUDA it does nothing and returns false.
+/// Example, for `__global__ void scale(float* data, int n)` taking 2 ns per element:
+///   cudasim::set_kernel_model_by_name<float*, int>(
+///       "scale", [](const cudasimLaunch* l) { return 2ull * *static_cast<int*>(l->args[1]); });
+template <typename... Args>
+inline bool set_kernel_model_by_name(const char* pattern, cudasimDurationFn duration,
+                                     cudasimExecuteFn execute = nullptr) noexcept {
+  const auto set =
+      detail::lookup<int (*)(const char*, int, const size_t*, cudasimDurationFn, cudasimExecuteFn)>(
+          "cudasimSetKernelModelByName");
+  if (!set) return false;
+  const size_t sizes[sizeof...(Args) + 1] = {sizeof(Args)..., 0};
+  return set(pattern, static_cast<int>(sizeof...(Args)), sizes, duration, execute) == 0;
 }
 
 /// This process's counters, or all zero on real CUDA.
