@@ -154,6 +154,7 @@ void __cudaRegisterFunction(void**, const char* host_fun, char*, const char* dev
   kernel_info& k = rt.kernels[host_fun];
   k.host_fun = host_fun;
   k.name = device_name ? device_name : "";
+  k.resolved = 0; // its names are looked at again at its next launch
 }
 
 void __cudaRegisterVar(void**, char*, char*, const char*, int, size_t, int, int) {}

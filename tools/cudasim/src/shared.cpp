@@ -210,7 +210,6 @@ void shared::init_layout(layout* l, const config& c) {
   for (int u = 0; u < l->units; ++u) {
     l->total[u] = c.mig > 0 ? c.memory / static_cast<std::uint64_t>(c.mig) : c.memory;
     l->dev[u].owner = -1;
-    l->dev[u].last_owner = -1;
   }
   l->ready.store(1, std::memory_order_release);
 }

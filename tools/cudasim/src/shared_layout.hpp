@@ -33,7 +33,6 @@ struct shared::layout {
   /// processes' threads happen to run.
   struct device {
     std::int32_t owner;        // context slot holding the device, -1 when no context has work
-    std::int32_t last_owner;   // the round robin goes on after it when the device was idle
     std::uint32_t generation;  // futex word: changes with every change of the schedule
     std::uint64_t owned_since; // when the owner got the device
     std::uint64_t slice_end;   // when the owner's slice ends, if another context has work

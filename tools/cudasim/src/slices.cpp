@@ -82,7 +82,6 @@ void shared::hand_over(int unit, std::uint64_t at) {
     ++base_->ctx[to].switches;
   }
   d.owner = to;
-  d.last_owner = from;
   d.owned_since = at;
   d.slice_end = at + base_->slice_ns;
   ++d.generation;
