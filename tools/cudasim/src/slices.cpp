@@ -139,6 +139,7 @@ void shared::execute(int unit, int slot, std::uint64_t ns) {
     guard g(l);
     const std::uint64_t t = now_ns();
     sweep(t);
+    if (me.state != ctx_live) return; // the process is closing its contexts (exit)
     schedule(unit, t);
     target = held(slot, t) + ns;
     arrive(unit, slot, t, target);
