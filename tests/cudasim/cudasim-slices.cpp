@@ -14,15 +14,20 @@
 // the first arrival plus the device time of all of them (one context at a time).
 #include <doctest/doctest.h>
 
+#include <signal.h>
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "sim_util.hpp"
@@ -214,5 +219,51 @@ TEST_CASE("random arrivals and kernel lengths (seeded) follow the round-robin mo
                       std::uniform_int_distribution<int>(40, 160)(rng)});
     const auto out = run_plan(plan);
     (void)check_plan(plan, out);
+  }
+}
+
+namespace {
+
+/// Two probes launch a kernel of `kernel_ms` each at the same moment; `signal` goes to the
+/// first `at_ms` later. Returns the second's outcome and when the signal went (ms after the
+/// second's kernel reached the device). A stopped first probe is continued once the second ends.
+std::pair<outcome, double> run_signalled(int kernel_ms, int at_ms, int signal) {
+  fresh_state st("slices-signal");
+  const env_list env{{"CUDASIM_STATE", st.name()}};
+  const std::uint64_t start = simtest::unix_ms() + 1500;
+  const std::vector<std::string> args{"run", std::to_string(kernel_ms),
+                                      std::to_string(kernel_ms * 1000), std::to_string(start)};
+  probe victim(args, env), other(args, env);
+  while (simtest::unix_ms() < start + static_cast<std::uint64_t>(at_ms))
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  const double signalled =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch())
+          .count();
+  ::kill(victim.pid(), signal);
+  const auto r = other.result();
+  if (signal == SIGSTOP) ::kill(victim.pid(), SIGCONT);
+  REQUIRE_MESSAGE(r.count("completed_ns"), "the probe did not finish");
+  outcome o;
+  o.t0 = std::stod(r.at("reached_ns")) / 1e6;
+  o.end = std::stod(r.at("completed_ns")) / 1e6 - o.t0;
+  const double at = signalled - o.t0;
+  o.t0 = 0;
+  return {o, at};
+}
+
+} // namespace
+
+TEST_CASE("a stopped process's kernel keeps its turns, and a killed one's gives the device up") {
+  SUBCASE("SIGSTOP at 100 ms: the device still serves both 300 ms kernels in turn") {
+    const auto [o, at] = run_signalled(300, 100, SIGSTOP);
+    INFO("stopped at " << at << " ms; the other completed at " << o.end << " ms (model 600)");
+    CHECK(std::abs(o.end - 600) <= tolerance_ms);
+  }
+  SUBCASE("SIGKILL at 300 ms: the other 400 ms kernel runs alone from then") {
+    const auto [o, at] = run_signalled(400, 300, SIGKILL);
+    const double model = at + (400 - at / 2); // half the device until the kill, then all of it
+    INFO("killed at " << at << " ms; the other completed at " << o.end << " ms (model " << model
+                      << ")");
+    CHECK(std::abs(o.end - model) <= tolerance_ms);
   }
 }

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -50,24 +51,47 @@ void uuid_bytes(const std::string& key, unsigned char* raw) {
   raw[6] = static_cast<unsigned char>((raw[6] & 0x0f) | 0x40);
 }
 
-/// The kernel's start time of `pid` (field 22 of /proc/<pid>/stat), 0 if it has none.
-std::uint64_t start_time(pid_t pid) {
+/// What /proc/<pid>/stat says of `pid`: its state (field 3: 'Z' for a zombie) and the kernel's
+/// start time (field 22); state 0 and start 0 when it cannot be read.
+struct proc_stat {
+  char state = 0;
+  std::uint64_t started = 0;
+};
+
+proc_stat read_stat(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   std::string text;
   std::getline(in, text);
+  proc_stat out;
   const auto close = text.rfind(')');
-  if (close == std::string::npos) return 0;
+  if (close == std::string::npos) return out;
   std::istringstream rest(text.substr(close + 2));
   std::string field;
-  for (int i = 3; i <= 22 && rest >> field; ++i)
-    if (i == 22) return std::strtoull(field.c_str(), nullptr, 10);
+  for (int i = 3; i <= 22 && rest >> field; ++i) {
+    if (i == 3) out.state = field[0];
+    if (i == 22) out.started = std::strtoull(field.c_str(), nullptr, 10);
+  }
+  return out;
+}
+
+std::uint64_t start_time(pid_t pid) { return read_stat(pid).started; }
+
+/// The "Threads:" line of /proc/<pid>/status (0 when it cannot be read).
+int thread_count(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("Threads:", 0) == 0) return std::atoi(line.c_str() + 8);
   return 0;
 }
 
+/// Whether the process that made a context still runs. A zombie (killed or exited, not yet
+/// reaped by its parent) does not: the driver ends its contexts when its files close, at exit.
+/// (A process whose main thread ended while others run also shows 'Z', with more threads.)
 bool alive(pid_t pid, std::uint64_t started) {
   if (::kill(pid, 0) != 0 && errno == ESRCH) return false;
-  const std::uint64_t now_started = start_time(pid);
-  return now_started == 0 || now_started == started;
+  const proc_stat now = read_stat(pid);
+  if ((now.state == 'Z' || now.state == 'X') && thread_count(pid) <= 1) return false;
+  return now.started == 0 || now.started == started;
 }
 
 void sleep_until(std::uint64_t t) {
