@@ -7,6 +7,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <fstream>
 #include <map>
 
 #include "test_util.hpp"
@@ -59,6 +60,14 @@ pid_t busy_worker(const test::unique_table& t, session_options o, control& c, in
     }
     return 0;
   });
+}
+
+/// Nanoseconds the main thread of `pid` has spent runnable but waiting for a CPU (the second field
+/// of /proc/<pid>/schedstat); 0 where the kernel offers no schedstat.
+std::uint64_t cpu_wait_ns(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/schedstat");
+  std::uint64_t on_cpu = 0, waiting = 0;
+  return in >> on_cpu >> waiting ? waiting : 0;
 }
 
 /// Device time per session name, from one snapshot.
@@ -405,12 +414,17 @@ TEST_CASE("compute guarantee: a busy low-priority process keeps its guaranteed s
                             busy_worker(t, low, c[0], 1)};
     REQUIRE(test::eventually([&] { return c[0].started.load() == 2; }));
     std::this_thread::sleep_for(300ms);
+    const std::uint64_t waited_before = cpu_wait_ns(pids[0]);
     const auto used = measure(t, 2000ms);
     const double low_share = used.at("low") / 2e9;
+    // Next to CPU hogs the higher class is descheduled now and then, and the lower class may use
+    // the device while the higher one waits for a CPU (work conservation): bounded by that wait.
+    const double high_waited = static_cast<double>(cpu_wait_ns(pids[0]) - waited_before) / 2e9;
     MESSAGE("guarantee " << guarantee / 1e4 << "%: the low class used " << low_share * 100
-                         << "% of the device");
-    if (guarantee == 0) // (next to CPU hogs the higher class is descheduled now and then, and
-      CHECK(low_share < 0.05); // the lower class gets those gaps: 2.2% measured, 0% without)
+                         << "% of the device; the high class waited for a CPU " << high_waited * 100
+                         << "% of the time");
+    if (guarantee == 0) // (0% idle, 0-4% with two CPU hogs, measured)
+      CHECK(low_share < 0.05 + high_waited);
     else
       CHECK(low_share == doctest::Approx(0.20).epsilon(0.03 / 0.20));
     stop_all(c[0], pids);
