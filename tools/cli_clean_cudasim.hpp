@@ -81,10 +81,10 @@ inline sim_header read_sim_header(int fd) {
 }
 
 /// Why the object open as `fd` must be kept ("" when it may go): not a state (`is_state` false),
-/// another owner's, in use, another version. `force` lets in-use and other-version states go,
-/// and, for an object the user named, one whose creator died before writing it (all zeros and
-/// unlocked: cudasim's creator locks it first); `note` says which. Leaves the exclusive lock
-/// taken when the object may go.
+/// another owner's, in use, made by a version whose programs did not lock it. `force` lets in-use
+/// and such old states go, and, for an object the user named, one whose creator died before writing
+/// it (all zeros and unlocked: cudasim's creator locks it first); `note` says which. Leaves the
+/// exclusive lock taken when the object may go.
 inline std::string sim_keep_reason(int fd, const struct stat& st, bool force, bool named,
                                    bool& is_state, std::string& note) {
   const sim_header head = read_sim_header(fd);
@@ -108,11 +108,11 @@ inline std::string sim_keep_reason(int fd, const struct stat& st, bool force, bo
     if (!force) return "a running program uses it";
     note = " (--force: a running program uses it and goes on with the removed state, no longer "
            "shared with programs that start later)";
-  } else if (head.version != cudasim::state_version) {
+  } else if (head.version < cudasim::first_locking_version) {
     if (!force)
-      return "made by another cudasim version (state version " + std::to_string(head.version) +
+      return "made by an older cudasim version (state version " + std::to_string(head.version) +
              "), whose programs do not say whether they use it; --force removes it";
-    note = " (--force: made by another cudasim version)";
+    note = " (--force: made by an older cudasim version)";
   }
   return {};
 }

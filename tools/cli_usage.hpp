@@ -144,7 +144,8 @@ table (junk, an unfinished creation, a table in use), with or without --force.
 
 With --cudasim, removes instead the simulated runtime's states (/dev/shm/NAME, NAME as in
 CUDASIM_STATE; default: every one of yours) that no running program uses. --force also removes
-one a program uses, or one another cudasim version made.
+one a program uses, or one an old cudasim version made (state version 2, whose programs did not
+say whether they use it).
 )";
 
 inline constexpr std::string_view metrics_usage =

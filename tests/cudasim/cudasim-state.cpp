@@ -177,7 +177,7 @@ TEST_CASE(
   auto r = run_cli({"clean", "--cudasim", old_version.name(), empty.name(), other.name()});
   CHECK(r.code == 0);
   CHECK(contains(r.out, "kept /dev/shm/" + old_version.name() +
-                            ": made by another cudasim version (state version 2), whose programs "
+                            ": made by an older cudasim version (state version 2), whose programs "
                             "do not say whether they use it; --force removes it\n"));
   CHECK(contains(r.out, "kept /dev/shm/" + empty.name() +
                             ": empty: a cudasim state whose creator "
@@ -192,13 +192,22 @@ TEST_CASE(
 
   r = run_cli({"clean", "--cudasim", "--force", old_version.name(), empty.name(), other.name()});
   CHECK(contains(r.out, "removed /dev/shm/" + old_version.name() +
-                            " (--force: made by another cudasim version)\n"));
+                            " (--force: made by an older cudasim version)\n"));
   CHECK(contains(r.out, "removed /dev/shm/" + empty.name() +
                             " (--force: an empty state whose creator died)\n"));
   CHECK(contains(r.out, "kept /dev/shm/" + other.name() + ": not a cudasim state"));
   CHECK(!exists(old_version));
   CHECK(!exists(empty));
   CHECK(exists(other));
+
+  // A state of a later version than the first whose programs lock (3) is judged by its lock,
+  // whatever its layout: unused, it goes without --force.
+  write_object(old_version.name(), magic, 3);
+  r = run_cli({"clean", "--cudasim", old_version.name()});
+  CHECK(r.out == "removed /dev/shm/" + old_version.name() +
+                     " (no program uses it)\nremoved 1 of 1 "
+                     "cudasim state\n");
+  CHECK(!exists(old_version));
 
   // --force removes a state in use; its program goes on with the removed one.
   probe holder({"hold", "1"}, {{"CUDASIM_STATE", used.name()}});

@@ -22,5 +22,8 @@ inline constexpr std::uint64_t state_magic = 0x4355444153494d31ull; // "CUDASIM1
 /// 3: programs hold the shared flock (version 2 objects were made by programs that did not).
 /// 4: the time-slice schedule (each context's device time and demand; slices.cpp).
 inline constexpr std::uint32_t state_version = 4;
+/// The first version whose programs hold the shared flock: for a state of this version or later,
+/// whatever its layout, a cleaner can tell whether a program uses it.
+inline constexpr std::uint32_t first_locking_version = 3;
 
 } // namespace cudasim
