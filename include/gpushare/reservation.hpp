@@ -49,17 +49,17 @@ public:
   /// errc::exceeds_capacity at once if it can never fit, errc::timeout when it did not in time.
   template <class Rep, class Period>
   void grow(std::uint64_t bytes, std::chrono::duration<Rep, Period> timeout) {
-    require_core().grow(bytes, detail::to_ns(timeout), true);
+    require_core().grow(bytes, detail::to_ns(timeout));
     bytes_ += bytes;
   }
   /// Grows by `bytes`, waiting as long as it takes (dead peers' memory is reclaimed meanwhile).
   void grow(std::uint64_t bytes) {
-    require_core().grow(bytes, detail::wait_forever_ns, true);
+    require_core().grow(bytes, detail::wait_forever_ns);
     bytes_ += bytes;
   }
   /// Grows by `bytes` if that fits now; false otherwise (over-limit still throws).
   [[nodiscard]] bool try_grow(std::uint64_t bytes) {
-    if (!require_core().grow(bytes, 0, false)) return false;
+    if (!require_core().try_grow(bytes)) return false;
     bytes_ += bytes;
     return true;
   }

@@ -59,7 +59,7 @@ public:
   template <class Rep, class Period>
   [[nodiscard]] reservation reserve(std::uint64_t bytes,
                                     std::chrono::duration<Rep, Period> timeout) {
-    core().grow(bytes, detail::to_ns(timeout), true);
+    core().grow(bytes, detail::to_ns(timeout));
     return reservation(core_, bytes);
   }
   /// Reserves `bytes` with no timeout: **blocks until they fit, forever if they never do** (a peer
@@ -67,12 +67,12 @@ public:
   /// every 100 ms, so memory held by a peer that died is reclaimed and handed out. Prefer
   /// reserve(bytes, timeout) unless waiting indefinitely is what the caller wants.
   [[nodiscard]] reservation reserve(std::uint64_t bytes) {
-    core().grow(bytes, detail::wait_forever_ns, true);
+    core().grow(bytes, detail::wait_forever_ns);
     return reservation(core_, bytes);
   }
   /// Reserves `bytes` if they fit now, else nullopt. Over-limit requests still throw.
   [[nodiscard]] std::optional<reservation> try_reserve(std::uint64_t bytes) {
-    if (!core().grow(bytes, 0, false)) return std::nullopt;
+    if (!core().try_grow(bytes)) return std::nullopt;
     return reservation(core_, bytes);
   }
 

@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: Apache-2.0
+// Joining a table, for session_core (declared in session_core.hpp): open the table (creating it
+// if needed), claim a slot by taking its liveness lock, activate the slot under the table lock,
+// then print the join's notices once per process. docs/design.md, "Joining and leaving".
+#pragma once
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <mutex>
+#include <set>
+#include <string>
+#include <string_view>
+
+#include <gpushare/detail/join_notices.hpp>
+#include <gpushare/detail/session_core.hpp>
+#include <gpushare/detail/slot.hpp>
+
+namespace gpushare {
+inline namespace v0 {
+namespace detail {
+
+/// True the first time this process asks about `what`: for notices printed once per process.
+inline bool first_time_in_process(const std::string& what) {
+  static std::mutex m;
+  static std::set<std::string> seen;
+  const std::lock_guard<std::mutex> lock(m);
+  return seen.insert(what).second;
+}
+
+/// How many times a join starts over because the table it opened was removed meanwhile.
+inline constexpr int max_join_attempts = 64;
+
+inline session_core::session_core(std::string_view key, const session_options& opts) {
+  const resolved_options r = resolve_options(opts);
+  create_params p;
+  p.domain = r.domain;
+  p.key = std::string(key);
+  p.access = r.access;
+  p.capacity = r.capacity;
+  p.open_timeout_ns = to_ns(r.open_timeout);
+  facts_.name = r.name;
+  // No fork() in this process until the slot is claimed, activated and registered: a child
+  // forked in between would inherit the slot's liveness lock unknown to the fork registry and
+  // keep this session alive after this process died (issue 13, item 11).
+  const fork_registry::no_fork_scope no_fork;
+  join_table(r, p);
+  facts_.created_table = table_.mapping().created();
+  facts_.requested_capacity = r.capacity >= max_memory_bytes ? 0 : r.capacity;
+  fork_registry::instance().add(this);
+  print_join_notices(key);
+}
+
+/// Opens the table, claims a slot and activates it. `gpushare clean` may remove the table
+/// between our opening it and our joining it; then activate() finds the name no longer refers
+/// to our file, and we join the table that the name refers to now (docs/cli.md, "The clean
+/// protocol").
+inline void session_core::join_table(const resolved_options& r, const create_params& p) {
+  for (int attempt = 1;; ++attempt) {
+    table_ = table_core(mapped_table::open_or_create(p));
+    crash_point("join.opened");
+    claim_slot();
+    crash_point("join.claimed");
+    bool active = false;
+    try {
+      active = activate(r);
+    } catch (...) {
+      unlock_byte(table_.fd(), slot_lock_byte(slot_));
+      throw;
+    }
+    if (active) return;
+    unlock_byte(table_.fd(), slot_lock_byte(slot_));
+    if (attempt == max_join_attempts) throw removed_while_joining(facts_, table_, attempt);
+  }
+}
+
+/// Takes the liveness lock of a slot: that lock *is* the claim, so concurrent joiners never need
+/// the table lock to pick slots and 256 of them do not queue behind each other. Free slots are
+/// tried first, from a per-process starting point; a second pass also takes slots whose owner
+/// died without leaving (their lock is free), which activate() then cleans.
+inline void session_core::claim_slot() {
+  const std::uint32_t n = table_.slot_count();
+  const std::uint32_t start = static_cast<std::uint32_t>(::getpid()) * 2654435761u % n;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (std::uint32_t k = 0; k < n; ++k) {
+      const std::uint32_t i = (start + k) % n;
+      const bool is_free = table_.slot(i).state.load(std::memory_order_acquire) == slot_free;
+      if ((pass == 0) != is_free) continue;
+      if (try_lock_byte(table_.fd(), slot_lock_byte(i)) == 0) {
+        slot_ = i;
+        table_.set_own_slot(i);
+        return;
+      }
+    }
+  }
+  throw no_free_slot(table_);
+}
+
+/// Activates the claimed slot. Returns false, having changed nothing, if the table's name no
+/// longer refers to the file we mapped: `gpushare clean` removed it (under this lock) after we
+/// opened it, and a session here would be invisible to every process that opens the name later.
+inline bool session_core::activate(const resolved_options& r) {
+  const std::uint64_t start_ticks = process_start_ticks(); // file I/O: not under the lock
+  for (int attempt = 0;; ++attempt) {
+    deferred_wake wake{table_}; // destroyed after the guard below: wakes outside the lock
+    table_core::guard g(table_);
+    if (!names_same_file(table_.fd(), table_.name())) return false;
+    table_header& h = table_.header();
+    slot_record& s = own();
+    if (s.state.load(std::memory_order_relaxed) == slot_active) { // its owner died; we hold it
+      wake.slot = table_.end_session_locked(slot_);
+      ++h.sessions_reclaimed;
+      // Its memory came back: memory waiters must re-check now, not at their next liveness
+      // re-check (bumped under the lock; the wake is sent after the unlock, by `wake`).
+      if (h.memory_waiters > 0) {
+        h.memory_wake.fetch_add(1, std::memory_order_release);
+        wake.memory = true;
+      }
+    }
+    const std::uint64_t guarantee = resolve_memory_settings(r, h);
+    s.reserved = s.external = s.memory_guarantee = 0; // a free slot counts nowhere yet
+    if (!guarantee_fits(h, s, guarantee)) {
+      if (attempt == 0) {
+        recompute_totals(table_.view()); // never refuse on scribbled totals (see grow_loop())
+        g.unlock();
+        table_.reclaim_dead();
+        continue;
+      }
+      throw guarantee_unavailable(facts_, table_, guarantee);
+    }
+    fill_slot(s, r, start_ticks, guarantee);
+    ++h.live_sessions;
+    crash_point("join.locked");
+    s.state.store(slot_active, std::memory_order_release);
+    joined_ = true;
+    return true;
+  }
+}
+
+/// Resolves this session's memory limit and guarantee against the table's capacity `h`, records
+/// how they were given (facts_), and returns the guarantee. Throws if either is a fraction of a
+/// table without a capacity, or if the guarantee exceeds the limit. Call under the lock.
+inline std::uint64_t session_core::resolve_memory_settings(const resolved_options& r,
+                                                           const table_header& h) {
+  const std::string who = "session '" + facts_.name + "'";
+  check_fraction_has_capacity(who, "memory limit", r.memory_limit, h.capacity, table_.name());
+  check_fraction_has_capacity(who, "memory guarantee", r.memory_guarantee, h.capacity,
+                              table_.name());
+  const std::uint64_t limit = r.memory_limit ? r.memory_limit->resolve(h.capacity) : h.capacity;
+  const std::uint64_t guarantee = r.memory_guarantee.resolve(h.capacity);
+  facts_.limit_given = r.memory_limit_given;
+  facts_.guarantee_given = r.memory_guarantee_given;
+  facts_.limit_at_join = limit;
+  if (guarantee > limit) throw guarantee_over_limit(facts_, guarantee, limit);
+  return guarantee;
+}
+
+/// Writes this session into its claimed slot `s` (call under the lock, the slot free and
+/// counting nowhere, so the totals need no adjustment but the guarantee's). Nothing of the slot's
+/// previous session survives (slot.hpp): only what is set here is not zero.
+inline void session_core::fill_slot(slot_record& s, const resolved_options& r,
+                                    std::uint64_t start_ticks, std::uint64_t guarantee) {
+  table_header& h = table_.header();
+  reset_slot_for_join(s);
+  generation_ = s.generation + 1;
+  s.generation = generation_;
+  s.pid = ::getpid();
+  s.start_time_ticks = start_ticks;
+  s.joined_unix_ns = realtime_ns();
+  copy_name_to(s.name, name_capacity, facts_.name);
+  s.priority = r.priority;
+  s.share = r.share;
+  s.compute_limit_ppm = r.compute_limit_ppm;
+  ++s.settings_seq;
+  s.memory_limit = facts_.limit_at_join;
+  s.quantum_ns = r.quantum_ns;
+  s.handover_mode = r.handover == handover_point::at_yield ? handover_at_yield : handover_at_guard;
+  s.max_guard_ns = r.max_guard_ns;
+  s.compute_guarantee_ppm = r.compute_guarantee_ppm;
+  s.vtime = class_floor(h, r.priority); // a newcomer starts level with its class (see place())
+  set_usage(h, s, 0, 0, guarantee);
+}
+
+/// The notices of a join, each printed to stderr once per process: the capacity notice
+/// (messages.hpp) once per table and requested capacity, and the join warnings
+/// (join_notices.hpp) once each.
+inline void session_core::print_join_notices(std::string_view key) const {
+  if (const std::string note = capacity_mismatch_text();
+      !note.empty() &&
+      first_time_in_process(table_.name() + '\n' + std::to_string(facts_.requested_capacity)))
+    std::fprintf(stderr, "gpushare: %s\n", note.c_str());
+  for (const std::string& w : join_warnings(table_.name(), key))
+    if (first_time_in_process(w)) std::fprintf(stderr, "gpushare: warning: %s\n", w.c_str());
+}
+
+} // namespace detail
+} // namespace v0
+} // namespace gpushare

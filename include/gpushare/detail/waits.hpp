@@ -1,0 +1,259 @@
+// SPDX-License-Identifier: Apache-2.0
+// The waits of a session, for session_core (declared in session_core.hpp):
+//   - for memory: grow() / try_grow(), whose loop sleeps on the table's memory_wake word;
+//   - for the device: acquire_device(), for a guard (enter_guard) or after yield(), whose loop
+//     sleeps on the slot's grant word (or paces for its compute limit).
+// A waiter is counted while it waits (memory_waiting / device waiters); one that leaves its wait
+// by an exception uncounts itself, under the lock or in the slot's journal. Every waiter looks
+// for dead sessions, which may hold what it waits for and never release it, at least every
+// liveness_recheck_ns (reclaim_dead_when_due()).
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <optional>
+
+#include <gpushare/detail/cpu_wait.hpp>
+#include <gpushare/detail/session_core.hpp>
+
+namespace gpushare {
+inline namespace v0 {
+namespace detail {
+
+/// A thread that stops waiting by an exception uncounts itself under the table lock, except
+/// after a lock timeout (errc::table_busy): then it does not wait for the lock a second time and
+/// journals its removal.
+inline session_core::uncount session_core::uncount_after(const error& e) noexcept {
+  return e.code() == errc::table_busy ? uncount::in_journal : uncount::under_lock;
+}
+
+/// After a wait: looks for dead sessions if liveness_recheck_ns have passed since the last look
+/// (`next_check` is when the next is due), by the clock, however the wait ended (a wake-up by a
+/// live peer, a signal, a timeout): a waiter woken often still reclaims the dead.
+inline void session_core::reclaim_dead_when_due(std::uint64_t& next_check) {
+  if (const std::uint64_t after = monotonic_ns(); after >= next_check) {
+    table_.reclaim_dead();
+    next_check = sat_add(after, liveness_recheck_ns);
+  }
+}
+
+// ---- memory -------------------------------------------------------------------------------------
+
+inline void session_core::grow(std::uint64_t bytes, std::uint64_t timeout_ns) {
+  (void)grow_until(bytes, timeout_ns, past_deadline::throw_timeout);
+}
+
+inline bool session_core::try_grow(std::uint64_t bytes) {
+  return grow_until(bytes, 0, past_deadline::return_false);
+}
+
+inline bool session_core::grow(std::uint64_t bytes, std::uint64_t timeout_ns,
+                               bool throw_on_timeout) {
+  return grow_until(bytes, timeout_ns,
+                    throw_on_timeout ? past_deadline::throw_timeout : past_deadline::return_false);
+}
+
+/// Grows this session's reservations by `bytes`, waiting up to `timeout_ns` for memory to be
+/// released; past it, does what `then` says.
+inline bool session_core::grow_until(std::uint64_t bytes, std::uint64_t timeout_ns,
+                                     past_deadline then) {
+  check_usable();
+  const std::uint64_t start = monotonic_ns();
+  const std::uint64_t deadline =
+      timeout_ns == wait_forever_ns ? wait_forever_ns : sat_add(start, timeout_ns);
+  bool waiting = false;
+  try {
+    return grow_loop(bytes, timeout_ns, then, start, deadline, waiting);
+  } catch (const error& e) {
+    // A lock timeout, a reclaimed slot or leave(): this thread no longer waits. (The throws
+    // of grow_loop itself have already stopped waiting.)
+    if (waiting) forget_memory_wait(uncount_after(e));
+    throw;
+  } catch (...) {
+    if (waiting) forget_memory_wait(uncount::in_journal);
+    throw;
+  }
+}
+
+/// The wait loop of grow_until(). A refusal first reclaims the dead and tries again at once;
+/// then it waits, counted as a memory waiter (`waiting`), until a release wakes it, the deadline
+/// passes, or the next look for the dead is due.
+inline bool session_core::grow_loop(std::uint64_t bytes, std::uint64_t timeout_ns,
+                                    past_deadline then, std::uint64_t start, std::uint64_t deadline,
+                                    bool& waiting) {
+  bool reclaimed = false;
+  std::uint64_t next_check = 0;
+  for (;;) {
+    check_usable(); // leave() by another thread ends this wait
+    locked g(*this);
+    slot_record& s = own_checked();
+    const budget_verdict v = check_grow(table_.header(), s, bytes);
+    if (v == budget_verdict::granted) {
+      apply_grow(table_.header(), s, bytes);
+      crash_point("reserve.locked");
+      if (waiting) stop_waiting(s, start);
+      waiting = false;
+      return true;
+    }
+    if (v != budget_verdict::not_now) {
+      if (waiting) stop_waiting(s, start);
+      waiting = false;
+      throw never_fits(facts_, table_, v, s, bytes);
+    }
+    if (!reclaimed) { // dead sessions may hold what we need: reclaim, then try again at once
+      // The totals are derived from the slots; a refusal must not rest on totals a stray
+      // writer scribbled, so rebuild them (256 slots: cheap, and only on a refusal).
+      recompute_totals(table_.view());
+      g.unlock();
+      reclaimed = true;
+      table_.reclaim_dead();
+      next_check = sat_add(monotonic_ns(), liveness_recheck_ns);
+      continue;
+    }
+    const std::uint64_t now = monotonic_ns();
+    if (now >= deadline) {
+      if (waiting) stop_waiting(own(), start);
+      waiting = false;
+      if (then == past_deadline::return_false) return false;
+      throw not_available(facts_, table_, own(), bytes, timeout_ns);
+    }
+    if (!waiting) {
+      waiting = true;
+      ++own().memory_waiting;
+      ++table_.header().memory_waiters;
+    }
+    const std::uint32_t seq = table_.header().memory_wake.load(std::memory_order_acquire);
+    crash_point("reserve.waiting");
+    g.unlock();
+    const std::uint64_t until = std::min(deadline, next_check);
+    if (until > now) futex_wait(&table_.header().memory_wake, seq, until - now);
+    reclaim_dead_when_due(next_check);
+  }
+}
+
+/// A memory waiter got its memory or gave up by itself (under the lock): uncount it and record
+/// how long it waited.
+inline void session_core::stop_waiting(slot_record& s, std::uint64_t start) noexcept {
+  s.memory_waiting = sat_sub32(s.memory_waiting, 1);
+  table_.header().memory_waiters = sat_sub32(table_.header().memory_waiters, 1);
+  const std::uint64_t waited = monotonic_ns() - start;
+  ++s.reserve_waits;
+  s.reserve_wait_ns = sat_add(s.reserve_wait_ns, waited);
+  s.reserve_wait_max_ns = std::max(s.reserve_wait_max_ns, waited);
+}
+
+/// A memory waiter leaves its wait by an exception: uncount it now, or journal it, so that no
+/// phantom memory waiter stays counted.
+inline void session_core::forget_memory_wait(uncount how) noexcept {
+  const auto entry = [](table_header& h, slot_record& s) { journal_memory_waiter(h, s); };
+  if (how == uncount::in_journal) {
+    journal(entry);
+    return;
+  }
+  locked_or_journaled(
+      [&](locked&, slot_record& s) {
+        s.memory_waiting = sat_sub32(s.memory_waiting, 1);
+        table_.header().memory_waiters = sat_sub32(table_.header().memory_waiters, 1);
+      },
+      entry);
+}
+
+// ---- the device ---------------------------------------------------------------------------------
+
+/// Waits until this session holds the device (and, for a guard, counts it as active). `start`:
+/// when it was asked for; `deadline`: when to give up (errc::timeout). Returns the time it got
+/// the device.
+inline std::uint64_t session_core::acquire_device(device_claim claim, std::uint64_t start,
+                                                  std::uint64_t deadline,
+                                                  std::uint64_t timeout_ns) {
+  acquire_state st;
+  try {
+    return acquire_loop(claim, start, deadline, timeout_ns, st);
+  } catch (const error& e) { // a lock timeout, the slot was reclaimed, or leave()
+    if (st.registered) forget_registration(uncount_after(e));
+    throw;
+  } catch (...) {
+    if (st.registered) forget_registration(uncount::in_journal);
+    throw;
+  }
+}
+
+/// A thread that gives up waiting (an exception) must not stay counted as a waiter: the holder
+/// would keep waking, and handing the device to, a session that no longer waits. If the lock
+/// cannot be had either, the removal goes into the slot's journal (the next locker applies it).
+/// (A grant it got meanwhile needs nothing: a holder with no guard is taken over once its idle
+/// grace is spent.)
+inline void session_core::forget_registration(uncount how) noexcept {
+  own_waiters_.fetch_sub(1, std::memory_order_relaxed);
+  const auto entry = [](table_header& h, slot_record& s) { journal_device_waiter(h, s); };
+  if (how == uncount::in_journal) {
+    journal(entry);
+    return;
+  }
+  locked_or_journaled([&](locked&, slot_record&) { remove_waiters(table_.view(), slot_); }, entry);
+}
+
+/// The wait loop of acquire_device(): one acquire_step() per critical section, then a sleep on
+/// the slot's grant word until a grant, the deadline, the step's own re-check time, or the next
+/// look for the dead. Dead holders never hand over: that look happens whenever
+/// liveness_recheck_ns have passed since the last, by the clock, whatever ended the waits in
+/// between (signals, wake-ups by a holder's guard exits, a watch's polls).
+inline std::uint64_t session_core::acquire_loop(device_claim claim, std::uint64_t start,
+                                                std::uint64_t deadline, std::uint64_t timeout_ns,
+                                                acquire_state& st) {
+  std::uint64_t now = start;
+  std::uint64_t next_check = sat_add(start, liveness_recheck_ns);
+  for (bool first = true;; first = false) {
+    check_usable(); // leave() by another thread ends this wait
+    locked g(*this);
+    slot_record& s = own_checked();
+    if (!first) now = monotonic_ns();
+    if (first) // how much this thread waits for a CPU (the reservation's test; cpu_wait.hpp)
+      if (const std::optional<std::uint32_t> w = sample_cpu_wait(now)) note_cpu_wait(s, *w);
+    const bool was_registered = st.registered;
+    const acquire_result r = acquire_step(table_.view(), slot_, now, claim == device_claim::guard,
+                                          st, liveness_recheck_ns);
+    if (st.registered != was_registered)
+      own_waiters_.fetch_add(st.registered ? 1u : ~0u, std::memory_order_relaxed);
+    g.wake_after(r.wake);
+    if (r.what == acquire_result::granted) {
+      if (st.waited) record_wait(s, now - st.wait_start);
+      s.cap_throttle_ns =
+          sat_add(s.cap_throttle_ns, throttled_ns_.exchange(0, std::memory_order_relaxed));
+      return now;
+    }
+    if (now >= deadline) {
+      if (st.registered) {
+        remove_waiters(table_.view(), slot_);
+        st.registered = false;
+        own_waiters_.fetch_sub(1, std::memory_order_relaxed);
+      }
+      throw guard_timeout(facts_, table_, slot_, timeout_ns, now - start);
+    }
+    const std::uint32_t seq = s.grant_word.load(std::memory_order_acquire);
+    const std::uint64_t until =
+        std::min({deadline, next_check, sat_add(now, std::max<std::uint64_t>(r.sleep_ns, 1))});
+    if (r.what == acquire_result::pause) { // its compute limit: sleep, holding nothing
+      // On the grant word, not in sleep_for: leave() wakes it.
+      g.unlock();
+      futex_wait(&s.grant_word, seq, until > now ? until - now : 1);
+      throttled_ns_.fetch_add(monotonic_ns() - now, std::memory_order_relaxed);
+    } else {
+      crash_point("guard.waiting");
+      g.unlock();
+      futex_wait(&s.grant_word, seq, until > now ? until - now : 1);
+    }
+    reclaim_dead_when_due(next_check);
+  }
+}
+
+inline void session_core::record_wait(slot_record& s, std::uint64_t waited) noexcept {
+  ++s.device_waits;
+  s.device_wait_ns = sat_add(s.device_wait_ns, waited);
+  s.device_wait_max_ns = std::max(s.device_wait_max_ns, waited);
+}
+
+} // namespace detail
+} // namespace v0
+} // namespace gpushare
