@@ -263,8 +263,9 @@ cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t pool) {
 }
 
 cudaError_t cudaMemPoolCreate(cudaMemPool_t* pool, const cudaMemPoolProps* props) {
-  const bool invalid = !pool || !props || props->location.type != cudaMemLocationTypeDevice;
-  return api_call("cudaMemPoolCreate", invalid_if(invalid), [&](runtime& rt) {
+  return api_call("cudaMemPoolCreate", invalid_if(!pool || !props), [&](runtime& rt) {
+    // props is read once the call is entered (api_call: `args` dereferences nothing).
+    if (props->location.type != cudaMemLocationTypeDevice) return cudaErrorInvalidValue;
     context* ctx = nullptr;
     if (const cudaError_t e = context_for(props->location.id, ctx); e != cudaSuccess) return e;
     auto* p = new pool_obj();

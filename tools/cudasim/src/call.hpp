@@ -20,7 +20,8 @@ constexpr cudaError_t invalid_if(bool invalid) {
 
 /// Runs the call `name`: enter(name), then the arguments' check (`args`: cudaSuccess when they
 /// are valid), then `body(rt)` with the runtime's mutex held. What fails is recorded as the last
-/// error (fail); what `body` returns is the call's result.
+/// error (fail); what `body` returns is the call's result. `args` is computed before enter runs,
+/// so it tests the arguments' values and dereferences none of them.
 template <class Body> cudaError_t api_call(const char* name, cudaError_t args, Body&& body) {
   if (const cudaError_t e = enter(name); e != cudaSuccess) return fail(e);
   if (args != cudaSuccess) return fail(args);
