@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "call.hpp"
 #include "config.hpp"
 #include "runtime.hpp"
 #include "shared.hpp"
@@ -20,13 +21,6 @@ constexpr int sim_runtime_version = 13000;
 constexpr int sim_driver_version = 13000;
 
 const unit_info& unit_of(const context* ctx) { return shared::get().units()[ctx->unit]; }
-
-/// Current device's context, created: the common prologue of calls that need a context.
-cudaError_t current_context(context*& ctx) {
-  runtime& rt = runtime::get();
-  if (const cudaError_t e = rt.context_of(current_device(), true, ctx); e != cudaSuccess) return e;
-  return static_cast<cudaError_t>(ctx->sticky.load());
-}
 
 // Driver API entry points the CUDA layer asks for (cudaGetDriverEntryPointByVersion).
 thread_local context* tl_bound = nullptr; // the thread's current driver context
@@ -76,6 +70,17 @@ int drv_ctx_set_current(void* ctx) {
   return 201; // CUDA_ERROR_INVALID_CONTEXT
 }
 
+/// The current device's sticky error, which cudaGetLastError and cudaPeekAtLastError report
+/// before the thread's last error (cudaSuccess before initialisation or without a context).
+cudaError_t current_sticky() {
+  runtime& rt = runtime::get();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  if (rt.init_pid.load() != ::getpid()) return cudaSuccess;
+  context* ctx = nullptr;
+  if (rt.context_of(current_device(), false, ctx) != cudaSuccess) return cudaSuccess;
+  return static_cast<cudaError_t>(ctx->sticky.load());
+}
+
 } // namespace
 
 namespace cudasim {
@@ -88,11 +93,10 @@ extern "C" {
 cudaError_t cudaGetDeviceCount(int* count) {
   if (!count) return fail(cudaErrorInvalidValue);
   *count = 0;
-  if (const cudaError_t e = enter("cudaGetDeviceCount"); e != cudaSuccess) return fail(e);
-  runtime& rt = runtime::get();
-  std::lock_guard<std::mutex> lock(rt.mutex);
-  *count = static_cast<int>(rt.contexts.size());
-  return cudaSuccess;
+  return api_call("cudaGetDeviceCount", cudaSuccess, [&](runtime& rt) {
+    *count = static_cast<int>(rt.contexts.size());
+    return cudaSuccess;
+  });
 }
 
 cudaError_t cudaGetDevice(int* device) {
@@ -103,15 +107,14 @@ cudaError_t cudaGetDevice(int* device) {
 }
 
 cudaError_t cudaSetDevice(int device) {
-  if (const cudaError_t e = enter("cudaSetDevice"); e != cudaSuccess) return fail(e);
-  runtime& rt = runtime::get();
-  std::lock_guard<std::mutex> lock(rt.mutex);
-  context* ctx = nullptr;
-  // CUDA 12 and later: cudaSetDevice initialises the device's primary context at once.
-  if (const cudaError_t e = rt.context_of(device, true, ctx); e != cudaSuccess) return fail(e);
-  current_device() = device;
-  bind_thread(ctx);
-  return cudaSuccess;
+  return api_call("cudaSetDevice", cudaSuccess, [&](runtime& rt) {
+    context* ctx = nullptr;
+    // CUDA 12 and later: cudaSetDevice initialises the device's primary context at once.
+    if (const cudaError_t e = rt.context_of(device, true, ctx); e != cudaSuccess) return e;
+    current_device() = device;
+    bind_thread(ctx);
+    return cudaSuccess;
+  });
 }
 
 cudaError_t cudaSetDeviceFlags(unsigned int) {
@@ -120,11 +123,10 @@ cudaError_t cudaSetDeviceFlags(unsigned int) {
 }
 
 cudaError_t cudaInitDevice(int device, unsigned int, unsigned int) {
-  if (const cudaError_t e = enter("cudaInitDevice"); e != cudaSuccess) return fail(e);
-  runtime& rt = runtime::get();
-  std::lock_guard<std::mutex> lock(rt.mutex);
-  context* ctx = nullptr;
-  return fail(rt.context_of(device, true, ctx));
+  return api_call("cudaInitDevice", cudaSuccess, [&](runtime& rt) {
+    context* ctx = nullptr;
+    return rt.context_of(device, true, ctx);
+  });
 }
 
 namespace {
@@ -226,14 +228,12 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
 }
 
 cudaError_t cudaDeviceGetPCIBusId(char* bus, int len, int device) {
-  if (const cudaError_t e = enter("cudaDeviceGetPCIBusId"); e != cudaSuccess) return fail(e);
-  if (!bus || len <= 0) return fail(cudaErrorInvalidValue);
-  runtime& rt = runtime::get();
-  std::lock_guard<std::mutex> lock(rt.mutex);
-  context* ctx = nullptr;
-  if (const cudaError_t e = rt.context_of(device, false, ctx); e != cudaSuccess) return fail(e);
-  std::snprintf(bus, static_cast<std::size_t>(len), "0000:%02x:00.0", 0x10 + unit_of(ctx).gpu);
-  return cudaSuccess;
+  return api_call("cudaDeviceGetPCIBusId", invalid_if(!bus || len <= 0), [&](runtime& rt) {
+    context* ctx = nullptr;
+    if (const cudaError_t e = rt.context_of(device, false, ctx); e != cudaSuccess) return e;
+    std::snprintf(bus, static_cast<std::size_t>(len), "0000:%02x:00.0", 0x10 + unit_of(ctx).gpu);
+    return cudaSuccess;
+  });
 }
 
 cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greatest) {
@@ -245,12 +245,9 @@ cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greatest) {
 }
 
 cudaError_t cudaDeviceSynchronize(void) {
-  if (const cudaError_t e = enter("cudaDeviceSynchronize"); e != cudaSuccess) return fail(e);
-  runtime& rt = runtime::get();
   context* ctx = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(rt.mutex);
-    if (const cudaError_t e = current_context(ctx); e != cudaSuccess) return fail(e);
+  const cudaError_t result = api_call("cudaDeviceSynchronize", cudaSuccess, [&](runtime& rt) {
+    if (const cudaError_t e = context_for(current_device(), ctx); e != cudaSuccess) return e;
     // Synchronising a device on which a capture is under way is never legal.
     bool capturing = false;
     for (stream_obj* t : ctx->streams)
@@ -258,9 +255,11 @@ cudaError_t cudaDeviceSynchronize(void) {
         t->cap->invalidated = true;
         capturing = true;
       }
-    if (capturing) return fail(cudaErrorStreamCaptureUnsupported);
-    if (const cudaError_t e = rt.check_unsafe_call(); e != cudaSuccess) return fail(e);
-  }
+    if (capturing) return cudaErrorStreamCaptureUnsupported;
+    return rt.check_unsafe_call();
+  });
+  if (result != cudaSuccess) return result;
+  runtime& rt = runtime::get();
   rt.synchronize(ctx);
   std::lock_guard<std::mutex> lock(rt.mutex);
   rt.release_pools(ctx);
@@ -268,16 +267,14 @@ cudaError_t cudaDeviceSynchronize(void) {
 }
 
 cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
-  if (const cudaError_t e = enter("cudaMemGetInfo"); e != cudaSuccess) return fail(e);
-  if (!free || !total) return fail(cudaErrorInvalidValue);
-  runtime& rt = runtime::get();
-  std::lock_guard<std::mutex> lock(rt.mutex);
-  context* ctx = nullptr;
-  if (const cudaError_t e = current_context(ctx); e != cudaSuccess) return fail(e);
-  const memory_info m = shared::get().memory(ctx->unit);
-  *total = m.total;
-  *free = m.total > m.used ? m.total - m.used : 0;
-  return cudaSuccess;
+  return api_call("cudaMemGetInfo", invalid_if(!free || !total), [&](runtime&) {
+    context* ctx = nullptr;
+    if (const cudaError_t e = context_for(current_device(), ctx); e != cudaSuccess) return e;
+    const memory_info m = shared::get().memory(ctx->unit);
+    *total = m.total;
+    *free = m.total > m.used ? m.total - m.used : 0;
+    return cudaSuccess;
+  });
 }
 
 cudaError_t cudaRuntimeGetVersion(int* version) {
@@ -295,34 +292,18 @@ cudaError_t cudaDriverGetVersion(int* version) {
 }
 
 cudaError_t cudaGetLastError(void) {
-  runtime& rt = runtime::get();
   if (const cudaError_t e = enter("cudaGetLastError", false); e != cudaSuccess) return e;
   // A sticky error stays: cudaGetLastError reports it (the current device's context's) and cannot
   // clear it.
-  {
-    std::lock_guard<std::mutex> lock(rt.mutex);
-    if (rt.init_pid.load() == ::getpid()) {
-      context* ctx = nullptr;
-      if (rt.context_of(current_device(), false, ctx) == cudaSuccess && ctx->sticky.load() != 0)
-        return static_cast<cudaError_t>(ctx->sticky.load());
-    }
-  }
+  if (const cudaError_t e = current_sticky(); e != cudaSuccess) return e;
   const cudaError_t e = last_error();
   last_error() = cudaSuccess;
   return e;
 }
 
 cudaError_t cudaPeekAtLastError(void) {
-  runtime& rt = runtime::get();
   if (const cudaError_t e = enter("cudaPeekAtLastError", false); e != cudaSuccess) return e;
-  {
-    std::lock_guard<std::mutex> lock(rt.mutex);
-    if (rt.init_pid.load() == ::getpid()) {
-      context* ctx = nullptr;
-      if (rt.context_of(current_device(), false, ctx) == cudaSuccess && ctx->sticky.load() != 0)
-        return static_cast<cudaError_t>(ctx->sticky.load());
-    }
-  }
+  if (const cudaError_t e = current_sticky(); e != cudaSuccess) return e;
   return last_error();
 }
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "call.hpp"
 #include "runtime.hpp"
 #include "shared.hpp"
 
@@ -33,27 +34,25 @@ void submit_node(runtime& rt, stream_obj* s, work n) {
 }
 
 cudaError_t graph_launch(cudaGraphExec_t exec, cudaStream_t stream, bool ptsz, const char* name) {
-  if (const cudaError_t e = enter(name); e != cudaSuccess) return fail(e);
-  runtime& rt = runtime::get();
-  std::lock_guard<std::mutex> lock(rt.mutex);
-  auto* x = reinterpret_cast<graph_exec_obj*>(exec);
-  if (!rt.execs.count(x)) return fail(cudaErrorInvalidResourceHandle);
-  stream_obj* s = nullptr;
-  if (const cudaError_t e = work_stream_of(stream, ptsz, s); e != cudaSuccess) return fail(e);
-  // Graph memory: the graph pool maps memory to the allocation nodes before the launch runs;
-  // it keeps it after their free nodes ran (CUDA Programming Guide, "Graph Memory Nodes").
-  const std::vector<void*> allocs = s->cap ? std::vector<void*>{} : alloc_nodes(*x);
-  if (!allocs.empty())
-    if (const cudaError_t e = rt.back_graph_memory(s->ctx, allocs); e != cudaSuccess)
-      return fail(e);
-  for (const work& n : x->nodes) submit_node(rt, s, n);
-  if (!allocs.empty()) {
-    work end{};
-    end.kind = work::graph_end;
-    end.allocs = allocs;
-    (void)rt.submit(s, std::move(end));
-  }
-  return cudaSuccess;
+  return api_call(name, cudaSuccess, [&](runtime& rt) {
+    auto* x = reinterpret_cast<graph_exec_obj*>(exec);
+    if (!rt.execs.count(x)) return cudaErrorInvalidResourceHandle;
+    stream_obj* s = nullptr;
+    if (const cudaError_t e = work_stream_of(stream, ptsz, s); e != cudaSuccess) return e;
+    // Graph memory: the graph pool maps memory to the allocation nodes before the launch runs;
+    // it keeps it after their free nodes ran (CUDA Programming Guide, "Graph Memory Nodes").
+    const std::vector<void*> allocs = s->cap ? std::vector<void*>{} : alloc_nodes(*x);
+    if (!allocs.empty())
+      if (const cudaError_t e = rt.back_graph_memory(s->ctx, allocs); e != cudaSuccess) return e;
+    for (const work& n : x->nodes) submit_node(rt, s, n);
+    if (!allocs.empty()) {
+      work end{};
+      end.kind = work::graph_end;
+      end.allocs = allocs;
+      (void)rt.submit(s, std::move(end));
+    }
+    return cudaSuccess;
+  });
 }
 
 /// The context of `device` for the graph memory calls (not created: without one, the pool is
@@ -69,50 +68,42 @@ cudaError_t graph_pool_of(int device, context*& ctx) {
 extern "C" {
 
 cudaError_t cudaGraphCreate(cudaGraph_t* graph, unsigned int) {
-  if (const cudaError_t e = enter("cudaGraphCreate"); e != cudaSuccess) return fail(e);
-  if (!graph) return fail(cudaErrorInvalidValue);
-  runtime& rt = runtime::get();
-  std::lock_guard<std::mutex> lock(rt.mutex);
-  auto* g = new graph_obj();
-  rt.graphs.insert(g);
-  *graph = reinterpret_cast<cudaGraph_t>(g);
-  return cudaSuccess;
+  return api_call("cudaGraphCreate", invalid_if(!graph), [&](runtime& rt) {
+    auto* g = new graph_obj();
+    rt.graphs.insert(g);
+    *graph = reinterpret_cast<cudaGraph_t>(g);
+    return cudaSuccess;
+  });
 }
 
 cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, size_t* count) {
-  if (const cudaError_t e = enter("cudaGraphGetNodes"); e != cudaSuccess) return fail(e);
-  if (!count) return fail(cudaErrorInvalidValue);
-  runtime& rt = runtime::get();
-  std::lock_guard<std::mutex> lock(rt.mutex);
-  auto* g = reinterpret_cast<graph_obj*>(graph);
-  if (!rt.graphs.count(g)) return fail(cudaErrorInvalidResourceHandle);
-  if (nodes) {
-    const std::size_t n = std::min(*count, g->nodes.size());
-    for (std::size_t i = 0; i < n; ++i)
-      nodes[i] = reinterpret_cast<cudaGraphNode_t>(g->nodes[i].get());
-  }
-  *count = g->nodes.size();
-  return cudaSuccess;
+  return api_call("cudaGraphGetNodes", invalid_if(!count), [&](runtime& rt) {
+    auto* g = reinterpret_cast<graph_obj*>(graph);
+    if (!rt.graphs.count(g)) return cudaErrorInvalidResourceHandle;
+    if (nodes) {
+      const std::size_t n = std::min(*count, g->nodes.size());
+      for (std::size_t i = 0; i < n; ++i)
+        nodes[i] = reinterpret_cast<cudaGraphNode_t>(g->nodes[i].get());
+    }
+    *count = g->nodes.size();
+    return cudaSuccess;
+  });
 }
 
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long) {
-  if (const cudaError_t e = enter("cudaGraphInstantiate"); e != cudaSuccess) return fail(e);
-  if (!exec) return fail(cudaErrorInvalidValue);
-  runtime& rt = runtime::get();
-  std::lock_guard<std::mutex> lock(rt.mutex);
-  auto* g = reinterpret_cast<graph_obj*>(graph);
-  if (!rt.graphs.count(g)) return fail(cudaErrorInvalidResourceHandle);
-  // The executable graph belongs to the current device's context (a graph itself to none).
-  context* ctx = nullptr;
-  if (const cudaError_t e = rt.context_of(current_device(), true, ctx); e != cudaSuccess)
-    return fail(e);
-  if (const cudaError_t e = sticky_of(ctx); e != cudaSuccess) return fail(e);
-  auto* x = new graph_exec_obj();
-  x->ctx = ctx;
-  for (const auto& n : g->nodes) x->nodes.push_back(*n);
-  rt.execs.insert(x);
-  *exec = reinterpret_cast<cudaGraphExec_t>(x);
-  return cudaSuccess;
+  return api_call("cudaGraphInstantiate", invalid_if(!exec), [&](runtime& rt) {
+    auto* g = reinterpret_cast<graph_obj*>(graph);
+    if (!rt.graphs.count(g)) return cudaErrorInvalidResourceHandle;
+    // The executable graph belongs to the current device's context (a graph itself to none).
+    context* ctx = nullptr;
+    if (const cudaError_t e = context_for(current_device(), ctx); e != cudaSuccess) return e;
+    auto* x = new graph_exec_obj();
+    x->ctx = ctx;
+    for (const auto& n : g->nodes) x->nodes.push_back(*n);
+    rt.execs.insert(x);
+    *exec = reinterpret_cast<cudaGraphExec_t>(x);
+    return cudaSuccess;
+  });
 }
 
 cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t s) {
@@ -123,80 +114,73 @@ cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t x, cudaStream_t s) {
 }
 
 cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
-  if (const cudaError_t e = enter("cudaGraphDestroy"); e != cudaSuccess) return fail(e);
-  runtime& rt = runtime::get();
-  std::lock_guard<std::mutex> lock(rt.mutex);
-  auto* g = reinterpret_cast<graph_obj*>(graph);
-  if (!rt.graphs.erase(g)) return fail(cudaErrorInvalidResourceHandle);
-  delete g;
-  return cudaSuccess;
+  return api_call("cudaGraphDestroy", cudaSuccess, [&](runtime& rt) {
+    auto* g = reinterpret_cast<graph_obj*>(graph);
+    if (!rt.graphs.erase(g)) return cudaErrorInvalidResourceHandle;
+    delete g;
+    return cudaSuccess;
+  });
 }
 
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
-  if (const cudaError_t e = enter("cudaGraphExecDestroy"); e != cudaSuccess) return fail(e);
-  runtime& rt = runtime::get();
-  std::lock_guard<std::mutex> lock(rt.mutex);
-  auto* x = reinterpret_cast<graph_exec_obj*>(exec);
-  if (!rt.execs.count(x)) return fail(cudaErrorInvalidResourceHandle);
-  if (const cudaError_t e = sticky_of(x->ctx); e != cudaSuccess) return fail(e);
-  rt.execs.erase(x);
-  // Its allocations that are neither live nor in a launch still running lose their mapping;
-  // the memory stays reserved in the graph pool until a trim.
-  const std::vector<void*> allocs = alloc_nodes(*x);
-  rt.trim_graph_memory(nullptr, &allocs, false);
-  delete x; // queued copies of its nodes are owned by the streams
-  return cudaSuccess;
+  return api_call("cudaGraphExecDestroy", cudaSuccess, [&](runtime& rt) {
+    auto* x = reinterpret_cast<graph_exec_obj*>(exec);
+    if (!rt.execs.count(x)) return cudaErrorInvalidResourceHandle;
+    if (const cudaError_t e = sticky_of(x->ctx); e != cudaSuccess) return e;
+    rt.execs.erase(x);
+    // Its allocations that are neither live nor in a launch still running lose their mapping;
+    // the memory stays reserved in the graph pool until a trim.
+    const std::vector<void*> allocs = alloc_nodes(*x);
+    rt.trim_graph_memory(nullptr, &allocs, false);
+    delete x; // queued copies of its nodes are owned by the streams
+    return cudaSuccess;
+  });
 }
 
 // --- the graph memory pool ------------------------------------------------------------------
 
 cudaError_t cudaDeviceGraphMemTrim(int device) {
-  if (const cudaError_t e = enter("cudaDeviceGraphMemTrim"); e != cudaSuccess) return fail(e);
-  runtime& rt = runtime::get();
-  std::lock_guard<std::mutex> lock(rt.mutex);
-  context* ctx = nullptr;
-  if (const cudaError_t e = graph_pool_of(device, ctx); e != cudaSuccess) return fail(e);
-  rt.trim_graph_memory(ctx, nullptr, true);
-  return cudaSuccess;
+  return api_call("cudaDeviceGraphMemTrim", cudaSuccess, [&](runtime& rt) {
+    context* ctx = nullptr;
+    if (const cudaError_t e = graph_pool_of(device, ctx); e != cudaSuccess) return e;
+    rt.trim_graph_memory(ctx, nullptr, true);
+    return cudaSuccess;
+  });
 }
 
 cudaError_t cudaDeviceGetGraphMemAttribute(int device, cudaGraphMemAttributeType attr,
                                            void* value) {
-  if (const cudaError_t e = enter("cudaDeviceGetGraphMemAttribute"); e != cudaSuccess)
-    return fail(e);
-  runtime& rt = runtime::get();
-  std::lock_guard<std::mutex> lock(rt.mutex);
-  context* ctx = nullptr;
-  if (const cudaError_t e = graph_pool_of(device, ctx); e != cudaSuccess) return fail(e);
-  if (!value) return fail(cudaErrorInvalidValue);
-  const graph_pool& gp = ctx->graph_mem;
-  auto* out = static_cast<std::uint64_t*>(value); // cuuint64_t, driver_types.h
-  switch (attr) {
-  case cudaGraphMemAttrUsedMemCurrent: *out = gp.used; return cudaSuccess;
-  case cudaGraphMemAttrUsedMemHigh: *out = gp.used_high; return cudaSuccess;
-  case cudaGraphMemAttrReservedMemCurrent: *out = gp.reserved; return cudaSuccess;
-  case cudaGraphMemAttrReservedMemHigh: *out = gp.reserved_high; return cudaSuccess;
-  default: return fail(cudaErrorInvalidValue);
-  }
+  return api_call("cudaDeviceGetGraphMemAttribute", cudaSuccess, [&](runtime&) {
+    context* ctx = nullptr;
+    if (const cudaError_t e = graph_pool_of(device, ctx); e != cudaSuccess) return e;
+    if (!value) return cudaErrorInvalidValue;
+    const graph_pool& gp = ctx->graph_mem;
+    auto* out = static_cast<std::uint64_t*>(value); // cuuint64_t, driver_types.h
+    switch (attr) {
+    case cudaGraphMemAttrUsedMemCurrent: *out = gp.used; return cudaSuccess;
+    case cudaGraphMemAttrUsedMemHigh: *out = gp.used_high; return cudaSuccess;
+    case cudaGraphMemAttrReservedMemCurrent: *out = gp.reserved; return cudaSuccess;
+    case cudaGraphMemAttrReservedMemHigh: *out = gp.reserved_high; return cudaSuccess;
+    default: return cudaErrorInvalidValue;
+    }
+  });
 }
 
 cudaError_t cudaDeviceSetGraphMemAttribute(int device, cudaGraphMemAttributeType attr,
                                            void* value) {
-  if (const cudaError_t e = enter("cudaDeviceSetGraphMemAttribute"); e != cudaSuccess)
-    return fail(e);
-  runtime& rt = runtime::get();
-  std::lock_guard<std::mutex> lock(rt.mutex);
-  context* ctx = nullptr;
-  if (const cudaError_t e = graph_pool_of(device, ctx); e != cudaSuccess) return fail(e);
-  // Only the high watermarks, and only reset to zero: from then on they follow the current
-  // amounts again.
-  if (!value || *static_cast<std::uint64_t*>(value) != 0) return fail(cudaErrorInvalidValue);
-  graph_pool& gp = ctx->graph_mem;
-  switch (attr) {
-  case cudaGraphMemAttrUsedMemHigh: gp.used_high = gp.used; return cudaSuccess;
-  case cudaGraphMemAttrReservedMemHigh: gp.reserved_high = gp.reserved; return cudaSuccess;
-  default: return fail(cudaErrorInvalidValue);
-  }
+  return api_call("cudaDeviceSetGraphMemAttribute", cudaSuccess, [&](runtime&) {
+    context* ctx = nullptr;
+    if (const cudaError_t e = graph_pool_of(device, ctx); e != cudaSuccess) return e;
+    // Only the high watermarks, and only reset to zero: from then on they follow the current
+    // amounts again.
+    if (!value || *static_cast<std::uint64_t*>(value) != 0) return cudaErrorInvalidValue;
+    graph_pool& gp = ctx->graph_mem;
+    switch (attr) {
+    case cudaGraphMemAttrUsedMemHigh: gp.used_high = gp.used; return cudaSuccess;
+    case cudaGraphMemAttrReservedMemHigh: gp.reserved_high = gp.reserved; return cudaSuccess;
+    default: return cudaErrorInvalidValue;
+    }
+  });
 }
 
 } // extern "C"

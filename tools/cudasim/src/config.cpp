@@ -11,6 +11,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <string>
+#include <type_traits>
+#include <variant>
 
 namespace cudasim {
 namespace {
@@ -88,117 +91,107 @@ void load_kernel_rules(config& c) {
   }
 }
 
+/// One CUDASIM_* variable with a single value: how it is read, what it accepts, where it goes.
+struct variable {
+  const char* name;
+  enum kind_t {
+    count,       ///< a whole number from `min` to `max`, stored times `scale`
+    one_of,      ///< a whole number that is `min` or `max`
+    size,        ///< a size (parse_size) of at least `min`
+    text,        ///< non-empty, shorter than 200 characters
+    object_name, ///< text without '/' or spaces: a shared-memory object's name
+  } kind;
+  std::uint64_t min, max, scale;
+  const char* expected; ///< for the message when the value is not accepted
+  std::variant<int config::*, unsigned config::*, std::uint64_t config::*, std::string config::*>
+      field;
+};
+
+constexpr std::uint64_t most = UINT64_MAX - 1;
+constexpr std::uint64_t ms = 1'000'000, us = 1'000;
+
 /// The devices, the time slice and the kernels' default duration.
-void load_devices(config& c) {
-  auto bad = [&c](const char* var, const char* value, const char* expected) {
-    bad_value(c, var, value, expected);
-  };
-  std::uint64_t v = 0;
-  if (const char* s = std::getenv("CUDASIM_DEVICES")) {
-    if (parse_count(s, 8, v))
-      c.gpus = static_cast<int>(v);
-    else
-      bad("CUDASIM_DEVICES", s, "a device count from 0 to 8");
+const variable devices[] = {
+    {"CUDASIM_DEVICES", variable::count, 0, 8, 1, "a device count from 0 to 8", &config::gpus},
+    {"CUDASIM_MEMORY", variable::size, 64ull << 20, 0, 1, "a size of at least 64MiB, such as 16GiB",
+     &config::memory},
+    {"CUDASIM_NAME", variable::text, 0, 0, 1, "a non-empty name shorter than 200 characters",
+     &config::name},
+    {"CUDASIM_MIG", variable::count, 0, 7, 1, "a number of MIG instances per GPU from 0 (off) to 7",
+     &config::mig},
+    {"CUDASIM_CONTEXT_BYTES", variable::size, 0, 0, 1, "a size such as 500MiB",
+     &config::context_bytes},
+    {"CUDASIM_SLICE_US", variable::count, 50, 10'000'000, us,
+     "a time slice in microseconds from 50 to 10000000", &config::slice_ns},
+    {"CUDASIM_TEARDOWN_MS", variable::count, 0, 600'000, ms, "milliseconds from 0 to 600000",
+     &config::teardown_ns},
+    {"CUDASIM_KERNEL_US", variable::count, 0, 60'000'000, us, "microseconds from 0 to 60000000",
+     &config::kernel_ns},
+};
+
+/// Fault injection, the layout of NVML's process records, the state's name.
+const variable injections[] = {
+    {"CUDASIM_CONTEXT_DELAY_MS", variable::count, 0, 600'000, ms, "milliseconds from 0 to 600000",
+     &config::context_delay_ns},
+    {"CUDASIM_OPEN_DELAY_MS", variable::count, 0, 600'000, ms, "milliseconds from 0 to 600000",
+     &config::open_delay_ns},
+    {"CUDASIM_FAIL_ALLOC_AFTER_BYTES", variable::size, 0, 0, 1, "a size such as 1GiB",
+     &config::fail_alloc_after_bytes},
+    {"CUDASIM_FAIL_ALLOC_AFTER_CALLS", variable::count, 0, most, 1, "a number of allocation calls",
+     &config::fail_alloc_after_calls},
+    {"CUDASIM_STICKY_AT_LAUNCH", variable::count, 1, most, 1,
+     "the 1-based number of the launch that faults", &config::sticky_at_launch},
+    {"CUDASIM_NVML_PROCESS_RECORD", variable::one_of, 24, 32, 1,
+     "24 (nvmlProcessInfo_t) or 32 (R535-era drivers)", &config::nvml_process_record},
+    {"CUDASIM_STATE", variable::object_name, 0, 0, 1,
+     "a shared-memory object name without '/' or spaces", &config::state},
+};
+
+/// Whether `s` is a value `var` accepts; `v` is then the number to store (numbers only).
+bool accepts(const variable& var, const char* s, std::uint64_t& v) {
+  const std::string value(s);
+  bool ok = !value.empty() && value.size() < 200;
+  switch (var.kind) {
+  case variable::count: return parse_count(s, var.max, v) && v >= var.min;
+  case variable::one_of: return parse_count(s, var.max, v) && (v == var.min || v == var.max);
+  case variable::size: return parse_size(s, v) && v >= var.min;
+  case variable::text: return ok;
+  case variable::object_name:
+    for (char ch : value) ok = ok && ch != '/' && ch > ' ';
+    return ok;
   }
-  if (const char* s = std::getenv("CUDASIM_MEMORY")) {
-    if (parse_size(s, v) && v >= (64ull << 20))
-      c.memory = v;
-    else
-      bad("CUDASIM_MEMORY", s, "a size of at least 64MiB, such as 16GiB");
-  }
-  if (const char* s = std::getenv("CUDASIM_NAME")) {
-    if (*s && std::string(s).size() < 200)
-      c.name = s;
-    else
-      bad("CUDASIM_NAME", s, "a non-empty name shorter than 200 characters");
-  }
-  if (const char* s = std::getenv("CUDASIM_MIG")) {
-    if (parse_count(s, 7, v))
-      c.mig = static_cast<int>(v);
-    else
-      bad("CUDASIM_MIG", s, "a number of MIG instances per GPU from 0 (off) to 7");
-  }
-  if (const char* s = std::getenv("CUDASIM_CONTEXT_BYTES")) {
-    if (parse_size(s, v))
-      c.context_bytes = v;
-    else
-      bad("CUDASIM_CONTEXT_BYTES", s, "a size such as 500MiB");
-  }
-  if (const char* s = std::getenv("CUDASIM_SLICE_US")) {
-    if (parse_count(s, 10'000'000, v) && v >= 50)
-      c.slice_ns = v * 1000;
-    else
-      bad("CUDASIM_SLICE_US", s, "a time slice in microseconds from 50 to 10000000");
-  }
-  if (const char* s = std::getenv("CUDASIM_TEARDOWN_MS")) {
-    if (parse_count(s, 600'000, v))
-      c.teardown_ns = v * 1'000'000;
-    else
-      bad("CUDASIM_TEARDOWN_MS", s, "milliseconds from 0 to 600000");
-  }
-  if (const char* s = std::getenv("CUDASIM_KERNEL_US")) {
-    if (parse_count(s, 60'000'000, v))
-      c.kernel_ns = v * 1000;
-    else
-      bad("CUDASIM_KERNEL_US", s, "microseconds from 0 to 60000000");
-  }
+  return false;
 }
 
-/// Fault injection, and the layout of NVML's process records.
-void load_injections(config& c) {
-  auto bad = [&c](const char* var, const char* value, const char* expected) {
-    bad_value(c, var, value, expected);
-  };
-  std::uint64_t v = 0;
-  if (const char* s = std::getenv("CUDASIM_CONTEXT_DELAY_MS")) {
-    if (parse_count(s, 600'000, v))
-      c.context_delay_ns = v * 1'000'000;
-    else
-      bad("CUDASIM_CONTEXT_DELAY_MS", s, "milliseconds from 0 to 600000");
-  }
-  if (const char* s = std::getenv("CUDASIM_OPEN_DELAY_MS")) {
-    if (parse_count(s, 600'000, v))
-      c.open_delay_ns = v * 1'000'000;
-    else
-      bad("CUDASIM_OPEN_DELAY_MS", s, "milliseconds from 0 to 600000");
-  }
-  if (const char* s = std::getenv("CUDASIM_FAIL_ALLOC_AFTER_BYTES")) {
-    if (parse_size(s, v))
-      c.fail_alloc_after_bytes = v;
-    else
-      bad("CUDASIM_FAIL_ALLOC_AFTER_BYTES", s, "a size such as 1GiB");
-  }
-  if (const char* s = std::getenv("CUDASIM_FAIL_ALLOC_AFTER_CALLS")) {
-    if (!parse_count(s, UINT64_MAX - 1, c.fail_alloc_after_calls))
-      bad("CUDASIM_FAIL_ALLOC_AFTER_CALLS", s, "a number of allocation calls");
-  }
-  if (const char* s = std::getenv("CUDASIM_STICKY_AT_LAUNCH")) {
-    if (!parse_count(s, UINT64_MAX - 1, c.sticky_at_launch) || c.sticky_at_launch == 0)
-      bad("CUDASIM_STICKY_AT_LAUNCH", s, "the 1-based number of the launch that faults");
-  }
-  if (const char* s = std::getenv("CUDASIM_NVML_PROCESS_RECORD")) {
-    if (parse_count(s, 32, v) && (v == 24 || v == 32))
-      c.nvml_process_record = static_cast<unsigned>(v);
-    else
-      bad("CUDASIM_NVML_PROCESS_RECORD", s, "24 (nvmlProcessInfo_t) or 32 (R535-era drivers)");
+/// Reads the variables of `table` that are set into `c`, in order; a value it does not accept is
+/// recorded (bad_value) and leaves the field as it was.
+template <std::size_t n> void read_variables(config& c, const variable (&table)[n]) {
+  for (const variable& var : table) {
+    const char* s = std::getenv(var.name);
+    std::uint64_t v = 0;
+    if (!s) continue;
+    if (!accepts(var, s, v)) {
+      bad_value(c, var.name, s, var.expected);
+      continue;
+    }
+    std::visit(
+        [&](auto member) {
+          using type = std::remove_reference_t<decltype(c.*member)>;
+          if constexpr (std::is_same_v<type, std::string>)
+            c.*member = s;
+          else
+            c.*member = static_cast<type>(v * var.scale);
+        },
+        var.field);
   }
 }
 
 config load() {
   config c;
   c.state = "cudasim-" + std::to_string(::getuid());
-  load_devices(c);
+  read_variables(c, devices);
   load_kernel_rules(c);
-  load_injections(c);
-  if (const char* s = std::getenv("CUDASIM_STATE")) {
-    std::string name(s);
-    bool ok = !name.empty() && name.size() < 200;
-    for (char ch : name) ok = ok && ch != '/' && ch > ' ';
-    if (ok)
-      c.state = name;
-    else
-      bad_value(c, "CUDASIM_STATE", s, "a shared-memory object name without '/' or spaces");
-  }
+  read_variables(c, injections);
   if (!c.error.empty()) std::fprintf(stderr, "cudasim: %s\n", c.error.c_str());
   return c;
 }
