@@ -96,7 +96,7 @@ inline void check_trust(const struct stat& st, const std::string& name, open_int
 }
 
 /// shm_open(name, flags) of an existing table object, with the errors a reader gets: no such
-/// table (invalid_argument), another user's (permission_denied), anything else (system_error).
+/// table (no_such_table), another user's (permission_denied), anything else (system_error).
 inline unique_fd open_table_object(const std::string& name, int flags) {
   const int fd = ::shm_open(name.c_str(), flags, 0);
   if (fd >= 0) return unique_fd(fd);
