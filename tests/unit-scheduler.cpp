@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <gpushare/detail/scheduler.hpp>
+#include <gpushare/types.hpp>
 
 namespace d = gpushare::detail;
 namespace prio = gpushare::priority;

@@ -13,54 +13,12 @@
 #include <string_view>
 #include <tuple>
 
+#include <gpushare/detail/parse.hpp>
 #include <gpushare/error.hpp>
+#include <gpushare/types.hpp>
 
 namespace gpushare {
 inline namespace v0 {
-
-/// Priority classes: a higher number runs first. Any integer in [min_priority, max_priority] is
-/// valid; these are the named ones accepted by GPUSHARE_PRIORITY.
-namespace priority {
-inline constexpr int low = 0;
-inline constexpr int normal = 1; ///< the default
-inline constexpr int high = 2;
-inline constexpr int critical = 3;
-} // namespace priority
-inline constexpr int min_priority = 0;
-inline constexpr int max_priority = 7;
-
-inline constexpr std::uint32_t min_share = 1;
-inline constexpr std::uint32_t max_share = 1'000'000;
-inline constexpr std::uint32_t default_share = 1;
-
-/// An amount of device memory: either absolute bytes or a fraction of the table's capacity
-/// (parts per million), resolved against the capacity when the session joins.
-struct memory_amount {
-  enum class unit { bytes, fraction };
-  unit kind = unit::bytes;
-  std::uint64_t value = 0; ///< bytes, or parts per million of capacity
-
-  static constexpr memory_amount of_bytes(std::uint64_t b) { return {unit::bytes, b}; }
-  static constexpr memory_amount of_ppm(std::uint64_t ppm) { return {unit::fraction, ppm}; }
-  /// Bytes this amount stands for in a table of `capacity` bytes (fractions round down). Never
-  /// truncated: a fraction over 100% (which every entry point refuses) saturates at 2^64 - 1.
-  constexpr std::uint64_t resolve(std::uint64_t capacity) const {
-    if (kind == unit::bytes) return value;
-    __extension__ using u128 = unsigned __int128; // __extension__: no -Wpedantic warning
-    const u128 bytes = (static_cast<u128>(capacity) * value) / 1'000'000u;
-    return bytes > UINT64_MAX ? UINT64_MAX : static_cast<std::uint64_t>(bytes);
-  }
-  friend constexpr bool operator==(const memory_amount&, const memory_amount&) = default;
-};
-
-/// Where a session that holds the device lets an equal-priority waiter take over once its
-/// quantum is used: at any guard boundary (the default), or only at its yield() points (for
-/// applications whose guards inside an iteration are not cheap switching points). A waiter of a
-/// higher priority class always gets the device at the next guard boundary.
-enum class handover_point { at_guard, at_yield };
-
-/// Who may open a table: only the creating user (0600, the default) or its group too (0660).
-enum class table_access { user, group };
 
 /// Everything a session can be configured with. Unset (nullopt) fields take the value of the
 /// matching GPUSHARE_* environment variable if it is set, else the documented default.
@@ -117,17 +75,6 @@ struct resolved_options {
   std::uint32_t compute_guarantee_ppm = 0; ///< 0: none
   std::chrono::milliseconds open_timeout{5000};
 };
-
-} // namespace v0
-} // namespace gpushare
-
-// The parsers need the types above and resolve_options() below needs the parsers: see the note at
-// the top of detail/parse.hpp for why the include sits here.
-#define GPUSHARE_DETAIL_OPTION_TYPES_DEFINED 1
-#include <gpushare/detail/parse.hpp>
-
-namespace gpushare {
-inline namespace v0 {
 
 /// Reads an environment variable: nullopt when unset. Tests pass a fake one.
 using env_lookup = std::function<std::optional<std::string>(const char* name)>;

@@ -32,7 +32,7 @@ namespace gpushare {
 inline namespace v0 {
 
 /// Where POSIX shared-memory objects appear as files on Linux.
-inline constexpr std::string_view shm_directory = "/dev/shm";
+inline constexpr std::string_view shm_directory = detail::object_directory;
 
 /// What remove_unused_table() did.
 enum class removal_status {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The value types of a table's observers and administrators: a session's identity and figures,
-// a table snapshot, settings changes and table defaults (gpushare::table, gpushare::session).
+// a table snapshot, settings changes and table defaults (gpushare::table, gpushare::session), and
+// a table object found in /dev/shm (gpushare::list_tables()).
 #pragma once
 
 #include <gpushare/detail/require_cpp20.hpp>
@@ -11,7 +12,10 @@
 #include <string>
 #include <vector>
 
-#include <gpushare/options.hpp>
+// detail/settings.hpp, which checks settings_change values, gets the parsers' bounds and messages
+// (and error.hpp) through this include; it can go once that header includes detail/parse.hpp.
+#include <gpushare/detail/parse.hpp>
+#include <gpushare/types.hpp>
 
 namespace gpushare {
 inline namespace v0 {
@@ -161,6 +165,23 @@ struct table_defaults {
   /// capacity (the default: it set none) follows the new capacity; fractions that sessions gave
   /// for their limits and guarantees were resolved when they joined, and stay as they were.
   std::optional<std::uint64_t> capacity;
+};
+
+/// A table object found in /dev/shm. Everything here comes from the file's name and its inode;
+/// the table itself was not opened, so a table of another user is listed too.
+struct table_entry {
+  std::string object_name;    ///< "/gpushare.<domain>.<owner>.<key>", for table::open_existing()
+  std::string path;           ///< "/dev/shm/gpushare.<domain>.<owner>.<key>"
+  std::string domain;         ///< from the name (the table's header is authoritative)
+  std::string owner;          ///< "u<uid>" or "g<gid>"
+  std::string key;            ///< from the name
+  bool group = false;         ///< a group-mode table (owner "g<gid>")
+  std::uint64_t owner_id = 0; ///< the uid or gid in the name
+  // From stat(2), when it succeeded (0 otherwise).
+  std::uint32_t file_uid = 0;
+  std::uint32_t file_gid = 0;
+  std::uint32_t file_mode = 0; ///< permission bits, e.g. 0600
+  std::uint64_t file_size = 0;
 };
 
 } // namespace v0

@@ -16,7 +16,9 @@
 #include <string_view>
 #include <vector>
 
-#include <gpushare/discovery.hpp>
+#include <gpushare/detail/object_name.hpp>
+#include <gpushare/error.hpp>
+#include <gpushare/table_types.hpp>
 
 extern char** environ; // POSIX: the process's environment
 
@@ -145,7 +147,7 @@ inline std::string split_tables_warning(std::string_view own, std::string_view k
 inline std::vector<std::string> join_warnings(std::string_view own, std::string_view key) {
   std::vector<std::string> out = unknown_variable_warnings(environment_gpushare_names());
   try {
-    if (std::string w = split_tables_warning(own, key, list_tables_for_key(key)); !w.empty())
+    if (std::string w = split_tables_warning(own, key, list_table_files_for_key(key)); !w.empty())
       out.push_back(std::move(w));
   } catch (const error&) {
   }

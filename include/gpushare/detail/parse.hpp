@@ -4,19 +4,7 @@
 // modes and names. Pure functions; each throws gpushare::error(errc::invalid_argument, message)
 // where the message quotes the bad value, says what is wrong and lists the accepted forms. No
 // locale dependence: digits are parsed by hand or with std::from_chars.
-//
-// Include arrangement (prefer including <gpushare/options.hpp>): these functions return
-// memory_amount and table_access, which options.hpp defines, and options.hpp's resolve_options()
-// calls these functions. So options.hpp defines its types, then defines
-// GPUSHARE_DETAIL_OPTION_TYPES_DEFINED and includes this file, then defines resolve_options().
-// Included first, this file only includes options.hpp, which includes this file back (second
-// branch below) at the point where the types exist. Either header may therefore be included
-// first, on its own. This file uses an explicit guard, not #pragma once, because it must be
-// entered a second time in that case.
-#if !defined(GPUSHARE_DETAIL_OPTION_TYPES_DEFINED)
-#include <gpushare/options.hpp>
-#elif !defined(GPUSHARE_DETAIL_PARSE_HPP)
-#define GPUSHARE_DETAIL_PARSE_HPP
+#pragma once
 
 #include <algorithm>
 #include <charconv>
@@ -30,6 +18,7 @@
 #include <utility>
 
 #include <gpushare/error.hpp>
+#include <gpushare/types.hpp>
 
 namespace gpushare {
 inline namespace v0 {
@@ -477,5 +466,3 @@ inline std::string format_ppm_percent(std::uint32_t ppm) {
 } // namespace detail
 } // namespace v0
 } // namespace gpushare
-
-#endif

@@ -33,7 +33,6 @@
 #include <cstdint>
 
 #include <gpushare/detail/sched_lease.hpp>
-#include <gpushare/options.hpp>
 
 namespace gpushare {
 inline namespace v0 {
