@@ -4,11 +4,9 @@
 # configures such a build, runs the cudasim tests and reports the coverage of
 # include/gpushare/cuda/ with gcovr.
 #
-# Applied with add_compile_options/add_link_options in the top-level project only, as
-# GPUSHARE_SANITIZE is: never as a usage requirement of gpushare::gpushare or gpushare::cuda,
-# which a consumer would inherit. CUDA sources: nvcc passes the flags to its host compiler, which
-# instruments the host code of the .cu files (and the header lines instantiated there); device
-# code is not instrumented. CUDA targets are linked by the host compiler, so one link flag serves.
+# Applied by gpushare_own_target() on each of our targets (cmake/gpushareOwnTargets.cmake), in
+# the top-level project only, as GPUSHARE_SANITIZE is: never as a usage requirement of
+# gpushare::gpushare or gpushare::cuda, which a consumer would inherit.
 option(GPUSHARE_COVERAGE "Build gpushare's own targets with --coverage (gcov line coverage)" OFF)
 if(GPUSHARE_COVERAGE)
   if(NOT PROJECT_IS_TOP_LEVEL)
@@ -27,7 +25,4 @@ if(GPUSHARE_COVERAGE)
     message(STATUS "gpushare: GPUSHARE_COVERAGE with CMAKE_BUILD_TYPE=${CMAKE_BUILD_TYPE}: the "
                    ".cu files' host code keeps that build type's optimisation; Debug is exact")
   endif()
-  add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:--coverage;-O0;-g>"
-                      "$<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=--coverage,-O0;-g>")
-  add_link_options(--coverage)
 endif()

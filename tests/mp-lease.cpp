@@ -27,10 +27,13 @@ TEST_CASE("a lone session's guards run on its lease, and its books stay exact") 
   test::unique_table t("lease-books", 16 * MiB);
   auto a = t.join("a");
   constexpr int n = 1000;
+  const std::uint64_t locks_before = detail::table_locks_taken.load();
   for (int k = 0; k < n; ++k) {
     scoped_kernel g(a);
     g.set_device_time(1ms);
   }
+  // The first guard takes the lock to enter and to exit (which grants the lease); no other does.
+  CHECK(detail::table_locks_taken.load() - locks_before == 2);
   auto snap = t.open().snapshot();
   session_info i = info_of(snap, a.id());
   CHECK(i.guards == n);

@@ -359,6 +359,42 @@ TEST_CASE("waiting for guarded work sleeps instead of spinning, and a guard cost
   CHECK(after.kernel_ns - before.kernel_ns >= 100'000'000);
 }
 
+TEST_CASE("an uncontended device session's guards take no table lock: they run on its lease") {
+  // docs/design.md section 12 and docs/benchmarks.md, "Table locks per guard": a CUDA guard
+  // enters and exits as a host guard does, on the session's lease while nobody else waits.
+  cutest::private_domain d("lease");
+  gc::device_session s(0, d.options(), no_overhead());
+  d.uses(s.device().uuid);
+  stream st;
+  for (int i = 0; i < 10; ++i) { // the first guard's locked exit grants the lease
+    gc::scoped_kernel warm(s, st.s);
+    REQUIRE(gpushare_test::launch_spin(st.s, 100'000) == cudaSuccess);
+  }
+  s.synchronize();
+  const std::uint64_t guards_before = s.info().guards;
+  const std::uint64_t on_lease_before = s.info().guards_on_lease;
+  const std::uint64_t locks_before = gpushare::detail::table_locks_taken.load();
+  const auto calls_before = cudasim::api_calls();
+  constexpr int guards = 200;
+  for (int i = 0; i < guards; ++i) {
+    gc::scoped_kernel guard(s, st.s);
+    REQUIRE(gpushare_test::launch_spin(st.s, 100'000) == cudaSuccess); // 2 calls of its own
+  }
+  const std::uint64_t locks = gpushare::detail::table_locks_taken.load() - locks_before;
+  const auto calls = cudasim::api_calls() - calls_before;
+  s.synchronize();
+  std::printf("per uncontended CUDA guard (0.1 ms kernels): %.2f table locks",
+              static_cast<double>(locks) / guards);
+  if (cudasim::active()) // cudasim counts the calls; the real runtime does not
+    std::printf(", %.1f CUDA runtime calls (cudasim)",
+                static_cast<double>(calls - 2 * guards) / guards);
+  std::printf("\n");
+  CHECK(locks == 0);
+  // info() itself locks the table: read only after the count.
+  CHECK(s.info().guards - guards_before == guards);
+  CHECK(s.info().guards_on_lease - on_lease_before == guards);
+}
+
 TEST_CASE("a guard that ends inside its quantum does not drain although another session waits") {
   CUTEST_REQUIRE_GPU();
   cutest::private_domain d("nodrain");

@@ -20,4 +20,4 @@ set_target_properties(
              VERSION 13.0.0
              LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/lib
              LINK_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/libcublas.map)
-gpushare_project_warnings(gpushare_cudasim_cublas)
+gpushare_own_target(gpushare_cudasim_cublas)

@@ -58,7 +58,8 @@ public:
   [[nodiscard]] explicit scoped_kernel(device_session& s,
                                        cudaStream_t stream = GPUSHARE_CUDA_DEFAULT_STREAM)
       : state_(s.shared_state()), stream_(stream), requested_ns_(gpushare::detail::monotonic_ns()),
-        start_ns_(state_->core().enter_guard(requested_ns_)) {
+        on_lease_(state_->core().try_enter_on_lease()),
+        start_ns_(on_lease_ ? requested_ns_ : state_->core().enter_guard(requested_ns_)) {
     try {
       bool capturing = false;
       detail::check(detail::capture_state(stream_, capturing), "cudaStreamIsCapturing");
@@ -76,7 +77,7 @@ public:
       counted_ = true;
     } catch (...) {
       state_->give_event(start_, true);
-      state_->core().exit_guard(start_ns_, 0, gpushare::detail::monotonic_ns());
+      exit_table(0);
       throw;
     }
   }
@@ -114,7 +115,7 @@ public:
       state_->give_event(start_, true);
       state_->give_event(stop, true);
     }
-    state_->core().exit_guard(start_ns_, used, gpushare::detail::monotonic_ns());
+    exit_table(used);
     state_.reset();
   }
   /// How long the constructor waited for the GPU (including compute-limit pacing).
@@ -123,9 +124,20 @@ public:
   }
 
 private:
+  /// The table side of the guard's end, the way it entered: on the lease (no lock while it
+  /// lasts) or locked. As gpushare::scoped_kernel does.
+  void exit_table(std::uint64_t used) noexcept {
+    const std::uint64_t now = gpushare::detail::monotonic_ns();
+    if (on_lease_)
+      state_->core().exit_on_lease(used, now);
+    else
+      state_->core().exit_guard(start_ns_, used, now);
+  }
+
   std::shared_ptr<detail::device_state> state_;
   cudaStream_t stream_;
   std::uint64_t requested_ns_;
+  bool on_lease_; ///< entered on the session's lease, without the table lock
   std::uint64_t start_ns_;
   cudaEvent_t start_ = nullptr;
   std::int64_t mark_ = 0; // from device_state::region_opened

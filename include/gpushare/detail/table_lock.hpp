@@ -164,6 +164,11 @@ inline lock_outcome lock_table_slow(std::atomic<std::uint32_t>* word, std::uint3
   }
 }
 
+/// How many table locks this process has taken (any table, any thread): for the tests and the
+/// benchmark that count the locks an operation takes (docs/benchmarks.md, "Table locks per
+/// guard"). One relaxed add on a line of this process's own, beside the lock's shared word.
+inline std::atomic<std::uint64_t> table_locks_taken{0};
+
 /// Locks the table lock `word` as locker `me` (its id byte held through `fd`), waiting at most
 /// `timeout_ns` for a live owner. Returns owner_died when it took the lock over from a dead owner:
 /// the caller must repair the protected state before relying on it. Throws errc::table_busy when
@@ -174,9 +179,13 @@ inline lock_outcome lock_table(std::atomic<std::uint32_t>* word, std::uint32_t m
                                const std::atomic<std::int32_t>* holder_pid = nullptr) {
   std::uint32_t expected = 0;
   if (word->compare_exchange_strong(expected, me, std::memory_order_acquire,
-                                    std::memory_order_relaxed))
+                                    std::memory_order_relaxed)) {
+    table_locks_taken.fetch_add(1, std::memory_order_relaxed);
     return lock_outcome::acquired;
-  return lock_table_slow(word, me, fd, timeout_ns, table_name, holder_pid);
+  }
+  const lock_outcome outcome = lock_table_slow(word, me, fd, timeout_ns, table_name, holder_pid);
+  table_locks_taken.fetch_add(1, std::memory_order_relaxed);
+  return outcome;
 }
 
 /// Unlocks `word`, held by locker `me`; wakes one sleeper if any may sleep. If the word no longer
