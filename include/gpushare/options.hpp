@@ -55,27 +55,6 @@ struct session_options {
   std::chrono::milliseconds open_timeout{5000};
 };
 
-/// The options with every field filled in: code, then environment, then defaults.
-struct resolved_options {
-  std::string name;
-  int priority = priority::normal;
-  std::uint32_t share = default_share;
-  std::uint32_t compute_limit_ppm = 1'000'000;
-  std::optional<memory_amount> memory_limit; ///< nullopt: no limit but the capacity
-  memory_amount memory_guarantee = memory_amount::of_bytes(0);
-  /// How the limit and the guarantee were given when they came from the environment
-  /// ("GPUSHARE_MEMORY_LIMIT=4gb"), for messages that show them resolved; "" otherwise.
-  std::string memory_limit_given, memory_guarantee_given;
-  std::string domain = "default";
-  table_access access = table_access::user;
-  std::uint64_t capacity = 0;
-  std::uint64_t quantum_ns = 5'000'000;
-  handover_point handover = handover_point::at_guard;
-  std::uint64_t max_guard_ns = 0;          ///< 0: the table's default
-  std::uint32_t compute_guarantee_ppm = 0; ///< 0: none
-  std::chrono::milliseconds open_timeout{5000};
-};
-
 /// Reads an environment variable: nullopt when unset. Tests pass a fake one.
 using env_lookup = std::function<std::optional<std::string>(const char* name)>;
 

@@ -39,7 +39,7 @@ public:
   /// Joins the table for `key` (creating it if needed). Options not set here come from the
   /// environment (GPUSHARE_*), then from the defaults; see session_options.
   [[nodiscard]] explicit session(std::string_view key, const session_options& opts = {})
-      : core_(std::make_shared<detail::session_core>(key, opts)) {}
+      : core_(std::make_shared<detail::session_core>(key, resolve_options(opts))) {}
 
   session(session&&) noexcept = default;
   session& operator=(session&& o) noexcept {

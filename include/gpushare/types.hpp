@@ -1,13 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 // The leaf value types of the API and their limits: priorities, shares, memory amounts, handover
-// points and table access modes. Standard headers only, so that every other header, the library's
-// internals included, can use them without pulling in the options machinery (<gpushare/options.hpp>
-// includes this header: session_options and resolve_options() are there).
+// points, table access modes, and a session's options once resolved (resolved_options). Standard
+// headers only, so that every other header, the library's internals included, can use them
+// without pulling in the options machinery (<gpushare/options.hpp> includes this header:
+// session_options and resolve_options() are there).
 #pragma once
 
 #include <gpushare/detail/require_cpp20.hpp>
 
+#include <chrono>
 #include <cstdint>
+#include <optional>
+#include <string>
 
 namespace gpushare {
 inline namespace v0 {
@@ -55,6 +59,27 @@ enum class handover_point { at_guard, at_yield };
 
 /// Who may open a table: only the creating user (0600, the default) or its group too (0660).
 enum class table_access { user, group };
+
+/// The options with every field filled in: code, then environment, then defaults.
+struct resolved_options {
+  std::string name;
+  int priority = priority::normal;
+  std::uint32_t share = default_share;
+  std::uint32_t compute_limit_ppm = 1'000'000;
+  std::optional<memory_amount> memory_limit; ///< nullopt: no limit but the capacity
+  memory_amount memory_guarantee = memory_amount::of_bytes(0);
+  /// How the limit and the guarantee were given when they came from the environment
+  /// ("GPUSHARE_MEMORY_LIMIT=4gb"), for messages that show them resolved; "" otherwise.
+  std::string memory_limit_given, memory_guarantee_given;
+  std::string domain = "default";
+  table_access access = table_access::user;
+  std::uint64_t capacity = 0;
+  std::uint64_t quantum_ns = 5'000'000;
+  handover_point handover = handover_point::at_guard;
+  std::uint64_t max_guard_ns = 0;          ///< 0: the table's default
+  std::uint32_t compute_guarantee_ppm = 0; ///< 0: none
+  std::chrono::milliseconds open_timeout{5000};
+};
 
 } // namespace v0
 } // namespace gpushare

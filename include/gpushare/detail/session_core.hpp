@@ -46,7 +46,7 @@ inline constexpr std::uint64_t wait_forever_ns = UINT64_MAX;
 class session_core final : public fork_registry::member {
 public:
   /// Joins the table for `key` (session_join.hpp).
-  session_core(std::string_view key, const session_options& opts);
+  session_core(std::string_view key, const resolved_options& r);
   session_core(const session_core&) = delete;
   session_core& operator=(const session_core&) = delete;
   ~session_core() { leave(); }

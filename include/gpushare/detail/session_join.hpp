@@ -32,8 +32,7 @@ inline bool first_time_in_process(const std::string& what) {
 /// How many times a join starts over because the table it opened was removed meanwhile.
 inline constexpr int max_join_attempts = 64;
 
-inline session_core::session_core(std::string_view key, const session_options& opts) {
-  const resolved_options r = resolve_options(opts);
+inline session_core::session_core(std::string_view key, const resolved_options& r) {
   create_params p;
   p.domain = r.domain;
   p.key = std::string(key);
