@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // The values and rules behind the CUDA layer's options that its internals need: the defaults and
 // bounds, drain_scope, the parsers of the GPUSHARE_* variables that only the CUDA layer reads,
-// how much guarded work may stay in flight. Deliberately free of CUDA headers: plain C++ tests
-// check every rule here without a GPU. The public header is <gpushare/cuda/options.hpp>, which
-// includes this one; the constants and drain_scope below are part of its API.
+// how much guarded work may stay in flight, and state_options (what device_state uses of the
+// resolved options). Deliberately free of CUDA headers: plain C++ tests check every rule here
+// without a GPU. The public header is <gpushare/cuda/options.hpp>, which includes this one; the
+// constants and drain_scope below are part of its API.
 #pragma once
 
 #include <algorithm>
@@ -43,6 +44,14 @@ enum class drain_scope {
 };
 
 namespace detail {
+
+/// What device_state uses of resolved_device_options (<gpushare/cuda/options.hpp>).
+struct state_options {
+  std::uint64_t allocation_timeout_ns = default_allocation_timeout_ns;
+  std::uint64_t max_in_flight_ns = default_max_in_flight_ns;
+  std::uint64_t drain_timeout_ns = default_drain_timeout_ns;
+  drain_scope drain = drain_scope::stream;
+};
 
 inline constexpr std::string_view timeout_forms =
     "a duration with a unit: ms, s, min or h, at most 24h (\"500ms\", \"30s\", \"2min\"), or "
