@@ -21,7 +21,6 @@
 #include <gpushare/cuda/detail/errors.hpp>
 #include <gpushare/cuda/detail/event_pool.hpp>
 #include <gpushare/cuda/detail/stream_pool.hpp>
-#include <gpushare/cuda/stats.hpp>
 #include <gpushare/detail/parse.hpp>
 #include <gpushare/detail/session_core.hpp>
 
