@@ -87,7 +87,8 @@ TEST_CASE("a guarded region caught by a device fault is not accounted and its gu
     // What leave() and a handover do first: a bounded drain. The stop event's query returns the
     // sticky error, so the region's completion is unknown: no device time, its events dropped.
     gc::detail::device_state& state = *s.shared_state();
-    expect(state.drain_regions(true) == 0, "no device time for the faulted region");
+    expect(state.drain_regions(gc::detail::wait_limit::drain_timeout) == 0,
+           "no device time for the faulted region");
     expect(state.regions_in_flight() == 0, "nothing left in flight");
     expect(s.statistics().unknown_regions == 1, "the region counted as unknown");
     expect(s.info().device_ns == before, "the session's device time unchanged");

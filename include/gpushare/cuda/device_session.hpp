@@ -90,7 +90,8 @@ public:
     share_->overhead = overhead_;
     registry.join(share_);
     try {
-      state_ = std::make_shared<detail::device_state>(session_->shared_core(), info_.ordinal, r);
+      state_ = std::make_shared<detail::device_state>(session_->shared_core(), info_.ordinal,
+                                                      state_options_of(r));
       state_->observe_device(info_.name);
     } catch (...) {
       registry.leave(share_); // no destructor runs for a constructor that throws
@@ -128,7 +129,7 @@ public:
     if (!state_) return;
     state_->check_not_forked();
     if (state_->core().others_waiting())
-      state_->core().add_device_time(state_->drain_regions(true, true));
+      state_->core().add_device_time(state_->drain_for_handover());
     sess().yield();
   }
 
@@ -136,9 +137,9 @@ public:
   /// accounts them.
   void synchronize() {
     usable().check_not_forked();
-    state_->core().add_device_time(state_->drain_regions(false));
-    state_->release_finished_frees(true);
-    state_->release_pool_memory(true);
+    state_->core().add_device_time(state_->drain_regions(detail::wait_limit::none));
+    state_->release_finished_frees(detail::frees_wait::wait);
+    state_->release_pool_memory(detail::pool_trim::always);
   }
 
   /// What the CUDA side did for this session in this process: drains and drain timeouts,
@@ -284,6 +285,11 @@ private:
         state_->deallocate(p, bytes);
       throw;
     }
+  }
+
+  /// What the CUDA-side state uses of the resolved options.
+  static detail::state_options state_options_of(const resolved_device_options& r) noexcept {
+    return {r.allocation_timeout_ns, r.max_in_flight_ns, r.drain_timeout_ns, r.drain};
   }
 
   /// Makes sure this process has its context on the device; returns the device's memory.

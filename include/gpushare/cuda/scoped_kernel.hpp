@@ -69,14 +69,14 @@ public:
         counted_ = true;
         return;
       }
-      start_ = state_->take_event(true);
+      start_ = state_->take_event(detail::event_kind::timing);
       detail::check(cudaEventRecord(start_, stream_),
                     "cudaEventRecord (is the stream on the session's device?)");
       mark_ = state_->region_opened();
       ++detail::guards_on_this_thread;
       counted_ = true;
     } catch (...) {
-      state_->give_event(start_, true);
+      state_->give_event(start_, detail::event_kind::timing);
       exit_table(0);
       throw;
     }
@@ -95,7 +95,7 @@ public:
       cudaEvent_t stop = nullptr;
       bool handed = false;
       try {
-        stop = state_->take_event(true);
+        stop = state_->take_event(detail::event_kind::timing);
         if (cudaEventRecord(stop, stream_) == cudaSuccess) {
           handed = true;
           // Drain only before a handover: decided under the table lock, and asked only when
@@ -106,14 +106,15 @@ public:
               state_->core().others_waiting() &&
               state_->core().handover_due(std::max(gpushare::detail::monotonic_ns() - start_ns_,
                                                    state_->average_region_ns()));
-          used = state_->region_ended(start_, stop, mark_, drain);
+          used = drain ? state_->region_ended_before_handover(start_, stop, mark_)
+                       : state_->region_ended(start_, stop, mark_);
           start_ = stop = nullptr; // owned by the state now
         }
       } catch (...) {
       }
       if (!handed) state_->region_abandoned(mark_);
-      state_->give_event(start_, true);
-      state_->give_event(stop, true);
+      state_->give_event(start_, detail::event_kind::timing);
+      state_->give_event(stop, detail::event_kind::timing);
     }
     exit_table(used);
     state_.reset();

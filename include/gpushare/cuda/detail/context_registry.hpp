@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include <gpushare/cuda/options.hpp>
+#include <gpushare/cuda/detail/overhead.hpp>
 #include <gpushare/detail/budget.hpp>
 #include <gpushare/detail/session_core.hpp>
 

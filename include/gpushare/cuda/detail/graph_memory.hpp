@@ -15,7 +15,7 @@
 #include <mutex>
 
 #include <gpushare/cuda/detail/calls.hpp>
-#include <gpushare/cuda/error.hpp>
+#include <gpushare/cuda/detail/errors.hpp>
 #include <gpushare/detail/budget.hpp>
 
 namespace gpushare {

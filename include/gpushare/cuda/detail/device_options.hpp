@@ -1,0 +1,149 @@
+// SPDX-License-Identifier: Apache-2.0
+// The values and rules behind the CUDA layer's options that its internals need: the defaults and
+// bounds, drain_scope, the parsers of the GPUSHARE_* variables that only the CUDA layer reads,
+// how much guarded work may stay in flight, and state_options (what device_state uses of the
+// resolved options). Deliberately free of CUDA headers: plain C++ tests check every rule here
+// without a GPU. The public header is <gpushare/cuda/options.hpp>, which includes this one; the
+// constants and drain_scope below are part of its API.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <gpushare/detail/parse.hpp>
+#include <gpushare/error.hpp>
+
+namespace gpushare {
+inline namespace v0 {
+namespace cuda {
+
+/// Device memory left out of a device table's capacity by default: 2% of the device, and at
+/// least 256 MiB. It covers what no session accounts for: allocator rounding (cudaMalloc hands
+/// out 2 MiB pages), library workspaces allocated behind the application's back, and processes
+/// that do not use gpushare.
+inline constexpr std::uint64_t default_headroom_ppm = 20'000;
+inline constexpr std::uint64_t min_default_headroom = 256ull << 20;
+/// Used when the context overhead cannot be measured (see device_session): a typical CUDA 12/13
+/// context with the runtime's modules loaded on a Hopper GPU is a few hundred MiB.
+inline constexpr std::uint64_t estimated_context_overhead = 512ull << 20;
+inline constexpr std::uint64_t default_allocation_timeout_ns = 60'000'000'000; // 60 s
+inline constexpr std::uint64_t default_max_in_flight_ns = 2'000'000;           // 2 ms
+inline constexpr std::uint64_t default_drain_timeout_ns = 2'000'000'000;       // 2 s
+/// Never more unfinished guarded regions than this, whatever their measured length.
+inline constexpr std::uint32_t max_in_flight_regions = 64;
+inline constexpr std::uint64_t no_timeout = UINT64_MAX;
+
+/// What a session waits for before it hands the device over (device_options::drain).
+enum class drain_scope {
+  stream, ///< its guarded regions (the streams it guards)
+  device, ///< also all other work of this process on the device (cudaDeviceSynchronize)
+};
+
+namespace detail {
+
+/// What device_state uses of resolved_device_options (<gpushare/cuda/options.hpp>).
+struct state_options {
+  std::uint64_t allocation_timeout_ns = default_allocation_timeout_ns;
+  std::uint64_t max_in_flight_ns = default_max_in_flight_ns;
+  std::uint64_t drain_timeout_ns = default_drain_timeout_ns;
+  drain_scope drain = drain_scope::stream;
+};
+
+inline constexpr std::string_view timeout_forms =
+    "a duration with a unit: ms, s, min or h, at most 24h (\"500ms\", \"30s\", \"2min\"), or "
+    "\"none\" to wait without end";
+
+/// "500ms", "30s", "2min", "1.5h" (at most 24 h) or "none"/"infinite" (no_timeout).
+inline std::uint64_t parse_timeout_ns(std::string_view s) {
+  using gpushare::detail::iequals;
+  static constexpr gpushare::detail::value_kind kind{"timeout", timeout_forms};
+  if (iequals(s, "none") || iequals(s, "infinite")) return no_timeout;
+  const auto d = gpushare::detail::parse_decimal(kind, s, s);
+  const std::string_view unit = s.substr(d.length);
+  std::uint64_t per = 0;
+  if (iequals(unit, "ms"))
+    per = 1'000'000;
+  else if (iequals(unit, "s"))
+    per = 1'000'000'000;
+  else if (iequals(unit, "min"))
+    per = 60'000'000'000;
+  else if (iequals(unit, "h"))
+    per = 3'600'000'000'000;
+  else
+    gpushare::detail::reject(kind, s, unit.empty() ? "a unit is required" : "unknown unit");
+  constexpr std::uint64_t day_ns = 86'400'000'000'000;
+  if (d.whole > day_ns / per) gpushare::detail::reject(kind, s, "longer than 24h");
+  const std::uint64_t ns = d.whole * per + static_cast<std::uint64_t>(d.micros) * (per / 1'000'000);
+  if (ns > day_ns) gpushare::detail::reject(kind, s, "longer than 24h");
+  return ns;
+}
+
+/// A byte count: "1073741824", "512MiB", "1.5GB" (percentages are not accepted: the overhead is
+/// a fact about this process, not a fraction of anything).
+inline std::uint64_t parse_byte_count(std::string_view s) {
+  const memory_amount m = gpushare::detail::parse_memory_amount(s);
+  if (m.kind != memory_amount::unit::bytes)
+    gpushare::detail::reject(
+        {"byte count", "a number of bytes, with or without a unit (\"512MiB\")"}, s,
+        "a percentage is not accepted here");
+  return m.value;
+}
+
+inline constexpr std::string_view drain_forms = "\"stream\" or \"device\"";
+
+/// "stream" or "device" (any case).
+inline drain_scope parse_drain_scope(std::string_view s) {
+  using gpushare::detail::iequals;
+  if (iequals(s, "stream")) return drain_scope::stream;
+  if (iequals(s, "device")) return drain_scope::device;
+  gpushare::detail::reject({"drain scope", drain_forms}, s, "unknown scope");
+}
+
+inline void check_in_code(const char* field, bool ok, const std::string& why) {
+  if (!ok) throw error(errc::invalid_argument, std::string("device_options::") + field + " " + why);
+}
+
+/// A duration set in code, in ns: std::chrono::nanoseconds::max() is no_timeout, a negative one 0.
+inline std::optional<std::uint64_t> to_ns(const std::optional<std::chrono::nanoseconds>& d) {
+  if (!d) return std::nullopt;
+  if (*d == std::chrono::nanoseconds::max()) return no_timeout;
+  return static_cast<std::uint64_t>(std::max<std::int64_t>(d->count(), 0));
+}
+
+/// A timeout set in code (device_options::`field`), in ns; a negative one is refused, naming what
+/// 0 means (`zero_means`).
+inline std::optional<std::uint64_t>
+timeout_in_code(const char* field, const std::optional<std::chrono::nanoseconds>& d,
+                const char* zero_means) {
+  if (d && d->count() < 0)
+    throw error(errc::invalid_argument,
+                std::string("device_options::") + field + " is negative; give 0 to " + zero_means +
+                    " or std::chrono::nanoseconds::max() to wait without end");
+  return to_ns(d);
+}
+
+/// How many guarded regions may still be unfinished on the device when a guard ends and nobody
+/// else waits: as many as fit in `max_in_flight_ns` at the recent average region length, at most
+/// max_in_flight_regions. A region longer than the bound fits 0 times: the guard's exit then
+/// waits for it, so queued work never exceeds the bound (as estimated by the average). With no
+/// measurement yet: 0 (the first region is waited for, which measures it).
+inline std::uint32_t in_flight_allowance(std::uint64_t avg_region_ns,
+                                         std::uint64_t max_in_flight_ns) noexcept {
+  if (avg_region_ns == 0) return 0;
+  const std::uint64_t n = max_in_flight_ns / avg_region_ns;
+  return static_cast<std::uint32_t>(std::min<std::uint64_t>(n, max_in_flight_regions));
+}
+/// Exponentially weighted average of region lengths (weight 1/8 for the newest sample).
+inline std::uint64_t update_average(std::uint64_t avg, std::uint64_t sample) noexcept {
+  if (avg == 0) return sample;
+  return avg - avg / 8 + sample / 8;
+}
+
+} // namespace detail
+} // namespace cuda
+} // namespace v0
+} // namespace gpushare

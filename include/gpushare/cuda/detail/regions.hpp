@@ -1,0 +1,226 @@
+// SPDX-License-Identifier: Apache-2.0
+// Guarded regions of one device session still in flight on the device (a start and a stop event
+// each): how many may stay queued when a guard ends, the drains that wait for them, and the
+// device time of those found finished (placed on the accounting timeline, timeline.hpp). Part of
+// device_state (state.hpp, which states the lock order).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <vector>
+
+#include <gpushare/cuda/detail/calls.hpp>
+#include <gpushare/cuda/detail/device_options.hpp>
+#include <gpushare/cuda/detail/errors.hpp>
+#include <gpushare/cuda/detail/event_pool.hpp>
+#include <gpushare/cuda/detail/timeline.hpp>
+#include <gpushare/cuda/stats.hpp>
+#include <gpushare/detail/budget.hpp>
+#include <gpushare/detail/posix.hpp>
+
+#include <gpushare/cuda/detail/runtime_names_begin.hpp>
+
+namespace gpushare {
+inline namespace v0 {
+namespace cuda {
+namespace detail {
+
+/// How long a drain waits for the regions in flight.
+enum class wait_limit {
+  drain_timeout, ///< at most the drain timeout; the regions still unfinished stay in flight
+  none,          ///< as long as it takes (synchronize())
+};
+
+class in_flight_regions {
+public:
+  in_flight_regions(int ordinal, const state_options& options,
+                    accounting_timeline& timeline) noexcept
+      : ordinal_(ordinal), options_(options), timeline_(timeline) {}
+  in_flight_regions(const in_flight_regions&) = delete;
+  in_flight_regions& operator=(const in_flight_regions&) = delete;
+
+  /// A guarded region ended on the host (its events recorded, its mark from the timeline): waits
+  /// only for the oldest regions beyond the in-flight allowance. Returns the device time of the
+  /// regions now known to be finished: the caller accounts it.
+  std::uint64_t ended(const region& r) {
+    add(r);
+    relaxed_capture relaxed;
+    std::vector<region> finished, unknown, to_wait;
+    {
+      std::lock_guard lock(m_);
+      while (!pending_.empty()) {
+        const event_state s = query_event(pending_.front().stop);
+        if (s == event_state::pending) break;
+        (s == event_state::done ? finished : unknown).push_back(pending_.front());
+        pending_.pop_front();
+      }
+      const std::uint32_t allowed = in_flight_allowance(avg_region_ns_, options_.max_in_flight_ns);
+      while (pending_.size() > allowed) {
+        to_wait.push_back(pending_.front());
+        pending_.pop_front();
+      }
+    }
+    wait_all(to_wait, finished, unknown, wait_limit::drain_timeout);
+    drop_unknown(unknown);
+    return settle(finished);
+  }
+
+  /// A guarded region ended on the host and the device is about to be handed over: drains.
+  std::uint64_t ended_before_handover(const region& r) {
+    add(r);
+    return drain_for_handover();
+  }
+
+  /// Waits until every region has finished; returns their device time (to account). With
+  /// wait_limit::drain_timeout, gives up after it, leaves the unfinished regions in flight and
+  /// counts a drain timeout.
+  std::uint64_t drain(wait_limit limit) {
+    const std::vector<region> all = take_all();
+    relaxed_capture relaxed;
+    return wait_and_settle(all, limit);
+  }
+
+  /// A drain before the device is handed over (bounded by the drain timeout); with
+  /// drain_scope::device, then also waits for all other work of this process on the device.
+  std::uint64_t drain_for_handover() {
+    const std::vector<region> all = take_all();
+    relaxed_capture relaxed; // the device drain too runs in the relaxed capture mode
+    const std::uint64_t used = wait_and_settle(all, wait_limit::drain_timeout);
+    if (options_.drain == drain_scope::device) drain_device();
+    return used;
+  }
+
+  /// Regions recorded but not yet known to be finished.
+  std::size_t in_flight() {
+    std::lock_guard lock(m_);
+    return pending_.size();
+  }
+
+  /// The recent average device time of a region (0 before the first one finished).
+  std::uint64_t average_ns() {
+    std::lock_guard lock(m_);
+    return avg_region_ns_;
+  }
+
+  void count_captured_guard() noexcept {
+    std::lock_guard lock(m_);
+    ++stats_.captured_guards;
+  }
+
+  /// The counters kept here (the others of cuda_stats stay 0).
+  cuda_stats stats() {
+    std::lock_guard lock(m_);
+    return stats_;
+  }
+
+private:
+  void add(const region& r) {
+    std::lock_guard lock(m_);
+    pending_.push_back(r);
+  }
+
+  /// Takes every region in flight, counting a drain.
+  std::vector<region> take_all() {
+    std::lock_guard lock(m_);
+    std::vector<region> all(pending_.begin(), pending_.end());
+    pending_.clear();
+    ++stats_.drains;
+    return all;
+  }
+
+  /// Waits for `all` (see wait_all), drops the unknown ones, settles the finished ones.
+  std::uint64_t wait_and_settle(const std::vector<region>& all, wait_limit limit) {
+    std::vector<region> finished, unknown;
+    wait_all(all, finished, unknown, limit);
+    drop_unknown(unknown);
+    return settle(finished);
+  }
+
+  /// Waits for each region's stop event, sorting them into finished, unknown (CUDA cannot say)
+  /// and, when the drain timeout passes, back into pending_ (oldest first).
+  void wait_all(const std::vector<region>& rs, std::vector<region>& finished,
+                std::vector<region>& unknown, wait_limit limit) {
+    const bool forever = limit == wait_limit::none || options_.drain_timeout_ns == no_timeout;
+    const std::uint64_t deadline = forever
+                                       ? 0
+                                       : gpushare::detail::sat_add(gpushare::detail::monotonic_ns(),
+                                                                   options_.drain_timeout_ns);
+    const std::uint64_t avg = average_ns();
+    // Sleep most of a region's expected length first, then poll every 1/32 of it (10 us to
+    // 1 ms): completion is seen within ~3% of a region, with a few queries.
+    const std::uint64_t pause = std::clamp<std::uint64_t>(avg / 32, 10'000, 1'000'000);
+    std::uint64_t first = std::max<std::uint64_t>(avg / 8 * 7, pause);
+    std::vector<region> late;
+    for (const region& r : rs) {
+      const event_state s =
+          forever ? wait_for_event(r.stop) : wait_for_event(r.stop, deadline, first, pause);
+      first = pause; // the next regions ran meanwhile, mostly
+      if (s == event_state::done)
+        finished.push_back(r);
+      else if (s == event_state::unknown)
+        unknown.push_back(r);
+      else
+        late.push_back(r);
+    }
+    if (late.empty()) return;
+    std::lock_guard lock(m_);
+    ++stats_.drain_timeouts;
+    pending_.insert(pending_.begin(), late.begin(), late.end());
+  }
+
+  /// Regions whose completion CUDA cannot report: not accounted, events dropped (they may
+  /// still be in use, so not reused).
+  void drop_unknown(const std::vector<region>& rs) noexcept {
+    if (rs.empty()) return;
+    for (const region& r : rs) {
+      event_pool::drop(r.start);
+      event_pool::drop(r.stop);
+    }
+    timeline_.forget(rs);
+    std::lock_guard lock(m_);
+    stats_.unknown_regions += rs.size();
+  }
+
+  /// Device time of finished regions not accounted yet (the timeline's), updating the average.
+  std::uint64_t settle(const std::vector<region>& rs) {
+    return timeline_.settle(rs, [this](std::uint64_t ns) {
+      std::lock_guard lock(m_); // inside the timeline's mutex (state.hpp's lock order)
+      avg_region_ns_ = update_average(avg_region_ns_, ns);
+    });
+  }
+
+  /// Waits for all work of this process on the device (GPUSHARE_DRAIN=device), unless a
+  /// blocking stream is being captured (the legacy stream then reports capturing): a device
+  /// synchronisation would break that capture.
+  void drain_device() {
+    bool capturing = false;
+    device_scope on(ordinal_);
+    if (capture_state(cudaStreamLegacy, capturing) != cudaSuccess || capturing) {
+      std::lock_guard lock(m_);
+      ++stats_.device_drains_skipped;
+      return;
+    }
+    (void)own_call([] { return cudaDeviceSynchronize(); });
+    std::lock_guard lock(m_);
+    ++stats_.device_drains;
+  }
+
+  int ordinal_;
+  state_options options_;
+  accounting_timeline& timeline_;
+  std::mutex m_;
+  std::deque<region> pending_; // oldest first
+  std::uint64_t avg_region_ns_ = 0;
+  cuda_stats stats_; // drains, drain_timeouts, device drains, captured_guards, unknown_regions
+};
+
+} // namespace detail
+} // namespace cuda
+} // namespace v0
+} // namespace gpushare
+
+#include <gpushare/cuda/detail/runtime_names_end.hpp>
