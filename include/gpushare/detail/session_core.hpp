@@ -112,9 +112,6 @@ public:
   /// Grows this session's reservations by `bytes` if they fit now (after reclaiming the memory
   /// of dead sessions); false if they do not. Never waits for live sessions.
   [[nodiscard]] bool try_grow(std::uint64_t bytes);
-  /// The earlier form, kept for cuda/detail/state.hpp until it calls grow()/try_grow():
-  /// grow(bytes, 0, false) is try_grow(bytes); grow(bytes, t, true) is grow(bytes, t).
-  bool grow(std::uint64_t bytes, std::uint64_t timeout_ns, bool throw_on_timeout);
 
   /// Releases `bytes` of this session's reservations. Never loses them: if the table lock cannot
   /// be had (a stopped peer holds it), the release goes into the slot's journal, which the next

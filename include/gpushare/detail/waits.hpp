@@ -48,12 +48,6 @@ inline bool session_core::try_grow(std::uint64_t bytes) {
   return grow_until(bytes, 0, past_deadline::return_false);
 }
 
-inline bool session_core::grow(std::uint64_t bytes, std::uint64_t timeout_ns,
-                               bool throw_on_timeout) {
-  return grow_until(bytes, timeout_ns,
-                    throw_on_timeout ? past_deadline::throw_timeout : past_deadline::return_false);
-}
-
 /// Grows this session's reservations by `bytes`, waiting up to `timeout_ns` for memory to be
 /// released; past it, does what `then` says.
 inline bool session_core::grow_until(std::uint64_t bytes, std::uint64_t timeout_ns,

@@ -52,10 +52,10 @@ public:
   /// Inside a guard (on this thread) it does not wait for other sessions: errc::timeout at once.
   void charge(std::uint64_t bytes) {
     pool_.release_finished_frees(frees_wait::poll);
-    if (core_.grow(bytes, 0, false)) return;
+    if (core_.try_grow(bytes)) return;
     if ((pool_.release_finished_frees(frees_wait::wait) > 0 ||
          pool_.release_pool_memory(pool_trim::always) > 0) &&
-        core_.grow(bytes, 0, false))
+        core_.try_grow(bytes))
       return;
     if (guards_on_this_thread > 0)
       throw error(errc::timeout,
@@ -65,7 +65,7 @@ public:
                       "it waits, and the session that would free the memory may need the GPU "
                       "first. Allocate before the guard (or reserve() ahead)");
     const std::uint64_t t = options_.allocation_timeout_ns;
-    core_.grow(bytes, t == no_timeout ? gpushare::detail::wait_forever_ns : t, true);
+    core_.grow(bytes, t == no_timeout ? gpushare::detail::wait_forever_ns : t);
   }
 
   void uncharge(std::uint64_t bytes) noexcept { core_.shrink(bytes); }
