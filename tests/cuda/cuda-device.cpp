@@ -330,5 +330,9 @@ TEST_CASE("two processes with shares 3:1 running real kernels get about 3:1 of t
               100 * fraction, 100 * (1 - fraction), static_cast<double>(na + nb) / 1e9);
   CHECK(fraction >= 0.70);
   CHECK(fraction <= 0.80);
-  CHECK(static_cast<double>(na + nb) >= 0.8 * 4e9); // the GPU stayed busy
+  // The GPU stayed busy. On cudasim a kernel is queued only when its process gets a CPU to launch
+  // it, so on a loaded machine (CI next to builds: 3.04 s of 4 s was seen) the simulated device
+  // idles in gaps no scheduler decision made; the bound there is looser.
+  const double busy = cudasim::active() ? 0.6 : 0.8;
+  CHECK(static_cast<double>(na + nb) >= busy * 4e9);
 }
