@@ -34,9 +34,7 @@ class [[nodiscard]] scoped_kernel {
 public:
   [[nodiscard]] explicit scoped_kernel(session& s)
       : core_(s.shared_core()), requested_ns_(detail::monotonic_ns()),
-        on_lease_(core_->try_enter_on_lease()),
-        start_ns_(on_lease_ ? requested_ns_ : core_->enter_guard(requested_ns_)),
-        revocations_(core_->revocations()) {}
+        entry_(core_->begin_guard(requested_ns_)), revocations_(core_->revocations()) {}
   /// Like scoped_kernel(s), but waits at most `timeout` for the device; then throws errc::timeout,
   /// naming the session that holds the device (typically one stopped or hung inside its own
   /// guard: it is alive, so liveness never frees the device from it). Nothing is held after the
@@ -44,9 +42,7 @@ public:
   template <class Rep, class Period>
   [[nodiscard]] scoped_kernel(session& s, std::chrono::duration<Rep, Period> timeout)
       : core_(s.shared_core()), requested_ns_(detail::monotonic_ns()),
-        on_lease_(core_->try_enter_on_lease()),
-        start_ns_(on_lease_ ? requested_ns_
-                            : core_->enter_guard(requested_ns_, detail::to_ns(timeout))),
+        entry_(core_->begin_guard(requested_ns_, detail::to_ns(timeout))),
         revocations_(core_->revocations()) {}
   scoped_kernel(const scoped_kernel&) = delete;
   scoped_kernel& operator=(const scoped_kernel&) = delete;
@@ -72,24 +68,20 @@ public:
     if (!core_) return;
     (void)revoked(); // remember it: after finish() the session may go on without this guard
     const std::uint64_t now = detail::monotonic_ns();
-    const std::uint64_t used = has_device_time_ ? device_ns_ : now - start_ns_;
-    if (on_lease_)
-      core_->exit_on_lease(used, now);
-    else
-      core_->exit_guard(start_ns_, used, now);
+    const std::uint64_t used = has_device_time_ ? device_ns_ : now - entry_.start_ns;
+    core_->end_guard(entry_, used, now);
     core_.reset();
   }
 
   /// How long the constructor waited for the device (including compute-limit pacing).
   std::chrono::nanoseconds waited() const noexcept {
-    return std::chrono::nanoseconds(start_ns_ - requested_ns_);
+    return std::chrono::nanoseconds(entry_.start_ns - requested_ns_);
   }
 
 private:
   std::shared_ptr<detail::session_core> core_; ///< kept alive even if the session is moved
   std::uint64_t requested_ns_;
-  bool on_lease_; ///< entered on the session's lease, without the table lock
-  std::uint64_t start_ns_;
+  detail::session_core::guard_entry entry_; ///< when it got the device; on the lease or locked
   // A flag and a value, not std::optional<std::uint64_t>: GCC 12 at -O2 and above reports the
   // optional's value as maybe-uninitialized in finish() (-Wmaybe-uninitialized), a false
   // positive that -Werror makes fatal for a consumer.

@@ -395,6 +395,34 @@ TEST_CASE("an uncontended device session's guards take no table lock: they run o
   CHECK(s.info().guards_on_lease - on_lease_before == guards);
 }
 
+TEST_CASE("a CUDA guard with a timeout gives up on a holder that keeps the GPU, holding nothing") {
+  cutest::private_domain d("timeout");
+  gc::device_session a(0, d.options("holder"), no_overhead());
+  gc::device_session b(0, d.options("waiter"), no_overhead());
+  d.uses(a.device().uuid);
+  stream sa, sb;
+  {
+    gc::scoped_kernel held(a, sa.s); // a holds the GPU for the whole case
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      gc::scoped_kernel g(b, 100ms, sb.s);
+      FAIL("the guard got the GPU while another session held it");
+    } catch (const gpushare::error& e) {
+      CHECK(e.code() == gpushare::errc::timeout);
+      CHECK(std::string(e.what()).find("held by session 'holder'") != std::string::npos);
+    }
+    CHECK(std::chrono::steady_clock::now() - t0 >= 100ms);
+    CHECK(b.info().waiting_for_device == 0); // no longer counted as a waiter
+    CHECK(b.info().guards == 0);
+  }
+  { // with the GPU free, the same constructor gets it at once
+    gc::scoped_kernel g(b, 1s, sb.s);
+    REQUIRE(gpushare_test::launch_spin(sb.s, 100'000) == cudaSuccess);
+  }
+  b.synchronize();
+  CHECK(b.info().guards == 1);
+}
+
 TEST_CASE("a guard that ends inside its quantum does not drain although another session waits") {
   CUTEST_REQUIRE_GPU();
   cutest::private_domain d("nodrain");

@@ -109,7 +109,6 @@ public:
       info_ = std::move(o.info_);
       overhead_ = o.overhead_;
       source_ = o.source_;
-      extra_ = o.extra_;
     }
     return *this;
   }
@@ -198,7 +197,6 @@ public:
   void set_external_usage(std::uint64_t extra) {
     sess();
     detail::context_registry::instance().set_extra(*share_, extra);
-    extra_ = extra;
   }
 
   /// The overhead of this process's CUDA context on the device, and how it was obtained:
@@ -332,7 +330,6 @@ private:
   device_info info_;
   std::uint64_t overhead_ = 0;
   detail::overhead_source source_ = detail::overhead_source::estimated;
-  std::uint64_t extra_ = 0;
 };
 
 } // namespace cuda

@@ -58,28 +58,19 @@ public:
   [[nodiscard]] explicit scoped_kernel(device_session& s,
                                        cudaStream_t stream = GPUSHARE_CUDA_DEFAULT_STREAM)
       : state_(s.shared_state()), stream_(stream), requested_ns_(gpushare::detail::monotonic_ns()),
-        on_lease_(state_->core().try_enter_on_lease()),
-        start_ns_(on_lease_ ? requested_ns_ : state_->core().enter_guard(requested_ns_)) {
-    try {
-      bool capturing = false;
-      detail::check(detail::capture_state(stream_, capturing), "cudaStreamIsCapturing");
-      if (capturing) { // nothing executes during capture
-        state_->count_captured_guard();
-        ++detail::guards_on_this_thread;
-        counted_ = true;
-        return;
-      }
-      start_ = state_->take_event(detail::event_kind::timing);
-      detail::check(cudaEventRecord(start_, stream_),
-                    "cudaEventRecord (is the stream on the session's device?)");
-      mark_ = state_->region_opened();
-      ++detail::guards_on_this_thread;
-      counted_ = true;
-    } catch (...) {
-      state_->give_event(start_, detail::event_kind::timing);
-      exit_table(0);
-      throw;
-    }
+        entry_(state_->core().begin_guard(requested_ns_)) {
+    start_region();
+  }
+  /// Like scoped_kernel(s, stream), but waits at most `timeout` for the GPU; then throws
+  /// errc::timeout naming the session that holds it (typically one stopped or hung inside its
+  /// own guard), as gpushare::scoped_kernel's timeout constructor does. Nothing is held after
+  /// the throw.
+  template <class Rep, class Period>
+  [[nodiscard]] scoped_kernel(device_session& s, std::chrono::duration<Rep, Period> timeout,
+                              cudaStream_t stream = GPUSHARE_CUDA_DEFAULT_STREAM)
+      : state_(s.shared_state()), stream_(stream), requested_ns_(gpushare::detail::monotonic_ns()),
+        entry_(state_->core().begin_guard(requested_ns_, gpushare::detail::to_ns(timeout))) {
+    start_region();
   }
   scoped_kernel(const scoped_kernel&) = delete;
   scoped_kernel& operator=(const scoped_kernel&) = delete;
@@ -104,8 +95,8 @@ public:
           // recent average region, whichever is longer.
           const bool drain =
               state_->core().others_waiting() &&
-              state_->core().handover_due(std::max(gpushare::detail::monotonic_ns() - start_ns_,
-                                                   state_->average_region_ns()));
+              state_->core().handover_due(std::max(
+                  gpushare::detail::monotonic_ns() - entry_.start_ns, state_->average_region_ns()));
           used = drain ? state_->region_ended_before_handover(start_, stop, mark_)
                        : state_->region_ended(start_, stop, mark_);
           start_ = stop = nullptr; // owned by the state now
@@ -116,30 +107,45 @@ public:
       state_->give_event(start_, detail::event_kind::timing);
       state_->give_event(stop, detail::event_kind::timing);
     }
-    exit_table(used);
+    state_->core().end_guard(entry_, used, gpushare::detail::monotonic_ns());
     state_.reset();
   }
   /// How long the constructor waited for the GPU (including compute-limit pacing).
   std::chrono::nanoseconds waited() const noexcept {
-    return std::chrono::nanoseconds(start_ns_ - requested_ns_);
+    return std::chrono::nanoseconds(entry_.start_ns - requested_ns_);
   }
 
 private:
-  /// The table side of the guard's end, the way it entered: on the lease (no lock while it
-  /// lasts) or locked. As gpushare::scoped_kernel does.
-  void exit_table(std::uint64_t used) noexcept {
-    const std::uint64_t now = gpushare::detail::monotonic_ns();
-    if (on_lease_)
-      state_->core().exit_on_lease(used, now);
-    else
-      state_->core().exit_guard(start_ns_, used, now);
+  /// After the table let this guard in: records the region's start event on the stream (or
+  /// counts a captured guard). On failure, leaves the table the way it entered and rethrows.
+  void start_region() {
+    try {
+      bool capturing = false;
+      detail::check(detail::capture_state(stream_, capturing), "cudaStreamIsCapturing");
+      if (capturing) { // nothing executes during capture
+        state_->count_captured_guard();
+        ++detail::guards_on_this_thread;
+        counted_ = true;
+        return;
+      }
+      start_ = state_->take_event(detail::event_kind::timing);
+      detail::check(cudaEventRecord(start_, stream_),
+                    "cudaEventRecord (is the stream on the session's device?)");
+      mark_ = state_->region_opened();
+      ++detail::guards_on_this_thread;
+      counted_ = true;
+    } catch (...) {
+      state_->give_event(start_, detail::event_kind::timing);
+      start_ = nullptr;
+      state_->core().end_guard(entry_, 0, gpushare::detail::monotonic_ns());
+      throw;
+    }
   }
 
   std::shared_ptr<detail::device_state> state_;
   cudaStream_t stream_;
   std::uint64_t requested_ns_;
-  bool on_lease_; ///< entered on the session's lease, without the table lock
-  std::uint64_t start_ns_;
+  gpushare::detail::session_core::guard_entry entry_; ///< when it got the GPU; on lease or locked
   cudaEvent_t start_ = nullptr;
   std::int64_t mark_ = 0; // from device_state::region_opened
   bool counted_ = false;  // in detail::guards_on_this_thread

@@ -8,7 +8,8 @@
 //     lease ended while it ran does the locked part of its exit (lease_exit_locked());
 //   - around them: handover_due() (would an exit now hand the device on?) and yield() (hand
 //     the device on if that is due, then wait to get it back).
-// gpushare::scoped_kernel tries the lease first and takes the locked way if it cannot.
+// Both guards, gpushare::scoped_kernel and cuda::scoped_kernel, enter with begin_guard() (the
+// lease first, the locked way if it cannot be used) and leave with end_guard(), the same way.
 #pragma once
 
 #include <atomic>
@@ -19,6 +20,20 @@
 namespace gpushare {
 inline namespace v0 {
 namespace detail {
+
+inline session_core::guard_entry session_core::begin_guard(std::uint64_t requested_ns,
+                                                           std::uint64_t timeout_ns) {
+  if (try_enter_on_lease()) return {requested_ns, true};
+  return {enter_guard(requested_ns, timeout_ns), false};
+}
+
+inline void session_core::end_guard(const guard_entry& e, std::uint64_t used_ns,
+                                    std::uint64_t now) noexcept {
+  if (e.on_lease)
+    exit_on_lease(used_ns, now);
+  else
+    exit_guard(e.start_ns, used_ns, now);
+}
 
 inline std::uint64_t session_core::enter_guard(std::uint64_t requested_ns,
                                                std::uint64_t timeout_ns) {

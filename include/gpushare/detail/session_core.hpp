@@ -168,6 +168,18 @@ public:
   /// without the lock while the lease lasts.
   void exit_on_lease(std::uint64_t used_ns, std::uint64_t now) noexcept;
 
+  /// How a guard entered: when it got the device, and whether on the lease (guard.hpp).
+  struct guard_entry {
+    std::uint64_t start_ns = 0;
+    bool on_lease = false;
+  };
+  /// The entry of every guard (gpushare::scoped_kernel and cuda::scoped_kernel): on the lease
+  /// while it lasts, else the locked way, waiting at most `timeout_ns` (enter_guard).
+  guard_entry begin_guard(std::uint64_t requested_ns, std::uint64_t timeout_ns = wait_forever_ns);
+  /// The exit of every guard, at `now`, having used `used_ns` of device time: the way `e`
+  /// entered (exit_on_lease or exit_guard).
+  void end_guard(const guard_entry& e, std::uint64_t used_ns, std::uint64_t now) noexcept;
+
   /// Accounts `used_ns` of device time measured after its guard ended (the CUDA layer learns a
   /// region's time only when the region's work has finished on the device).
   void add_device_time(std::uint64_t used_ns) noexcept {
