@@ -115,6 +115,8 @@ cudaError_t fail(cudaError_t e) {
   return e;
 }
 
+cudaError_t fail_unless_not_ready(cudaError_t e) { return e == cudaErrorNotReady ? e : fail(e); }
+
 cudaError_t& last_error() { return tl_last_error; }
 
 runtime& runtime::get() {

@@ -299,6 +299,9 @@ cudaError_t fail(cudaError_t e);
 /// the error every call of a forked child or a misconfigured process gets.
 cudaError_t enter(const char* name, bool initialise = true);
 
+/// fail(), except that cudaErrorNotReady (a query's answer) is not recorded: observed on an
+/// H200 (driver 580, CUDA 13.0), where cudaGetLastError returned cudaSuccess after it.
+cudaError_t fail_unless_not_ready(cudaError_t e);
 /// Resolves a stream for a stream call and binds the thread to its context; returns the
 /// context's sticky error if it has one. Call with the runtime's mutex held.
 cudaError_t stream_of(cudaStream_t handle, bool ptsz, stream_obj*& s);
