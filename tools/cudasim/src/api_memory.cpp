@@ -270,6 +270,9 @@ cudaError_t cudaMemPoolCreate(cudaMemPool_t* pool, const cudaMemPoolProps* props
     if (const cudaError_t e = context_for(props->location.id, ctx); e != cudaSuccess) return e;
     auto* p = new pool_obj();
     p->ctx = ctx;
+    // A potentially unsafe call during a capture (observed on an H200, driver 580, CUDA 13.0:
+    // cudaErrorStreamCaptureUnsupported while another thread held a Global capture).
+    if (const cudaError_t e = rt.check_unsafe_call(); e != cudaSuccess) return e;
     p->is_default = false;
     ctx->pools.push_back(p);
     rt.pools.insert(p);
