@@ -88,3 +88,35 @@ TEST_CASE("the driver's cuEventQuery and cuStreamQuery answer alike and leave th
   cudaEventDestroy(e);
   cudaStreamDestroy(s);
 }
+
+// cudaMemPoolTrimTo: "Allocations that have been asynchronously freed but whose completion has
+// not been observed on the host (eg. by a synchronize) can count as outstanding." A query that
+// finds the free complete observes nothing; a synchronisation does (as on an H200, driver 580,
+// CUDA 13.0, where a free cuEventQuery had found complete stayed reserved through a trim).
+TEST_CASE("a pool free found complete by a query stays reserved through a trim until a sync") {
+  fresh_state st("poolobserve");
+  st.use_here();
+  cudaStream_t s = nullptr;
+  cudaEvent_t e = nullptr;
+  REQUIRE(cudaStreamCreate(&s) == cudaSuccess);
+  REQUIRE(cudaEventCreate(&e) == cudaSuccess);
+  cudaMemPool_t pool = nullptr;
+  REQUIRE(cudaDeviceGetMemPool(&pool, 0) == cudaSuccess);
+  auto reserved = [&] {
+    std::uint64_t v = 0;
+    REQUIRE(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &v) == cudaSuccess);
+    return v;
+  };
+  void* p = nullptr;
+  REQUIRE(cudaMallocAsync(&p, 4 << 20, s) == cudaSuccess);
+  REQUIRE(cudaFreeAsync(p, s) == cudaSuccess);
+  REQUIRE(cudaEventRecord(e, s) == cudaSuccess);
+  while (cudaEventQuery(e) == cudaErrorNotReady) {
+  }
+  REQUIRE(cudaMemPoolTrimTo(pool, 0) == cudaSuccess);
+  CHECK(reserved() == 4u << 20); // run, not observed: outstanding
+  REQUIRE(cudaEventSynchronize(e) == cudaSuccess);
+  CHECK(reserved() == 0); // observed: released at the synchronisation (threshold 0)
+  cudaEventDestroy(e);
+  cudaStreamDestroy(s);
+}

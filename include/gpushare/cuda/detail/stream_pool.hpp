@@ -107,6 +107,12 @@ public:
       for (const deferred_free& d : candidates) {
         const event_state s =
             how == frees_wait::wait ? wait_for_event(d.done) : query_event(d.done);
+        // A pool free seen complete by a query is not yet "observed on the host": until a
+        // synchronisation observes it, the pool cannot give its memory back (cudaMemPoolTrimTo's
+        // note; seen on an H200, CUDA 13.0). Synchronising the completed event (at once) does.
+        // The free ran either way: if that fails, the pool keeps the bytes, and so the budget.
+        if (s == event_state::done && how == frees_wait::poll && d.from == freed_from::own_pool)
+          (void)wait_for_event(d.done);
         if (s == event_state::pending) {
           still.push_back(d);
           continue;
