@@ -259,6 +259,26 @@ TEST_CASE("stream-ordered allocation is charged, and the free returns its bytes 
   CHECK(s.info().reserved == 0);
 }
 
+// A stream-ordered free that a poll found complete (cuEventQuery) is not yet "observed on the
+// host" (cudaMemPoolTrimTo's note): on an H200 (CUDA 13.0) the pool kept its memory reserved
+// through synchronize()'s trim, and the budget kept it charged, until the layer synchronised
+// the free's event to make the pool observe it.
+TEST_CASE("a stream-ordered free seen complete by a poll returns its bytes at synchronize()") {
+  CUTEST_REQUIRE_GPU();
+  cutest::private_domain d("polled");
+  gc::device_session s(0, d.options(), no_overhead());
+  d.uses(s.device().uuid);
+  stream st;
+  void* p = s.malloc_async(4 * MiB, st.s);
+  s.free_async(p, st.s);
+  std::this_thread::sleep_for(50ms); // the free runs
+  void* q = s.malloc(MiB);           // its charge polls the free: complete
+  s.free(q);
+  s.synchronize();
+  CHECK(s.info().reserved == 0);
+  CHECK(s.statistics().pool_bytes_held == 0);
+}
+
 TEST_CASE("memory_resource charges allocations to the session and refuses odd alignments") {
   CUTEST_REQUIRE_GPU();
   cutest::private_domain d("mr");

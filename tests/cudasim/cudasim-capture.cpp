@@ -395,3 +395,40 @@ TEST_CASE("cudaDeviceGraphMemTrim keeps the memory of a running graph and of a l
   CHECK(cudaGraphExecDestroy(xr) == cudaSuccess);
   CHECK(cudaGraphDestroy(running) == cudaSuccess);
 }
+
+// cudaMemPoolCreate is a potentially unsafe call (cudaThreadExchangeStreamCaptureMode): refused,
+// with cudaErrorStreamCaptureUnsupported, from a thread in Global mode while another thread has
+// a Global capture (as on an H200, driver 580, CUDA 13.0); allowed in Relaxed mode, which leaves
+// the capture valid.
+TEST_CASE("cudaMemPoolCreate during a global capture: refused in global mode, allowed relaxed") {
+  fresh_state st("cappool");
+  st.use_here();
+  cudaStream_t s = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+  cudaMemPoolProps props{};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = 0;
+  auto create = [&](cudaStreamCaptureMode mode) {
+    cudaError_t e = cudaErrorUnknown;
+    std::thread([&] {
+      REQUIRE(cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess);
+      cudaMemPool_t pool = nullptr;
+      e = cudaMemPoolCreate(&pool, &props);
+      if (e == cudaSuccess) CHECK(cudaMemPoolDestroy(pool) == cudaSuccess);
+    }).join();
+    return e;
+  };
+  cudaStreamCaptureStatus status{};
+  REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  CHECK(create(cudaStreamCaptureModeRelaxed) == cudaSuccess);
+  REQUIRE(cudaStreamIsCapturing(s, &status) == cudaSuccess);
+  CHECK(status == cudaStreamCaptureStatusActive);
+  CHECK(create(cudaStreamCaptureModeGlobal) == cudaErrorStreamCaptureUnsupported);
+  REQUIRE(cudaStreamIsCapturing(s, &status) == cudaSuccess);
+  CHECK(status == cudaStreamCaptureStatusInvalidated);
+  cudaGraph_t g = nullptr;
+  CHECK(cudaStreamEndCapture(s, &g) == cudaErrorStreamCaptureInvalidated);
+  (void)cudaGetLastError();
+  cudaStreamDestroy(s);
+}

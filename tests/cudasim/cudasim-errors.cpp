@@ -157,10 +157,17 @@ TEST_CASE("after a sticky fault every call that does CUDA work on the context re
     INFO(std::string(name));
     CHECK(call() == cudaErrorLaunchFailure);
   }
-  // cudaGetLastError (cuda_runtime_api.h:1165) reports the sticky error and cannot clear it.
-  CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
+  // cudaGetLastError reports the sticky error once, like a recorded one (observed on an H200,
+  // driver 580, CUDA 13.0); CUDA work still returns it, and records it again.
   CHECK(cudaPeekAtLastError() == cudaErrorLaunchFailure);
   CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
+  CHECK(cudaPeekAtLastError() == cudaSuccess);
+  CHECK(cudaGetLastError() == cudaSuccess);
+  cudaEvent_t e = nullptr;
+  CHECK(cudaEventCreate(&e) == cudaErrorLaunchFailure);
+  CHECK(cudaPeekAtLastError() == cudaErrorLaunchFailure);
+  CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
+  CHECK(cudaGetLastError() == cudaSuccess);
 }
 
 // The calls that do no CUDA work on a context (docs/cudasim.md, "Errors", lists them and why):

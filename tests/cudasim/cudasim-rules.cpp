@@ -244,7 +244,7 @@ TEST_CASE(
   CHECK(std::stoi(r.at("set_ms")) >= 300);
 }
 
-TEST_CASE("a sticky error: the next synchronisation reports it, cudaGetLastError cannot clear it") {
+TEST_CASE("a sticky error: the next synchronisation reports it, cudaGetLastError reports it once") {
   fresh_state st("sticky");
   auto r =
       probe({"sticky"}, {{"CUDASIM_STATE", st.name()}, {"CUDASIM_STICKY_AT_LAUNCH", "1"}}).result();
@@ -252,7 +252,7 @@ TEST_CASE("a sticky error: the next synchronisation reports it, cudaGetLastError
   CHECK(r.at("sync") == "cudaErrorLaunchFailure");
   CHECK(r.at("malloc") == "cudaErrorLaunchFailure");
   CHECK(r.at("last1") == "cudaErrorLaunchFailure");
-  CHECK(r.at("last2") == "cudaErrorLaunchFailure");
+  CHECK(r.at("last2") == "cudaSuccess"); // observed on an H200 (driver 580, CUDA 13.0)
 }
 
 TEST_CASE("a forked child of a process that initialised CUDA gets cudaErrorInitializationError") {

@@ -70,16 +70,21 @@ int drv_ctx_set_current(void* ctx) {
   return 201; // CUDA_ERROR_INVALID_CONTEXT
 }
 
-/// The current device's sticky error, which cudaGetLastError and cudaPeekAtLastError report
-/// before the thread's last error (cudaSuccess before initialisation or without a context).
-cudaError_t current_sticky() {
+/// The current device's sticky error (cudaSuccess before initialisation or without a context),
+/// and its context in `ctx`.
+cudaError_t current_sticky(const context*& ctx) {
+  ctx = nullptr;
   runtime& rt = runtime::get();
   std::lock_guard<std::mutex> lock(rt.mutex);
   if (rt.init_pid.load() != ::getpid()) return cudaSuccess;
-  context* ctx = nullptr;
-  if (rt.context_of(current_device(), false, ctx) != cudaSuccess) return cudaSuccess;
-  return static_cast<cudaError_t>(ctx->sticky.load());
+  context* c = nullptr;
+  if (rt.context_of(current_device(), false, c) != cudaSuccess) return cudaSuccess;
+  ctx = c;
+  return static_cast<cudaError_t>(c->sticky.load());
 }
+
+/// The context whose sticky error cudaGetLastError has reported to this thread already.
+thread_local const context* tl_sticky_reported = nullptr;
 
 } // namespace
 
@@ -293,17 +298,26 @@ cudaError_t cudaDriverGetVersion(int* version) {
 
 cudaError_t cudaGetLastError(void) {
   if (const cudaError_t e = enter("cudaGetLastError", false); e != cudaSuccess) return e;
-  // A sticky error stays: cudaGetLastError reports it (the current device's context's) and cannot
-  // clear it.
-  if (const cudaError_t e = current_sticky(); e != cudaSuccess) return e;
+  // A sticky error is reported once, like a recorded one (observed on an H200, driver 580, CUDA
+  // 13.0: cudaGetLastError returned it, then cudaSuccess); every further call that does CUDA
+  // work on the context still returns it, and records it again.
   const cudaError_t e = last_error();
   last_error() = cudaSuccess;
+  const context* ctx = nullptr;
+  if (const cudaError_t sticky = current_sticky(ctx);
+      sticky != cudaSuccess && tl_sticky_reported != ctx) {
+    tl_sticky_reported = ctx;
+    return sticky;
+  }
   return e;
 }
 
 cudaError_t cudaPeekAtLastError(void) {
   if (const cudaError_t e = enter("cudaPeekAtLastError", false); e != cudaSuccess) return e;
-  if (const cudaError_t e = current_sticky(); e != cudaSuccess) return e;
+  const context* ctx = nullptr;
+  if (const cudaError_t sticky = current_sticky(ctx);
+      sticky != cudaSuccess && tl_sticky_reported != ctx)
+    return sticky;
   return last_error();
 }
 

@@ -109,7 +109,7 @@ cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t e, cudaStream_t s, unsigne
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t event) {
-  return fail(event_query(event, "cudaEventQuery")); // NotReady recorded too: see cudaStreamQuery
+  return fail_unless_not_ready(event_query(event, "cudaEventQuery")); // see cudaStreamQuery
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {

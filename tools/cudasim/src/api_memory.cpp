@@ -49,8 +49,10 @@ cudaError_t malloc_async(void** ptr, size_t size, pool_obj* pool, cudaStream_t s
       return cudaSuccess;
     }
     const std::uint64_t need = round_up(size, 512);
-    if (pool->used + need > pool->reserved) {
-      const std::uint64_t grow = round_up(pool->used + need - pool->reserved, pool_granule);
+    pool->unobserved -= std::min(pool->unobserved, need); // reused first, in stream order
+    if (pool->used + pool->unobserved + need > pool->reserved) {
+      const std::uint64_t grow =
+          round_up(pool->used + pool->unobserved + need - pool->reserved, pool_granule);
       if (!rt.charge(s->ctx, grow)) {
         unmap_memory(p, size);
         return cudaErrorMemoryAllocation;
@@ -268,6 +270,9 @@ cudaError_t cudaMemPoolCreate(cudaMemPool_t* pool, const cudaMemPoolProps* props
     if (props->location.type != cudaMemLocationTypeDevice) return cudaErrorInvalidValue;
     context* ctx = nullptr;
     if (const cudaError_t e = context_for(props->location.id, ctx); e != cudaSuccess) return e;
+    // A potentially unsafe call during a capture (observed on an H200, driver 580, CUDA 13.0:
+    // cudaErrorStreamCaptureUnsupported while another thread held a Global capture).
+    if (const cudaError_t e = rt.check_unsafe_call(); e != cudaSuccess) return e;
     auto* p = new pool_obj();
     p->ctx = ctx;
     p->is_default = false;
@@ -286,6 +291,7 @@ cudaError_t cudaMemPoolDestroy(cudaMemPool_t pool) {
     if (p->ctx->slot >= 0 && p->reserved > p->used)
       shared::get().uncharge(p->ctx->slot, p->reserved - p->used);
     p->reserved = p->used; // memory of live allocations stays until they are freed
+    p->unobserved = 0;
     auto& v = p->ctx->pools;
     v.erase(std::remove(v.begin(), v.end(), p), v.end());
     if (p->ctx->current_pool == p) p->ctx->current_pool = &p->ctx->default_pool;
@@ -298,7 +304,10 @@ cudaError_t cudaMemPoolTrimTo(cudaMemPool_t pool, size_t keep) {
   return api_call("cudaMemPoolTrimTo", cudaSuccess, [&](runtime&) {
     pool_obj* p = nullptr;
     if (const cudaError_t e = pool_for(pool, p); e != cudaSuccess) return e;
-    const std::uint64_t target = std::max<std::uint64_t>(keep, round_up(p->used, pool_granule));
+    // Frees that have run but that no synchronisation has observed count as outstanding
+    // (cudaMemPoolTrimTo's documentation; observed on an H200, driver 580, CUDA 13.0).
+    const std::uint64_t target =
+        std::max<std::uint64_t>(keep, round_up(p->used + p->unobserved, pool_granule));
     if (p->reserved > target) {
       if (p->ctx->slot >= 0) shared::get().uncharge(p->ctx->slot, p->reserved - target);
       p->reserved = target;

@@ -152,14 +152,13 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) {
 cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t s) {
   return stream_synchronize(s, true, "cudaStreamSynchronize_ptsz");
 }
-// NotReady is recorded as the last error like any other result but cudaSuccess
-// (cuda_runtime_api.h:1119, cudaGetLastError: "the last error that has been produced by any of
-// the runtime calls"; driver_types.h:762 lists cudaErrorNotReady among the errors).
+// NotReady is not recorded as the last error (observed on an H200, driver 580, CUDA 13.0: after
+// a cudaEventQuery that returned it, cudaGetLastError returned cudaSuccess); any other error is.
 cudaError_t cudaStreamQuery(cudaStream_t s) {
-  return fail(stream_query(s, false, "cudaStreamQuery"));
+  return fail_unless_not_ready(stream_query(s, false, "cudaStreamQuery"));
 }
 cudaError_t cudaStreamQuery_ptsz(cudaStream_t s) {
-  return fail(stream_query(s, true, "cudaStreamQuery_ptsz"));
+  return fail_unless_not_ready(stream_query(s, true, "cudaStreamQuery_ptsz"));
 }
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags) {
   return stream_wait_event(s, e, flags, false, "cudaStreamWaitEvent");

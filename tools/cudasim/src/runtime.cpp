@@ -115,6 +115,8 @@ cudaError_t fail(cudaError_t e) {
   return e;
 }
 
+cudaError_t fail_unless_not_ready(cudaError_t e) { return e == cudaErrorNotReady ? e : fail(e); }
+
 cudaError_t& last_error() { return tl_last_error; }
 
 runtime& runtime::get() {
@@ -385,7 +387,9 @@ void runtime::execute_memory_node(const work& w) {
   if (it == allocations.end()) return;
   allocation& a = it->second;
   if (a.kind == allocation::async) {
-    a.pool->used -= std::min<std::uint64_t>(a.pool->used, round_up(a.size, 512));
+    const std::uint64_t bytes = std::min<std::uint64_t>(a.pool->used, round_up(a.size, 512));
+    a.pool->used -= bytes;
+    a.pool->unobserved += bytes; // until a synchronisation observes it (release_pools)
     ::madvise(w.ptr, a.size, MADV_DONTNEED);
     allocations.erase(it);
   } else if (a.kind == allocation::graph) {
@@ -416,6 +420,7 @@ void runtime::synchronize(context* ctx) {
 void runtime::release_pools(context* ctx) {
   // Called with `mutex` held.
   for (pool_obj* p : ctx->pools) {
+    p->unobserved = 0;
     if (p->reserved <= p->threshold) continue;
     const std::uint64_t keep = std::max(p->threshold, round_up(p->used, pool_granule));
     if (p->reserved > keep) {

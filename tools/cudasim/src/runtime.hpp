@@ -168,6 +168,9 @@ struct event_obj {
 struct pool_obj {
   context* ctx = nullptr;
   std::uint64_t reserved = 0, used = 0, threshold = 0, reserved_high = 0, used_high = 0;
+  // Bytes of stream-ordered frees that have run but that no stream, event or device
+  // synchronisation has observed yet: cudaMemPoolTrimTo cannot release them (release_pools).
+  std::uint64_t unobserved = 0;
   bool is_default = true;
 };
 
@@ -254,7 +257,8 @@ public:
   /// cudaErrorStreamCaptureImplicit when `s` is the legacy stream and a blocking stream of its
   /// context captures (invalidating those captures when `invalidate`).
   cudaError_t check_legacy(stream_obj* s, bool invalidate);
-  /// Releases idle pool memory above the release threshold (at synchronisation points).
+  /// At a stream, event or device synchronisation: the frees that have run are observed, and
+  /// idle pool memory above the release threshold is released.
   void release_pools(context* ctx);
   /// Maps graph-pool memory to the allocations `ptrs` (a launch), growing the pool's
   /// reservation as needed; cudaErrorMemoryAllocation when the device has no room.
@@ -295,6 +299,9 @@ cudaStreamCaptureMode& thread_capture_mode();
 cudaError_t& last_error();
 /// Records `e` as the calling thread's last error (unless cudaSuccess) and returns it.
 cudaError_t fail(cudaError_t e);
+/// fail(), except that cudaErrorNotReady (a query's answer) is not recorded: observed on an
+/// H200 (driver 580, CUDA 13.0), where cudaGetLastError returned cudaSuccess after it.
+cudaError_t fail_unless_not_ready(cudaError_t e);
 /// Counts a call of `name` and, unless the call needs no initialisation, initialises; returns
 /// the error every call of a forked child or a misconfigured process gets.
 cudaError_t enter(const char* name, bool initialise = true);

@@ -28,7 +28,8 @@ namespace detail {
 /// Runs `call` (returning cudaError_t). If it fails and the thread had no error pending before,
 /// clears the error it left; an error the application had pending stays pending. (A failing call
 /// replaces the pending error in CUDA's own bookkeeping; peeking first is how gpushare knows
-/// whether clearing is safe. cudaErrorNotReady counts as a failure: the runtime records it.)
+/// whether clearing is safe. A cudaErrorNotReady, which the runtime does not record (observed on
+/// an H200, CUDA 13.0), is "cleared" harmlessly: nothing was pending.)
 template <class F> cudaError_t own_call(F&& call) {
   const cudaError_t before = cudaPeekAtLastError();
   const cudaError_t e = call();
@@ -85,14 +86,14 @@ inline driver_event_query_fn driver_event_query() noexcept {
   return fn;
 }
 
-/// Polls `e` without touching the runtime's last error. cudaEventQuery records its
-/// cudaErrorNotReady as the thread's last error (cudaGetLastError returns "the last error that
-/// has been produced by any of the runtime calls", cuda_runtime_api.h:1119), which would replace
-/// an error the application has pending, or leave NotReady for it to find. A driver API call
-/// never touches the runtime's last error, so gpushare asks the driver. Only where the driver's
-/// answer is unusable in this thread (not initialised, no context) does it fall back to the
-/// runtime, clearing the NotReady it caused when nothing was pending before (a pending error is
-/// then replaced: that fallback is not taken on a CUDA 12 or 13 runtime, which always has it).
+/// Polls `e` without touching the runtime's last error. cudaGetLastError returns "the last error
+/// that has been produced by any of the runtime calls" (cuda_runtime_api.h:1119); on an H200
+/// (driver 580, CUDA 13.0) cudaEventQuery's cudaErrorNotReady was not recorded, but that is
+/// observed, not documented. A driver API call never touches the runtime's last error, so
+/// gpushare asks the driver and depends on neither. Only where the driver's answer is unusable
+/// in this thread (not initialised, no context) does it fall back to the runtime, clearing what
+/// the query may have left when nothing was pending before (that fallback is not taken on a
+/// CUDA 12 or 13 runtime, which always has the driver's entry point).
 inline event_state query_event(cudaEvent_t e) noexcept {
   constexpr int cu_success = 0, cu_not_initialized = 3, cu_invalid_context = 201,
                 cu_not_ready = 600;

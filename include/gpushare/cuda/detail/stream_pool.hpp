@@ -45,7 +45,13 @@ public:
   stream_pool& operator=(const stream_pool&) = delete;
 
   /// This session's memory pool on its device, created at first use. Release threshold 0: it
-  /// gives unused memory back to the device at each synchronisation.
+  /// gives unused memory back to the device at each synchronisation. cudaMemPoolCreate is a
+  /// "potentially unsafe" call to a stream capture: in the thread's Global mode it fails with
+  /// cudaErrorStreamCaptureUnsupported while any thread captures in Global mode, or this thread
+  /// captures (seen on an H200, CUDA 13.0), and invalidates the capture. The first
+  /// allocation may come during the application's capture, so it is created in Relaxed mode,
+  /// which permits such calls (cudaThreadExchangeStreamCaptureMode) and leaves the capture
+  /// alone: the pool is no part of what is captured.
   cudaMemPool_t own() {
     std::lock_guard lock(m_);
     if (pool_) return pool_;
@@ -53,6 +59,7 @@ public:
     props.allocType = cudaMemAllocationTypePinned;
     props.location.type = cudaMemLocationTypeDevice;
     props.location.id = ordinal_;
+    relaxed_capture relaxed;
     check(own_call([&] { return cudaMemPoolCreate(&pool_, &props); }), "cudaMemPoolCreate");
     return pool_;
   }
@@ -100,6 +107,12 @@ public:
       for (const deferred_free& d : candidates) {
         const event_state s =
             how == frees_wait::wait ? wait_for_event(d.done) : query_event(d.done);
+        // A pool free seen complete by a query is not yet "observed on the host": until a
+        // synchronisation observes it, the pool cannot give its memory back (cudaMemPoolTrimTo's
+        // note; seen on an H200, CUDA 13.0). Synchronising the completed event (at once) does.
+        // The free ran either way: if that fails, the pool keeps the bytes, and so the budget.
+        if (s == event_state::done && how == frees_wait::poll && d.from == freed_from::own_pool)
+          (void)wait_for_event(d.done);
         if (s == event_state::pending) {
           still.push_back(d);
           continue;
