@@ -46,18 +46,22 @@ TEST_CASE("gpushare's own queries during an application's global capture leave t
   gc::device_session s(0, d.options(), no_overhead());
   d.uses(s.device().uuid);
   stream captured, other;
+  // Stream-ordered memory freed behind work before the capture begins: the capture then meets
+  // gpushare's polls and waits for that free. (The application's own cudaMallocFromPoolAsync or
+  // s.malloc_async() from another thread during a Global capture is refused by CUDA itself with
+  // cudaErrorStreamCaptureUnsupported, as seen on an H200; gpushare does not hide that.)
+  REQUIRE(gpushare_test::launch_spin(other.s, 50'000'000) == cudaSuccess);
+  void* p = s.malloc_async(MiB, other.s);
+  s.free_async(p, other.s);
   REQUIRE(cudaStreamBeginCapture(captured.s, cudaStreamCaptureModeGlobal) == cudaSuccess);
   REQUIRE(gpushare_test::launch_spin(captured.s, 1'000'000) == cudaSuccess);
-  // Meanwhile another thread guards work, frees stream-ordered memory and drains: gpushare
-  // queries and waits for events, which a global capture would otherwise refuse (and be
-  // invalidated by).
+  // Meanwhile another thread guards work and drains: gpushare queries and waits for events,
+  // which a global capture would otherwise refuse (and be invalidated by).
   std::thread([&] {
     for (int i = 0; i < 3; ++i) {
       gc::scoped_kernel guard(s, other.s);
       REQUIRE(gpushare_test::launch_spin(other.s, 2'000'000) == cudaSuccess);
     }
-    void* p = s.malloc_async(MiB, other.s);
-    s.free_async(p, other.s);
     s.synchronize();
   }).join();
   {

@@ -30,6 +30,11 @@ cudaError_t malloc_async(void** ptr, size_t size, pool_obj* pool, cudaStream_t s
   return api_call(name, invalid_if(!ptr), [&](runtime& rt) {
     stream_obj* s = nullptr;
     if (const cudaError_t e = work_stream_of(stream, ptsz, s); e != cudaSuccess) return e;
+    // cudaMallocFromPoolAsync on a stream outside any capture is a potentially unsafe call while
+    // a capture is under way (observed on an H200, driver 580, CUDA 13.0: 900 from another
+    // thread than a Global capture's). Not modelled for cudaMallocAsync (`pool` null), not seen.
+    if (pool && !s->cap)
+      if (const cudaError_t e = rt.check_unsafe_call(); e != cudaSuccess) return e;
     if (!pool) pool = s->ctx->current_pool;
     if (size == 0) {
       *ptr = nullptr;
