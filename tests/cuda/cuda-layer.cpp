@@ -78,6 +78,29 @@ TEST_CASE("gpushare's own queries during an application's global capture leave t
   cudaGraphDestroy(graph);
 }
 
+TEST_CASE("synchronize() with a pool free pending, during an application's global capture on "
+          "another thread, leaves the capture valid") {
+  // Seen on an H200 (driver 580, CUDA 13.0): guards and a synchronize() with nothing pending left
+  // such a capture valid, but a synchronize() that released a pool free invalidated it (the pool's
+  // trim ran outside the Relaxed capture mode).
+  cutest::private_domain d("captrim");
+  gc::device_session s(0, d.options(), no_overhead());
+  d.uses(s.device().uuid);
+  stream captured, other;
+  REQUIRE(gpushare_test::launch_spin(other.s, 50'000'000) == cudaSuccess);
+  void* p = s.malloc_async(MiB, other.s);
+  s.free_async(p, other.s);
+  REQUIRE(cudaStreamBeginCapture(captured.s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  std::thread([&] { s.synchronize(); }).join();
+  cudaStreamCaptureStatus status{};
+  CHECK(cudaStreamIsCapturing(captured.s, &status) == cudaSuccess);
+  CHECK(status == cudaStreamCaptureStatusActive);
+  cudaGraph_t graph = nullptr;
+  CHECK(cudaStreamEndCapture(captured.s, &graph) == cudaSuccess);
+  if (graph) cudaGraphDestroy(graph);
+  CHECK(s.info().reserved == 0);
+}
+
 TEST_CASE("a guard on the legacy stream while another stream captures is not timed and does not "
           "throw") {
   CUTEST_REQUIRE_GPU();

@@ -146,13 +146,19 @@ public:
       releasable = pool_charged_ > pool_outstanding_ ? pool_charged_ - pool_outstanding_ : 0;
     }
     if (!pool || releasable == 0) return 0;
-    if (trim == pool_trim::always || core_.memory_waiters())
-      (void)own_call([&] { return cudaMemPoolTrimTo(pool, 0); });
     std::uint64_t reserved = 0;
-    if (own_call([&] {
-          return cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved);
-        }) != cudaSuccess)
-      return 0;
+    {
+      // In the Relaxed capture mode, as every call of gpushare's own: on an H200 (driver 580,
+      // CUDA 13.0) a synchronize() that released a pool free invalidated an application's Global
+      // capture on another thread (test: cuda-layer "synchronize() with a pool free pending ...").
+      relaxed_capture relaxed;
+      if (trim == pool_trim::always || core_.memory_waiters())
+        (void)own_call([&] { return cudaMemPoolTrimTo(pool, 0); });
+      if (own_call([&] {
+            return cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved);
+          }) != cudaSuccess)
+        return 0;
+    }
     std::uint64_t give_back = 0;
     {
       std::lock_guard lock(m_);
