@@ -20,12 +20,13 @@ namespace detail {
 // guard. Instead the holder keeps the device on a *lease*. While its slot's `lease` is 1, its
 // guards enter by incrementing `lease_guards` and exit by adding their device time to
 // `lease_used_ns` and decrementing it again, without the lock (session_core::try_enter_on_lease
-// and exit_on_lease; enter_guard and exit_guard are the locked way). Before any decision that involves that session, whoever holds the lock ends the
-// lease (settle_lease): a waiter of another session arriving (acquire_step), a settings change,
-// leaving, reclaiming, a yield. Settling folds the lease guards' time into the books and, if no
-// lease guard runs, releases the device exactly as the last guard's exit would have, at that
-// exit's time; if some run, the holder is busy and their exits take the locked path
-// (lease_exit_step). A lease is granted only without a compute limit (pacing needs the lock).
+// and exit_on_lease; enter_guard and exit_guard are the locked way). Before any decision that
+// involves that session, whoever holds the lock ends the lease (settle_lease): a waiter of another
+// session arriving (acquire_step), a settings change, leaving, reclaiming, a yield. Settling folds
+// the lease guards' time into the books and, if no lease guard runs, releases the device exactly as
+// the last guard's exit would have, at that exit's time; if some run, the holder is busy and their
+// exits take the locked path (lease_exit_step). A lease is granted only without a compute limit
+// (pacing needs the lock).
 //
 // The race between a lease guard entering and a settler is Dekker's: the guard increments
 // lease_guards then reads lease; the settler clears lease then reads lease_guards; all four
