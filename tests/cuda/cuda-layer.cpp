@@ -80,6 +80,7 @@ TEST_CASE("gpushare's own queries during an application's global capture leave t
 
 TEST_CASE("synchronize() with a pool free pending, during an application's global capture on "
           "another thread, leaves the capture valid") {
+  CUTEST_REQUIRE_GPU();
   // Seen on an H200 (driver 580, CUDA 13.0): guards and a synchronize() with nothing pending left
   // such a capture valid, but a synchronize() that released a pool free invalidated it (the pool's
   // trim ran outside the Relaxed capture mode).
@@ -387,6 +388,7 @@ TEST_CASE("waiting for guarded work sleeps instead of spinning, and a guard cost
 }
 
 TEST_CASE("an uncontended device session's guards take no table lock: they run on its lease") {
+  CUTEST_REQUIRE_GPU();
   // docs/design.md section 12 and docs/benchmarks.md, "Table locks per guard": a CUDA guard
   // enters and exits as a host guard does, on the session's lease while nobody else waits.
   cutest::private_domain d("lease");
@@ -423,6 +425,7 @@ TEST_CASE("an uncontended device session's guards take no table lock: they run o
 }
 
 TEST_CASE("a CUDA guard with a timeout gives up on a holder that keeps the GPU, holding nothing") {
+  CUTEST_REQUIRE_GPU();
   cutest::private_domain d("timeout");
   gc::device_session a(0, d.options("holder"), no_overhead());
   gc::device_session b(0, d.options("waiter"), no_overhead());
