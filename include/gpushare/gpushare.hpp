@@ -12,4 +12,5 @@
 #include <gpushare/scoped_kernel.hpp>
 #include <gpushare/session.hpp>
 #include <gpushare/table.hpp>
+#include <gpushare/text.hpp>
 #include <gpushare/version.hpp>
