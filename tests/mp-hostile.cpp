@@ -102,13 +102,13 @@ TEST_CASE(
     h.holder = 999'999; // no such slot
     h.holder_generation = 12345;
     auto& sa = raw.slot(a.id().slot);
-    sa.priority = 1'000'000; // outside 0..7
-    sa.share = 0;            // would divide by zero
-    sa.compute_limit_ppm = 0;
-    sa.quantum_ns = 0;
+    sa.settings.priority = 1'000'000; // outside 0..7
+    sa.settings.share = 0;            // would divide by zero
+    sa.settings.compute_limit_ppm = 0;
+    sa.settings.quantum_ns = 0;
     auto& sb = raw.slot(b.id().slot);
-    sb.priority = -5;
-    sb.memory_limit = 0;
+    sb.settings.priority = -5;
+    sb.settings.memory_limit = 0;
   }
   // Guards still work: the bogus holder is ignored, the bogus settings are clamped.
   for (int i = 0; i < 50; ++i) {

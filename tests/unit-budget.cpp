@@ -7,6 +7,7 @@
 #include <vector>
 
 #include <gpushare/detail/budget.hpp>
+#include <gpushare/detail/slot.hpp>
 
 namespace d = gpushare::detail;
 
@@ -18,16 +19,16 @@ struct fake_table {
   explicit fake_table(std::uint64_t capacity, std::uint32_t n = 4)
       : header(std::make_unique<d::table_header>()), slots(n) {
     header->capacity = capacity;
-    for (auto& s : slots) s.memory_limit = UINT64_MAX;
+    for (auto& s : slots) s.settings.memory_limit = UINT64_MAX;
   }
   d::slot_record& join(std::uint32_t i, std::uint64_t guarantee = 0,
                        std::uint64_t limit = UINT64_MAX) {
-    d::slot_record& s = slots[i];
-    s.memory_limit = limit;
-    d::set_usage(*header, s, 0, 0, guarantee);
-    s.state.store(d::slot_active);
-    ++header->live_sessions;
-    return s;
+    d::slot_settings st{};
+    st.share = 1;
+    st.memory_limit = limit;
+    st.memory_guarantee = guarantee;
+    d::join_slot(view(), i, {}, st); // the library's own join
+    return slots[i];
   }
   d::table_view view() {
     return {header.get(), slots.data(), static_cast<std::uint32_t>(slots.size())};
@@ -71,11 +72,11 @@ TEST_CASE("shrinking more than is held clamps at zero: totals never underflow") 
   auto& a = t.join(0);
   d::apply_grow(*t.header, a, 10 * MiB);
   d::apply_shrink(*t.header, a, 50 * MiB);
-  CHECK(a.reserved == 0);
+  CHECK(a.memory.reserved == 0);
   CHECK(t.header->reserved_total == 0);
   CHECK(t.header->committed_total == 0);
   t.header->reserved_total = 0; // even with totals already wrong, no wrap to 2^64
-  a.reserved = 5;
+  a.memory.reserved = 5;
   d::apply_shrink(*t.header, a, 5);
   CHECK(t.header->reserved_total == 0);
 }
@@ -95,9 +96,9 @@ TEST_CASE("clear_slot and recompute_totals agree with the slots") {
   auto& b = t.join(1);
   d::apply_grow(*t.header, a, 5 * MiB);
   d::apply_grow(*t.header, b, 40 * MiB);
-  b.external = 0;
-  d::set_usage(*t.header, b, b.reserved, 7 * MiB, 0);
-  b.memory_waiting = 2;
+  b.memory.external = 0;
+  d::set_usage(*t.header, b, b.memory.reserved, 7 * MiB, 0);
+  b.memory.waiting = 2;
   t.header->memory_waiters = 2;
   CHECK(t.header->committed_total == 20 * MiB + 47 * MiB);
   // Corrupt the totals, as a holder killed mid-update would, then rebuild them.

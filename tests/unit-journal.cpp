@@ -29,16 +29,13 @@ struct fake_table {
     return {header.get(), slots.data(), static_cast<std::uint32_t>(slots.size())};
   }
   d::slot_record& join(std::uint32_t i) {
-    d::slot_record& s = slots[i];
-    d::reset_slot_for_join(s);
-    ++s.generation;
-    s.share = 1;
-    s.quantum_ns = 5 * ms;
-    s.compute_limit_ppm = 1'000'000;
-    s.memory_limit = header->capacity;
-    s.state.store(d::slot_active);
-    ++header->live_sessions;
-    return s;
+    d::slot_settings st{};
+    st.share = 1;
+    st.quantum_ns = 5 * ms;
+    st.compute_limit_ppm = 1'000'000;
+    st.memory_limit = header->capacity;
+    d::join_slot(view(), i, {}, st); // the library's own join
+    return slots[i];
   }
   std::unique_ptr<d::table_header> header;
   std::vector<d::slot_record> slots;
@@ -77,9 +74,9 @@ TEST_CASE("journal: every entry is applied exactly once, whatever the interleavi
       std::mutex lock; // stands for the table lock
       const u64 extra = 12345;
       d::set_usage(*t.header, s, shrink + extra, 0, 0);
-      s.active_guards = static_cast<std::uint32_t>(exits);
+      s.compute.active_guards = static_cast<std::uint32_t>(exits);
       for (u64 k = 0; k < device_waiters; ++k) d::add_waiter(v, 1, 0);
-      s.memory_waiting = static_cast<std::uint32_t>(memory_waiters);
+      s.memory.waiting = static_cast<std::uint32_t>(memory_waiters);
       t.header->memory_waiters = static_cast<std::uint32_t>(memory_waiters);
       if (holder) {
         t.header->holder = 2;
@@ -119,14 +116,14 @@ TEST_CASE("journal: every entry is applied exactly once, whatever the interleavi
       for (auto& th : threads) th.join();
       fold();                           // what a locker after the last write folds
       CHECK(folds >= per_writer / 500); // folds came between the writes
-      CHECK(s.guards == exits);
-      CHECK(s.active_guards == 0);
-      CHECK(s.device_ns == used + device);
-      CHECK(s.reserved == extra);
+      CHECK(s.stats.guards == exits);
+      CHECK(s.compute.active_guards == 0);
+      CHECK(s.stats.device_ns == used + device);
+      CHECK(s.memory.reserved == extra);
       CHECK(t.header->reserved_total == extra);
-      CHECK(s.wants_device == 0);
+      CHECK(s.compute.wants_device == 0);
       CHECK(t.header->device_waiters.load() == 0);
-      CHECK(s.memory_waiting == 0);
+      CHECK(s.memory.waiting == 0);
       CHECK(t.header->memory_waiters == 0);
       CHECK_FALSE(d::journal_holds(s));
       CHECK(t.header->journal_pending.load() == 0);
@@ -146,22 +143,22 @@ TEST_CASE("journal: a folded guard exit releases the device at the exit's own ti
   // a's exit, at 6 ms (its 5 ms quantum used), cannot take the lock: journaled. Nothing
   // changes until someone folds.
   d::journal_guard_exit(*t.header, a, 0, 6 * ms, 6 * ms);
-  CHECK(a.active_guards == 1);
+  CHECK(a.compute.active_guards == 1);
   CHECK(d::current_holder(v) == 0);
   std::vector<std::int64_t> woken;
   // b's re-check at 500 ms (any locker) folds it first.
   const d::fold_result r =
       d::fold_journals(v, 500 * ms, [&](std::int64_t w) { woken.push_back(w); });
   CHECK(r.folded);
-  CHECK(a.active_guards == 0);
-  CHECK(a.guards == 1);
-  CHECK(a.device_ns == 6 * ms);
-  CHECK(a.last_active_ns == 6 * ms); // its own time, not the fold's
+  CHECK(a.compute.active_guards == 0);
+  CHECK(a.stats.guards == 1);
+  CHECK(a.stats.device_ns == 6 * ms);
+  CHECK(a.compute.last_active_ns == 6 * ms); // its own time, not the fold's
   REQUIRE(woken.size() == 1);
   CHECK(woken[0] == 1); // handed over to the waiter
   CHECK(d::current_holder(v) == 1);
   CHECK(t.header->holder_since_ns == 6 * ms);
-  CHECK(b.wants_device == 1); // still registered until its own acquire_step takes the grant
+  CHECK(b.compute.wants_device == 1); // still registered until its own acquire_step takes the grant
 }
 
 TEST_CASE("journal: a session joining a slot never inherits its predecessor's journal") {
@@ -181,5 +178,5 @@ TEST_CASE("journal: a session joining a slot never inherits its predecessor's jo
   d::journal_shrink(*t.header, t.slots[0], 7); // slot 0 is free
   const d::fold_result r = d::fold_journals(t.view(), 10, [](std::int64_t) {});
   CHECK(r.folded);
-  CHECK(t.slots[0].reserved == 0);
+  CHECK(t.slots[0].memory.reserved == 0);
 }

@@ -334,13 +334,13 @@ TEST_CASE("case 8: guards that account little device time still hand over in wal
 
 TEST_CASE("the at_yield backstop has an absolute cap, and is never shorter than a quantum") {
   d::slot_record s{};
-  s.handover_mode = d::handover_at_yield;
-  s.quantum_ns = 5 * ms;
+  s.settings.handover_mode = d::handover_at_yield;
+  s.settings.quantum_ns = 5 * ms;
   CHECK(d::yield_backstop(s) == d::yield_backstop_min_ns); // 16 x 5 ms = 80 ms, at least 100 ms
-  s.quantum_ns = 20 * ms;
+  s.settings.quantum_ns = 20 * ms;
   CHECK(d::yield_backstop(s) == 320 * ms);
-  s.quantum_ns = 100 * ms; // 16 quanta would be 1.6 s: the cap
+  s.settings.quantum_ns = 100 * ms; // 16 quanta would be 1.6 s: the cap
   CHECK(d::yield_backstop(s) == d::yield_backstop_max_ns);
-  s.quantum_ns = 10 * sec;                 // before: 160 s
+  s.settings.quantum_ns = 10 * sec;        // before: 160 s
   CHECK(d::yield_backstop(s) == 10 * sec); // one quantum: the cap never cuts a quantum short
 }

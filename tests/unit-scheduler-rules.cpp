@@ -32,16 +32,13 @@ struct fake_table {
     return {header.get(), slots.data(), static_cast<std::uint32_t>(slots.size())};
   }
   d::slot_record& join(std::uint32_t i, int priority = prio::normal) {
-    d::slot_record& s = slots[i];
-    d::reset_slot_for_join(s);
-    ++s.generation;
-    s.priority = priority;
-    s.share = 1;
-    s.quantum_ns = 5 * ms;
-    s.compute_limit_ppm = 1'000'000;
-    s.vtime = d::class_floor(*header, priority);
-    s.state.store(d::slot_active);
-    return s;
+    d::slot_settings st{};
+    st.priority = priority;
+    st.share = 1;
+    st.quantum_ns = 5 * ms;
+    st.compute_limit_ppm = 1'000'000;
+    d::join_slot(view(), i, {}, st); // the library's own join
+    return slots[i];
   }
   /// Slot `i` holds the device since `since`, started, between guards since `idle_since`.
   void hold(std::uint32_t i, u64 since, u64 idle_since) {
@@ -63,9 +60,9 @@ TEST_CASE("case 1: accounting raises the class floor to the contenders, the hold
   d::acquire_state st;
   REQUIRE(d::acquire_step(v, 0, 0, true, st, liveness).what == d::acquire_result::granted);
   d::exit_step(v, 0, 0, 300 * ms, 300 * ms); // 300 ms alone: the floor follows it
-  CHECK(d::class_floor(*t.header, prio::normal) == a.vtime);
+  CHECK(d::class_floor(*t.header, prio::normal) == a.compute.vtime);
   d::slot_record& b = t.join(1); // a newcomer starts level, not 300 ms behind
-  CHECK(b.vtime == a.vtime);
+  CHECK(b.compute.vtime == a.compute.vtime);
 }
 
 TEST_CASE("case 2: no reservation for a session that does not wait for a CPU") {
@@ -73,16 +70,16 @@ TEST_CASE("case 2: no reservation for a session that does not wait for a CPU") {
   d::slot_record& p = t.join(0);
   d::slot_record& s = t.join(1);
   t.hold(0, 0, 10 * ms);
-  p.vtime = 0;
-  s.vtime = 20 * ms * 1000; // far ahead: p is owed
-  p.last_active_ns = 10 * ms;
+  p.compute.vtime = 0;
+  s.compute.vtime = 20 * ms * 1000; // far ahead: p is owed
+  p.compute.last_active_ns = 10 * ms;
   t.header->quantum_used_ns = 3 * ms; // a busy turn so far
-  p.cpu_wait_ppm = 0;
+  p.compute.cpu_wait_ppm = 0;
   CHECK(d::reserved_for(*t.header, p, true, s, 11 * ms) == 0); // host work: no reservation
-  p.cpu_wait_ppm = d::reserve_cpu_wait_ppm;
+  p.compute.cpu_wait_ppm = d::reserve_cpu_wait_ppm;
   CHECK(d::reserved_for(*t.header, p, true, s, 11 * ms) == 9 * ms); // descheduled: kept
-  p.compute_limit_ppm = 300'000;
-  p.cap_vclock_ns = 50 * ms; // its cap holds it back anyway: nothing to keep the device for
+  p.settings.compute_limit_ppm = 300'000;
+  p.compute.cap_vclock_ns = 50 * ms; // its cap holds it back anyway: nothing to keep the device for
   CHECK(d::reserved_for(*t.header, p, true, s, 11 * ms) == 0);
 }
 
@@ -92,9 +89,9 @@ TEST_CASE("case 2: a CPU-wait sample is the share of wall time spent runnable bu
   CHECK_FALSE(d::parse_run_delay("x 1 2").has_value());
   d::slot_record s{};
   d::note_cpu_wait(s, 1'000'000);
-  CHECK(s.cpu_wait_ppm == 250'000); // 1/4 weight to a new sample
-  d::note_cpu_wait(s, 2'000'000);   // clamped to 100%
-  CHECK(s.cpu_wait_ppm == 437'500);
+  CHECK(s.compute.cpu_wait_ppm == 250'000); // 1/4 weight to a new sample
+  d::note_cpu_wait(s, 2'000'000);           // clamped to 100%
+  CHECK(s.compute.cpu_wait_ppm == 437'500);
   // A sleeping thread waits for no CPU: its samples are small (none at all without schedstat).
   d::thread_schedstat stat;
   (void)stat.sample(d::monotonic_ns());
@@ -109,10 +106,10 @@ TEST_CASE("case 3: the idle debt is a leaky bucket, drained by device time") {
   fake_table t;
   d::slot_record& h = t.join(0, prio::high);
   t.join(1, prio::low);
-  h.idle_debt_ns = h.lower_debt_ns = 1 * ms;
+  h.compute.idle_debt_ns = h.compute.lower_debt_ns = 1 * ms;
   d::account_device_time(*t.header, h, 2 * ms, true, 0);
-  CHECK(h.idle_debt_ns == 875 * us);  // 1/16 of the device time: for equal waiters
-  CHECK(h.lower_debt_ns == 500 * us); // 1/4: for lower classes
+  CHECK(h.compute.idle_debt_ns == 875 * us);  // 1/16 of the device time: for equal waiters
+  CHECK(h.compute.lower_debt_ns == 500 * us); // 1/4: for lower classes
   CHECK(d::lower_class_may_take(h, 0));
   CHECK(d::hands_gaps_over(h));
   d::account_device_time(*t.header, h, 2 * ms, true, 0);
@@ -129,8 +126,8 @@ TEST_CASE("case 5: the holder's own registered threads come before a lower class
   t.join(1, prio::low);
   d::add_waiter(v, 1, 0);
   t.hold(0, 0, 1 * ms);
-  h.lower_debt_ns = 10 * ms;   // spent: the lower class would get its gaps
-  d::add_waiter(v, 0, 1 * ms); // a thread of the holder, woken, not yet running
+  h.compute.lower_debt_ns = 10 * ms; // spent: the lower class would get its gaps
+  d::add_waiter(v, 0, 1 * ms);       // a thread of the holder, woken, not yet running
   // The lower waiter does not take the gap...
   d::take_result r = d::try_take(v, 1, 2 * ms, liveness);
   CHECK_FALSE(r.granted);
@@ -168,9 +165,9 @@ TEST_CASE("case 7: a paced waiter is no candidate; it is woken to sleep out its 
   const d::table_view v = t.view();
   d::slot_record& capped = t.join(0);
   t.join(1);
-  capped.compute_limit_ppm = 300'000;
-  capped.cap_vclock_ns = 20 * ms; // paced until 20 ms
-  d::add_waiter(v, 0, 0);         // the capped session has waited longest...
+  capped.settings.compute_limit_ppm = 300'000;
+  capped.compute.cap_vclock_ns = 20 * ms; // paced until 20 ms
+  d::add_waiter(v, 0, 0);                 // the capped session has waited longest...
   d::add_waiter(v, 1, 1 * ms);
   CHECK(d::best_waiter(v, d::nobody, 5 * ms) == 1);  // ...but is paced at 5 ms: no candidate
   CHECK(d::best_waiter(v, d::nobody, 25 * ms) == 0); // its pause is over
@@ -188,22 +185,22 @@ TEST_CASE("case 8: a turn past two quanta of wall time is charged the time it di
   t.header->quantum_used_ns = 1 * ms; // accounted 1 ms in 10 ms of wall time
   d::charge_wall(*t.header, s, 10 * ms);
   CHECK(t.header->quantum_used_ns == 1 * ms); // within two quanta: nothing
-  CHECK(s.vtime == 0);
+  CHECK(s.compute.vtime == 0);
   d::charge_wall(*t.header, s, 12 * ms);
   CHECK(t.header->quantum_used_ns == 12 * ms);
-  CHECK(s.vtime == 11 * ms * 1000); // the unaccounted 11 ms, at share 1
+  CHECK(s.compute.vtime == 11 * ms * 1000); // the unaccounted 11 ms, at share 1
 }
 
 TEST_CASE("a compute guarantee: the clock, and the class an owed waiter claims") {
   fake_table t;
   d::slot_record& s = t.join(0, prio::low);
   CHECK(d::claim_priority(s, 10 * ms) == prio::low);     // no guarantee: its own class
-  s.compute_guarantee_ppm = 100'000;                     // 10%
+  s.settings.compute_guarantee_ppm = 100'000;            // 10%
   CHECK(d::claim_priority(s, 10 * ms) == 8 + prio::low); // owed: above every class
   CHECK(d::claim_priority(s, d::no_time) == prio::low);  // time not known: not looked at
   // 1 ms of device time covers 10 ms of wall time at 10%, from no earlier than 100 ms ago.
   d::account_device_time(*t.header, s, 1 * ms, true, 500 * ms);
-  CHECK(s.guarantee_vclock_ns == 410 * ms);
+  CHECK(s.compute.guarantee_vclock_ns == 410 * ms);
   CHECK_FALSE(d::owed_guarantee(s, 410 * ms)); // it has had what covers its time until then
   CHECK(d::owed_guarantee(s, 411 * ms));       // owed again after
 }
@@ -215,27 +212,27 @@ TEST_CASE(
   d::slot_record& h = t.join(0);
   d::slot_record& w = t.join(1);
   t.hold(0, 0, 0);
-  h.active_guards = 1;       // inside a guard...
-  h.last_active_ns = 1 * ms; // ...entered at 1 ms, and nothing since
+  h.compute.active_guards = 1;       // inside a guard...
+  h.compute.last_active_ns = 1 * ms; // ...entered at 1 ms, and nothing since
   CHECK_FALSE(d::try_take(v, 1, 5000 * ms, liveness).granted); // no bound: it waits
-  h.max_guard_ns = 100 * ms;
+  h.settings.max_guard_ns = 100 * ms;
   d::take_result r = d::try_take(v, 1, 50 * ms, liveness);
   CHECK_FALSE(r.granted);
   CHECK(r.recheck_ns == 51 * ms); // it re-checks at the bound
   r = d::try_take(v, 1, 101 * ms, liveness);
   CHECK(r.granted); // revoked: the device is the waiter's while the guard still runs
   CHECK(d::current_holder(v) == 1);
-  CHECK(h.revocations == 1);
+  CHECK(h.stats.revocations == 1);
   CHECK(t.header->revocations == 1);
   // The revoked guard's exit accounts its time and decides nothing.
   CHECK(d::exit_step(v, 0, 1 * ms, 200 * ms, 201 * ms) == d::nobody);
-  CHECK(h.device_ns == 200 * ms);
-  CHECK(h.active_guards == 0);
+  CHECK(h.stats.device_ns == 200 * ms);
+  CHECK(h.compute.active_guards == 0);
   CHECK(d::current_holder(v) == 1);
   // A table-wide default applies to sessions without their own bound.
-  h.max_guard_ns = 0;
+  h.settings.max_guard_ns = 0;
   t.header->default_max_guard_ns = 30 * ms;
   CHECK(d::max_guard_of(*t.header, h) == 30 * ms);
-  w.max_guard_ns = 5 * ms;
+  w.settings.max_guard_ns = 5 * ms;
   CHECK(d::max_guard_of(*t.header, w) == 5 * ms);
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <gpushare/detail/scheduler.hpp>
+#include <gpushare/detail/slot.hpp>
 #include <gpushare/types.hpp>
 
 namespace d = gpushare::detail;
@@ -26,20 +27,19 @@ struct fake_table {
   /// Makes slot `i` an active session (a new generation) with these settings.
   d::slot_record& join(std::uint32_t i, int priority = prio::normal, std::uint32_t share = 1,
                        std::uint64_t quantum = 5 * ms, std::uint32_t mode = d::handover_at_guard) {
-    d::slot_record& s = slots[i];
-    s.state.store(d::slot_active);
-    ++s.generation;
-    s.priority = priority;
-    s.share = share;
-    s.quantum_ns = quantum;
-    s.handover_mode = mode;
-    s.compute_limit_ppm = 1'000'000;
-    return s;
+    d::slot_settings st{};
+    st.priority = priority;
+    st.share = share;
+    st.quantum_ns = quantum;
+    st.handover_mode = mode;
+    st.compute_limit_ppm = 1'000'000;
+    d::join_slot(view(), i, {}, st); // the library's own join: a reused slot starts clean
+    return slots[i];
   }
   /// Slot `i` has `threads` threads waiting for the device since `since`.
   void wait(std::uint32_t i, std::uint64_t since = 0, std::uint32_t threads = 1) {
     for (std::uint32_t k = 0; k < threads; ++k) d::add_waiter(view(), i, since);
-    slots[i].wait_since_ns = since;
+    slots[i].compute.wait_since_ns = since;
   }
   /// Records slot `i` as the holder, granted at `since` and idle since `idle_since` (default: the
   /// grant), without going through grant().
@@ -74,16 +74,16 @@ std::uint64_t run_two_sessions(fake_table& t, int guards, std::uint64_t now,
     const std::uint32_t i = h == d::nobody ? 0 : static_cast<std::uint32_t>(h);
     const std::uint32_t other = 1 - i;
     d::remove_waiters(v, i, UINT32_MAX);
-    if (t.slots[other].wants_device == 0) d::add_waiter(v, other, now);
+    if (t.slots[other].compute.wants_device == 0) d::add_waiter(v, other, now);
     const d::take_result r = d::try_take(v, i, now, liveness);
     if (!r.granted) {
       if (r.wake != other) FAIL("handed over to ", r.wake, " instead of ", other);
       continue;
     }
-    ++t.slots[i].active_guards;
+    ++t.slots[i].compute.active_guards;
     d::account_guard(*t.header, t.slots[i], guard, true, now);
     now += guard;
-    --t.slots[i].active_guards;
+    --t.slots[i].compute.active_guards;
     d::release_at_guard_exit(v, i, now);
     ++run;
   }
@@ -99,8 +99,8 @@ TEST_CASE("best_claim: a higher priority class wins whatever the virtual times a
   fake_table t;
   auto& hi = t.join(0, prio::high);
   auto& lo = t.join(1, prio::normal);
-  hi.vtime = 1'000'000'000'000;
-  lo.vtime = 0;
+  hi.compute.vtime = 1'000'000'000'000;
+  lo.compute.vtime = 0;
   t.wait(0, 900);
   t.wait(1, 100);
   CHECK(d::best_claim(t.view(), d::nobody, d::nobody, 0) == 0);
@@ -113,19 +113,19 @@ TEST_CASE("best_claim: within a class, the longest wait among those within a qua
   auto& a = t.join(0);
   auto& b = t.join(1);
   auto& c = t.join(2);
-  a.vtime = 0;
-  b.vtime = 4'000'000'000; // ahead, but by less than a quantum: eligible
-  c.vtime = 6'000'000'000; // more than a quantum ahead: it has had more than its share
+  a.compute.vtime = 0;
+  b.compute.vtime = 4'000'000'000; // ahead, but by less than a quantum: eligible
+  c.compute.vtime = 6'000'000'000; // more than a quantum ahead: it has had more than its share
   t.wait(0, 900);
   t.wait(1, 100);
   t.wait(2, 50);
   CHECK(d::best_claim(t.view(), d::nobody, d::nobody, 0) == 1);
   CHECK(d::best_claim(t.view(), 1, d::nobody, 0) == 0);
-  c.vtime = 5'000'000'000; // exactly a quantum ahead: eligible, and it waited longest
+  c.compute.vtime = 5'000'000'000; // exactly a quantum ahead: eligible, and it waited longest
   CHECK(d::best_claim(t.view(), d::nobody, d::nobody, 0) == 2);
   // A bigger share has a shorter quantum in virtual time: 4e9 ahead is too far at share 4.
-  b.share = 4;
-  c.vtime = 6'000'000'000;
+  b.settings.share = 4;
+  c.compute.vtime = 6'000'000'000;
   CHECK(d::best_claim(t.view(), d::nobody, d::nobody, 0) == 0);
 }
 
@@ -133,12 +133,12 @@ TEST_CASE("best_claim: equal waits go to the smaller vtime, then the lower index
   fake_table t;
   auto& a = t.join(0);
   auto& b = t.join(1);
-  a.vtime = 60;
-  b.vtime = 50;
+  a.compute.vtime = 60;
+  b.compute.vtime = 50;
   t.wait(0, 100);
   t.wait(1, 100);
   CHECK(d::best_claim(t.view(), d::nobody, d::nobody, 0) == 1);
-  b.vtime = 60;
+  b.compute.vtime = 60;
   CHECK(d::best_claim(t.view(), d::nobody, d::nobody, 0) == 0);
 }
 
@@ -146,12 +146,12 @@ TEST_CASE("best_claim: a caller that does not wait yet competes as if waiting fr
   fake_table t;
   auto& a = t.join(0);
   auto& b = t.join(1);
-  a.vtime = 100;
-  b.vtime = 100;
+  a.compute.vtime = 100;
+  b.compute.vtime = 100;
   t.wait(1, 3 * ms);
   CHECK(d::best_claim(t.view(), d::nobody, 0, 5 * ms) == 1); // b has waited since 3 ms
   CHECK(d::best_claim(t.view(), d::nobody, 0, 2 * ms) == 0); // (now 2 ms: a would be first)
-  b.vtime = 100 + 6'000'000'000;                             // b too far ahead
+  b.compute.vtime = 100 + 6'000'000'000;                     // b too far ahead
   CHECK(d::best_claim(t.view(), d::nobody, 0, 5 * ms) == 0);
   CHECK(d::best_claim(t.view(), 0, d::nobody, 5 * ms) == 1); // excluded: the others only
   CHECK(d::best_claim(t.view(), 1, d::nobody, 5 * ms) == d::nobody);
@@ -160,20 +160,20 @@ TEST_CASE("best_claim: a caller that does not wait yet competes as if waiting fr
 TEST_CASE("best_waiter picks the best claim among the waiting sessions") {
   fake_table t(5);
   for (std::uint32_t i = 0; i < 5; ++i) t.join(i);
-  t.slots[1].vtime = 30;
-  t.slots[2].vtime = 20;
-  t.slots[3].vtime = 20;
-  t.slots[4].vtime = 10;
+  t.slots[1].compute.vtime = 30;
+  t.slots[2].compute.vtime = 20;
+  t.slots[3].compute.vtime = 20;
+  t.slots[4].compute.vtime = 10;
   t.wait(1, 5);
   t.wait(2, 7);
   t.wait(3, 6);
-  CHECK(d::best_waiter(t.view()) == 1); // all within a quantum of each other: the longest wait
-  t.slots[1].vtime = 30'000'000'000;    // far ahead: not eligible
-  CHECK(d::best_waiter(t.view()) == 3); // the longest wait of the others
-  t.slots[1].priority = prio::high;
+  CHECK(d::best_waiter(t.view()) == 1);      // all within a quantum of each other: the longest wait
+  t.slots[1].compute.vtime = 30'000'000'000; // far ahead: not eligible
+  CHECK(d::best_waiter(t.view()) == 3);      // the longest wait of the others
+  t.slots[1].settings.priority = prio::high;
   CHECK(d::best_waiter(t.view()) == 1); // a higher class beats any vtime
   t.wait(4, 9);
-  t.slots[4].priority = prio::critical;
+  t.slots[4].settings.priority = prio::critical;
   CHECK(d::best_waiter(t.view()) == 4);
 }
 
@@ -182,11 +182,11 @@ TEST_CASE("best_waiter skips inactive slots, slots not wanting the device and th
   t.join(0);
   t.join(1);
   t.join(2);
-  t.slots[0].vtime = 1; // best claim, but does not want the device
-  t.slots[1].vtime = 2;
-  t.slots[2].vtime = 3;
-  t.slots[3].vtime = 0; // wants the device, but its slot is free
-  t.slots[3].wants_device = 1;
+  t.slots[0].compute.vtime = 1; // best claim, but does not want the device
+  t.slots[1].compute.vtime = 2;
+  t.slots[2].compute.vtime = 3;
+  t.slots[3].compute.vtime = 0; // wants the device, but its slot is free
+  t.slots[3].compute.wants_device = 1;
   t.wait(1);
   t.wait(2);
   CHECK(d::best_waiter(t.view()) == 1);
@@ -244,8 +244,8 @@ TEST_CASE("should_hand_over: a higher class waiter gets the device at every boun
   fake_table t;
   auto& h = t.join(0, prio::normal, 1, 5 * ms, d::handover_at_yield);
   auto& w = t.join(1, prio::high);
-  h.vtime = 0;
-  w.vtime = 1'000'000; // far ahead: irrelevant across classes
+  h.compute.vtime = 0;
+  w.compute.vtime = 1'000'000; // far ahead: irrelevant across classes
   t.header->quantum_used_ns = 0;
   for (auto at : {d::boundary::guard_enter, d::boundary::guard_exit, d::boundary::yield})
     CHECK(d::should_hand_over(*t.header, h, w, at));
@@ -255,8 +255,8 @@ TEST_CASE("should_hand_over: a lower class waiter never gets the device") {
   fake_table t;
   auto& h = t.join(0, prio::high);
   auto& w = t.join(1, prio::normal);
-  h.vtime = 1'000'000;
-  w.vtime = 0;
+  h.compute.vtime = 1'000'000;
+  w.compute.vtime = 0;
   t.header->quantum_used_ns = 1'000 * ms; // quantum long used
   for (auto at : {d::boundary::guard_enter, d::boundary::guard_exit, d::boundary::yield})
     CHECK_FALSE(d::should_hand_over(*t.header, h, w, at));
@@ -266,13 +266,13 @@ TEST_CASE("should_hand_over: an at_yield holder lets an equal waiter in only at 
   fake_table t;
   auto& h = t.join(0, prio::normal, 1, 5 * ms, d::handover_at_yield);
   auto& w = t.join(1);
-  h.vtime = 100;
-  w.vtime = 50;
+  h.compute.vtime = 100;
+  w.compute.vtime = 50;
   t.header->quantum_used_ns = 5 * ms;
   CHECK_FALSE(d::should_hand_over(*t.header, h, w, d::boundary::guard_enter));
   CHECK_FALSE(d::should_hand_over(*t.header, h, w, d::boundary::guard_exit));
   CHECK(d::should_hand_over(*t.header, h, w, d::boundary::yield));
-  h.handover_mode = d::handover_at_guard;
+  h.settings.handover_mode = d::handover_at_guard;
   CHECK(d::should_hand_over(*t.header, h, w, d::boundary::guard_enter));
   CHECK(d::should_hand_over(*t.header, h, w, d::boundary::guard_exit));
 }
@@ -281,8 +281,8 @@ TEST_CASE("should_hand_over: an equal waiter waits until the holder's quantum is
   fake_table t;
   auto& h = t.join(0);
   auto& w = t.join(1);
-  h.vtime = 100;
-  w.vtime = 50;
+  h.compute.vtime = 100;
+  w.compute.vtime = 50;
   t.header->quantum_used_ns = 5 * ms - 1;
   CHECK_FALSE(d::should_hand_over(*t.header, h, w, d::boundary::guard_exit));
   CHECK_FALSE(d::should_hand_over(*t.header, h, w, d::boundary::yield));
@@ -296,12 +296,13 @@ TEST_CASE("should_hand_over: an equal waiter ahead in virtual time does not get 
   auto& h = t.join(0);
   auto& w = t.join(1);
   t.header->quantum_used_ns = 5 * ms;
-  h.vtime = 100;
-  w.vtime = 100; // equal: hands over
+  h.compute.vtime = 100;
+  w.compute.vtime = 100; // equal: hands over
   CHECK(d::should_hand_over(*t.header, h, w, d::boundary::guard_exit));
-  w.vtime = 100 + 5'000'000'000; // ahead by one of its quanta (5 ms at share 1): still its turn
+  w.compute.vtime =
+      100 + 5'000'000'000; // ahead by one of its quanta (5 ms at share 1): still its turn
   CHECK(d::should_hand_over(*t.header, h, w, d::boundary::guard_exit));
-  w.vtime = 100 + 5'000'000'001; // further: the holder, behind, keeps going
+  w.compute.vtime = 100 + 5'000'000'001; // further: the holder, behind, keeps going
   CHECK_FALSE(d::should_hand_over(*t.header, h, w, d::boundary::guard_exit));
   CHECK_FALSE(d::should_hand_over(*t.header, h, w, d::boundary::yield));
 }
@@ -322,7 +323,7 @@ TEST_CASE("grant makes the slot the holder with a fresh quantum and idle budget"
   fake_table t;
   auto& s = t.join(2);
   s.generation = 7;
-  s.vtime = 500;
+  s.compute.vtime = 500;
   t.header->quantum_used_ns = 3 * ms;
   t.header->holder_idle_ns = 90 * us;
   t.header->watch_until_ns = 5 * ms;
@@ -338,14 +339,14 @@ TEST_CASE("grant makes the slot the holder with a fresh quantum and idle budget"
   CHECK(t.header->holder_idle_ns == 0);
   CHECK(t.header->watch_until_ns == 0);
   CHECK(t.header->holder_started == 0);
-  CHECK(s.last_active_ns == 4'000);
+  CHECK(s.compute.last_active_ns == 4'000);
   // The class clock does not follow the holder: a holder ahead of its class must not push the
   // sessions that are merely between two guards (the 3:1 -> 1:1 collapse under CPU load).
   CHECK(t.header->min_vtime[prio::normal] == 100);
   CHECK(t.grants(2) == 0); // none of its threads waits: nobody to wake, no bump
   CHECK(d::current_holder(t.view()) == 2);
   CHECK(t.header->handovers == 0); // nobody held it before
-  CHECK(s.handovers == 0);
+  CHECK(s.stats.handovers == 0);
   t.wait(2);
   d::grant(t.view(), 2, 5'000);
   CHECK(t.grants(2) == 1); // a waiting thread: its word is bumped, so its wait returns
@@ -354,11 +355,11 @@ TEST_CASE("grant makes the slot the holder with a fresh quantum and idle budget"
 TEST_CASE("grant changes neither the class clock nor the session's vtime") {
   fake_table t;
   auto& s = t.join(0);
-  s.vtime = 50;
+  s.compute.vtime = 50;
   t.header->min_vtime[prio::normal] = 100;
   d::grant(t.view(), 0, 1);
   CHECK(t.header->min_vtime[prio::normal] == 100);
-  CHECK(s.vtime == 50);
+  CHECK(s.compute.vtime == 50);
 }
 
 TEST_CASE("grant counts a handover on the previous holder only when the holder changes") {
@@ -369,16 +370,16 @@ TEST_CASE("grant counts a handover on the previous holder only when the holder c
   CHECK(t.header->handovers == 0);
   d::grant(t.view(), 0, 20); // re-granted to the same holder: no handover
   CHECK(t.header->handovers == 0);
-  CHECK(a.handovers == 0);
+  CHECK(a.stats.handovers == 0);
   d::grant(t.view(), 1, 30);
   CHECK(t.header->handovers == 1);
-  CHECK(a.handovers == 1);
-  CHECK(b.handovers == 0);
+  CHECK(a.stats.handovers == 1);
+  CHECK(b.stats.handovers == 0);
   // A stale holder (its slot was reused) hands nothing over.
   b.generation++;
   d::grant(t.view(), 0, 40);
   CHECK(t.header->handovers == 1);
-  CHECK(b.handovers == 0);
+  CHECK(b.stats.handovers == 0);
   CHECK(t.header->holder == 1);
 }
 
@@ -387,8 +388,8 @@ TEST_CASE("grant_next gives a free device to the best waiter") {
   t.join(0);
   t.join(1);
   t.join(2);
-  t.slots[1].vtime = 20;
-  t.slots[2].vtime = 10;
+  t.slots[1].compute.vtime = 20;
+  t.slots[2].compute.vtime = 10;
   t.wait(1);
   t.wait(2);
   t.header->holder = 0;
@@ -414,17 +415,17 @@ TEST_CASE("place: a new or long-idle session starts level with its class clock")
   fake_table t;
   auto& s = t.join(0);
   t.header->min_vtime[prio::normal] = 1'000;
-  s.vtime = 10;
-  s.last_active_ns = 0; // never active
+  s.compute.vtime = 10;
+  s.compute.last_active_ns = 0; // never active
   d::place(t.view(), 0, 500 * ms);
-  CHECK(s.vtime == 1'000);
-  s.vtime = 10;
-  s.last_active_ns = 500 * ms - d::credit_idle_ns - 1; // idle just longer than the bound
+  CHECK(s.compute.vtime == 1'000);
+  s.compute.vtime = 10;
+  s.compute.last_active_ns = 500 * ms - d::credit_idle_ns - 1; // idle just longer than the bound
   d::place(t.view(), 0, 500 * ms);
-  CHECK(s.vtime == 1'000);
-  s.vtime = 5'000; // ahead already: kept
+  CHECK(s.compute.vtime == 1'000);
+  s.compute.vtime = 5'000; // ahead already: kept
   d::place(t.view(), 0, 500 * ms);
-  CHECK(s.vtime == 5'000);
+  CHECK(s.compute.vtime == 5'000);
   CHECK(t.header->min_vtime[prio::normal] == 1'000);
 }
 
@@ -435,16 +436,16 @@ TEST_CASE("place: the clock is the smallest vtime of the class's contenders, nev
   auto& w = t.join(2);
   auto& other = t.join(3, prio::high);
   t.hold(1);
-  h.vtime = 9'000;
-  w.vtime = 7'000;
-  other.vtime = 1; // another class: ignored
+  h.compute.vtime = 9'000;
+  w.compute.vtime = 7'000;
+  other.compute.vtime = 1; // another class: ignored
   t.wait(2);
   t.wait(3);
   d::place(t.view(), 0, 1 * ms);
   CHECK(t.header->min_vtime[prio::normal] == 7'000);
-  CHECK(s.vtime == 7'000);
+  CHECK(s.compute.vtime == 7'000);
   CHECK(t.header->min_vtime[prio::high] == 0);
-  w.vtime = 6'000; // (a credit-keeping contender below the clock does not lower it)
+  w.compute.vtime = 6'000; // (a credit-keeping contender below the clock does not lower it)
   d::place(t.view(), 0, 1 * ms);
   CHECK(t.header->min_vtime[prio::normal] == 7'000);
 }
@@ -456,16 +457,16 @@ TEST_CASE("place: a session active within the credit bound keeps its credit, wit
   auto& s = t.join(0, prio::normal, 3); // share 3
   auto& h = t.join(1, prio::normal, 1); // share 1: 100 ms moves it 1e11, a quantum 5e9
   t.hold(1);
-  h.vtime = 500'000'000'000;
-  s.last_active_ns = 400 * ms;
+  h.compute.vtime = 500'000'000'000;
+  s.compute.last_active_ns = 400 * ms;
   // 100 ms of the holder's progress behind the clock, plus two of its quanta: kept entirely.
   const std::uint64_t limit = 100'000'000'000 + 2 * 5'000'000'000;
-  s.vtime = 500'000'000'000 - limit;
+  s.compute.vtime = 500'000'000'000 - limit;
   d::place(t.view(), 0, 400 * ms + d::credit_idle_ns);
-  CHECK(s.vtime == 500'000'000'000 - limit);
-  s.vtime = 1'000; // far behind: kept only up to the limit
+  CHECK(s.compute.vtime == 500'000'000'000 - limit);
+  s.compute.vtime = 1'000; // far behind: kept only up to the limit
   d::place(t.view(), 0, 400 * ms + 50 * ms);
-  CHECK(s.vtime == 500'000'000'000 - limit);
+  CHECK(s.compute.vtime == 500'000'000'000 - limit);
 }
 
 TEST_CASE("change_class: a session moved to another class takes that class's clock") {
@@ -473,17 +474,17 @@ TEST_CASE("change_class: a session moved to another class takes that class's clo
   auto& s = t.join(0, prio::low);
   auto& h = t.join(1, prio::normal);
   t.hold(1);
-  s.vtime = 10; // far behind the normal class: would take 100% there for long
-  h.vtime = 8'000'000'000;
+  s.compute.vtime = 10; // far behind the normal class: would take 100% there for long
+  h.compute.vtime = 8'000'000'000;
   d::change_class(t.view(), 0, prio::normal);
-  CHECK(s.priority == prio::normal);
-  CHECK(s.vtime == 8'000'000'000);
+  CHECK(s.settings.priority == prio::normal);
+  CHECK(s.compute.vtime == 8'000'000'000);
   // Back to a class with no contenders: its floor.
   t.header->min_vtime[prio::low] = 3'000;
   d::change_class(t.view(), 0, prio::low);
-  CHECK(s.vtime == 3'000);
+  CHECK(s.compute.vtime == 3'000);
   d::change_class(t.view(), 0, prio::low); // no change, no effect
-  CHECK(s.vtime == 3'000);
+  CHECK(s.compute.vtime == 3'000);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -496,9 +497,9 @@ TEST_CASE("try_take: a holder with a guard in flight starts another one at once"
   auto& w = t.join(1); // an equal waiter, not due: the holder's quantum has time left
   t.wait(1);
   t.hold(0, 100);
-  s.active_guards = 2;
-  s.vtime = 500;
-  w.vtime = 400;
+  s.compute.active_guards = 2;
+  s.compute.vtime = 500;
+  w.compute.vtime = 400;
   t.header->quantum_used_ns = 1 * ms;
   const d::take_result r = d::try_take(t.view(), 0, 1 * ms, liveness);
   CHECK(r.granted);
@@ -517,17 +518,17 @@ TEST_CASE("try_take: a holder's new guard waits for its running guards to drain 
   t.join(1, prio::high);
   t.wait(1);
   t.hold(0, 100);
-  s.active_guards = 1;
+  s.compute.active_guards = 1;
   d::take_result r = d::try_take(t.view(), 0, 1 * ms, liveness);
   CHECK_FALSE(r.granted);
   CHECK(r.wake == d::nobody); // nothing to hand over yet: a guard still runs
   CHECK(r.recheck_ns == liveness);
   CHECK(t.header->holder == 1);
   t.wait(0, 1 * ms); // the refused thread waits on its own slot
-  s.active_guards = 0;
+  s.compute.active_guards = 0;
   CHECK(d::release_at_guard_exit(t.view(), 0, 2 * ms) == 1); // the last guard hands over
   CHECK(t.header->holder == 2);
-  CHECK(s.wants_device == 1); // its thread still waits, for the device to come back
+  CHECK(s.compute.wants_device == 1); // its thread still waits, for the device to come back
   CHECK(d::best_waiter(t.view()) == 1);
 
   SUBCASE("an equal waiter that is due also makes new guards wait") {
@@ -536,9 +537,9 @@ TEST_CASE("try_take: a holder's new guard waits for its running guards to drain 
     auto& b = u.join(1);
     u.wait(1);
     u.hold(0, 0);
-    a.active_guards = 1;
-    a.vtime = 600;
-    b.vtime = 100;
+    a.compute.active_guards = 1;
+    a.compute.vtime = 600;
+    b.compute.vtime = 100;
     u.header->quantum_used_ns = 5 * ms;
     r = d::try_take(u.view(), 0, 6 * ms, liveness);
     CHECK_FALSE(r.granted);
@@ -547,7 +548,7 @@ TEST_CASE("try_take: a holder's new guard waits for its running guards to drain 
   SUBCASE("if the waiter leaves meanwhile, the holder's own waiting threads are woken") {
     d::grant(t.view(), 0, 3 * ms);
     d::remove_waiters(t.view(), 1, UINT32_MAX);
-    s.active_guards = 0;
+    s.compute.active_guards = 0;
     const std::uint32_t before = t.grants(0);
     CHECK(d::release_at_guard_exit(t.view(), 0, 4 * ms) == 0);
     CHECK(t.grants(0) == before + 1);
@@ -569,7 +570,7 @@ TEST_CASE("try_take: a holder between guards hands over to a higher class waiter
   CHECK(t.header->holder_since_ns == 2 * ms);
   CHECK(t.header->quantum_used_ns == 0);
   CHECK(t.grants(1) == 1);
-  CHECK(s.handovers == 1);
+  CHECK(s.stats.handovers == 1);
   CHECK(t.header->handovers == 1);
 }
 
@@ -579,8 +580,8 @@ TEST_CASE("try_take: a holder between guards hands over to an equal waiter once 
   auto& w = t.join(1);
   t.wait(1);
   t.hold(0);
-  s.vtime = 700;
-  w.vtime = 600;
+  s.compute.vtime = 700;
+  w.compute.vtime = 600;
   t.header->quantum_used_ns = 5 * ms;
   const d::take_result r = d::try_take(t.view(), 0, 8 * ms, liveness);
   CHECK_FALSE(r.granted);
@@ -596,8 +597,8 @@ TEST_CASE("try_take: a holder whose quantum is used and that nobody should repla
   auto& w = t.join(1);
   t.wait(1);
   t.hold(0, 100, 7 * ms); // its last guard just ended: no idle gap
-  s.vtime = 300;
-  w.vtime = 300 + 5'000'001'000; // more than a quantum ahead of the holder: no handover
+  s.compute.vtime = 300;
+  w.compute.vtime = 300 + 5'000'001'000; // more than a quantum ahead of the holder: no handover
   t.header->min_vtime[prio::normal] = 100;
   t.header->quantum_used_ns = 6 * ms;
   t.header->holder_idle_ns = 150 * us;
@@ -613,9 +614,9 @@ TEST_CASE("try_take: a holder whose quantum is used and that nobody should repla
   CHECK(t.grants(1) == 0);
 
   SUBCASE("a lower class waiter behind in vtime never takes over from a higher class") {
-    w.priority = prio::low;
-    s.vtime = 900;
-    w.vtime = 800;
+    w.settings.priority = prio::low;
+    s.compute.vtime = 900;
+    w.compute.vtime = 800;
     t.header->quantum_used_ns = 5 * ms;
     t.header->holder_idle_since_ns = 8 * ms;
     r = d::try_take(t.view(), 0, 8 * ms, liveness);
@@ -625,7 +626,7 @@ TEST_CASE("try_take: a holder whose quantum is used and that nobody should repla
   }
   SUBCASE("with nobody waiting, the idle budget is renewed too") {
     d::remove_waiters(t.view(), 1, UINT32_MAX);
-    s.vtime = 1'000;
+    s.compute.vtime = 1'000;
     t.header->quantum_used_ns = 5 * ms;
     r = d::try_take(t.view(), 0, 8 * ms, liveness);
     CHECK(r.granted);
@@ -640,8 +641,8 @@ TEST_CASE("try_take: a holder with quantum left keeps the device and its quantum
   auto& w = t.join(1);
   t.wait(1);
   t.hold(0, 0, 7 * ms - 50 * us); // idle for 50 us since its last guard
-  s.vtime = 300;
-  w.vtime = 0;
+  s.compute.vtime = 300;
+  w.compute.vtime = 0;
   t.header->quantum_used_ns = 2 * ms;
   const d::take_result r = d::try_take(t.view(), 0, 7 * ms, liveness);
   CHECK(r.granted);
@@ -656,7 +657,7 @@ TEST_CASE("try_take: a holder with quantum left keeps the device and its quantum
 TEST_CASE("try_take: a free device is taken") {
   fake_table t;
   auto& s = t.join(1);
-  s.vtime = 40;
+  s.compute.vtime = 40;
   const d::take_result r = d::try_take(t.view(), 1, 3 * ms, liveness);
   CHECK(r.granted);
   CHECK(r.wake == d::nobody);
@@ -664,7 +665,7 @@ TEST_CASE("try_take: a free device is taken") {
   CHECK(t.header->holder_generation == s.generation);
   CHECK(t.header->holder_since_ns == 3 * ms);
   CHECK(t.header->min_vtime[prio::normal] == 0);
-  CHECK(s.last_active_ns == 3 * ms);
+  CHECK(s.compute.last_active_ns == 3 * ms);
   CHECK(t.header->handovers == 0);
 }
 
@@ -673,21 +674,21 @@ TEST_CASE("try_take: a device whose holder is gone is free") {
   t.join(0);
   t.join(1);
   t.hold(0);
-  t.slots[0].active_guards = 1;
+  t.slots[0].compute.active_guards = 1;
   t.slots[0].state.store(d::slot_free); // died inside a guard
   const d::take_result r = d::try_take(t.view(), 1, 3 * ms, liveness);
   CHECK(r.granted);
   CHECK(t.header->holder == 2);
   CHECK(t.header->handovers == 0);
-  CHECK(t.slots[0].handovers == 0);
+  CHECK(t.slots[0].stats.handovers == 0);
 }
 
 TEST_CASE("try_take: a free device goes to a better waiter instead of the caller") {
   fake_table t;
   auto& s = t.join(0);
   auto& w = t.join(1);
-  s.vtime = 100;
-  w.vtime = 50;
+  s.compute.vtime = 100;
+  w.compute.vtime = 50;
   t.wait(1);
   const d::take_result r = d::try_take(t.view(), 0, 3 * ms, liveness);
   CHECK_FALSE(r.granted);
@@ -703,7 +704,7 @@ TEST_CASE("try_take: a holder inside a guard blocks everyone until the liveness 
   t.join(0, prio::low);
   t.join(1, prio::critical);
   t.hold(0, 0);
-  t.slots[0].active_guards = 1;
+  t.slots[0].compute.active_guards = 1;
   t.header->quantum_used_ns = 100 * ms;
   const d::take_result r = d::try_take(t.view(), 1, 1'000 * ms, liveness);
   CHECK_FALSE(r.granted);
@@ -737,7 +738,7 @@ TEST_CASE("try_take: a holder idle within its grace keeps the device until the g
   CHECK(r.recheck_ns == 130 * us);
   CHECK(t.header->watcher == 2);
 
-  h.handover_mode = d::handover_at_yield;
+  h.settings.handover_mode = d::handover_at_yield;
   t.header->watch_until_ns = 0;
   r = d::try_take(t.view(), 1, 10 * ms + 50 * us, liveness);
   CHECK_FALSE(r.granted);
@@ -748,7 +749,7 @@ TEST_CASE("try_take: a holder idle within its grace keeps the device until the g
   CHECK(r.recheck_ns == 1);
   CHECK(t.header->holder == 1);
   // Earlier gaps count too: the budget is for all its gaps while others wait.
-  h.handover_mode = d::handover_at_guard;
+  h.settings.handover_mode = d::handover_at_guard;
   t.header->watch_until_ns = 0;
   t.header->holder_idle_ns = 120 * us;
   r = d::try_take(t.view(), 1, 10 * ms + 50 * us, liveness);
@@ -771,7 +772,7 @@ TEST_CASE("try_take: a holder idle beyond its grace loses the device") {
   CHECK(t.header->holder == 2);
   CHECK(t.header->holder_since_ns == 10 * ms + 200 * us);
   CHECK(t.header->quantum_used_ns == 0);
-  CHECK(h.handovers == 1);
+  CHECK(h.stats.handovers == 1);
   CHECK(t.header->handovers == 1);
 }
 
@@ -794,12 +795,12 @@ TEST_CASE("try_take: an equal waiter takes an idle holder's device once it is du
   t.hold(0, 0);
   t.header->holder_idle_since_ns = 10 * ms;
   t.header->quantum_used_ns = 5 * ms;
-  h.vtime = 100;
-  s.vtime = 100 + 5'000'000'001; // more than a quantum ahead: waits for the grace
+  h.compute.vtime = 100;
+  s.compute.vtime = 100 + 5'000'000'001; // more than a quantum ahead: waits for the grace
   d::take_result r = d::try_take(t.view(), 1, 10 * ms, liveness);
   CHECK_FALSE(r.granted);
   CHECK(r.recheck_ns == 200 * us);
-  s.vtime = 100;
+  s.compute.vtime = 100;
   r = d::try_take(t.view(), 1, 10 * ms, liveness);
   CHECK(r.granted);
   CHECK(t.header->holder == 2);
@@ -812,8 +813,8 @@ TEST_CASE("try_take: taking an idle holder's device, a better waiter gets it ins
   auto& w = t.join(2, prio::high);
   t.hold(0, 0);
   t.header->holder_idle_since_ns = 10 * ms;
-  s.vtime = 500;
-  w.vtime = 400;
+  s.compute.vtime = 500;
+  w.compute.vtime = 400;
   t.wait(2);
   const d::take_result r = d::try_take(t.view(), 1, 10 * ms, liveness);
   CHECK_FALSE(r.granted);
@@ -821,7 +822,7 @@ TEST_CASE("try_take: taking an idle holder's device, a better waiter gets it ins
   CHECK(r.recheck_ns == liveness);
   CHECK(t.header->holder == 3);
   CHECK(t.grants(2) == 1);
-  CHECK(t.slots[0].handovers == 1);
+  CHECK(t.slots[0].stats.handovers == 1);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -831,23 +832,23 @@ TEST_CASE("try_take: taking an idle holder's device, a better waiter gets it ins
 TEST_CASE("account_guard adds device time, a guard and virtual time scaled by the share") {
   fake_table t;
   auto& s = t.join(0, prio::normal, 4);
-  s.vtime = 10;
-  s.device_ns = 7;
-  s.guards = 2;
+  s.compute.vtime = 10;
+  s.stats.device_ns = 7;
+  s.stats.guards = 2;
   t.header->quantum_used_ns = 1 * ms;
   d::account_guard(*t.header, s, 1 * ms, true, 0);
-  CHECK(s.device_ns == 1 * ms + 7);
-  CHECK(s.guards == 3);
-  CHECK(s.vtime == 10 + 250'000'000); // 1 ms * 1000 / 4
+  CHECK(s.stats.device_ns == 1 * ms + 7);
+  CHECK(s.stats.guards == 3);
+  CHECK(s.compute.vtime == 10 + 250'000'000); // 1 ms * 1000 / 4
   CHECK(t.header->quantum_used_ns == 2 * ms);
 
-  s.share = 3;
+  s.settings.share = 3;
   d::account_guard(*t.header, s, 1 * ms, true, 0);
-  CHECK(s.vtime == 10 + 250'000'000 + 333'333'333); // 1e9 / 3, truncated
+  CHECK(s.compute.vtime == 10 + 250'000'000 + 333'333'333); // 1e9 / 3, truncated
 
-  s.share = 0; // a scribbled share counts as 1, never divides by zero
+  s.settings.share = 0; // a scribbled share counts as 1, never divides by zero
   d::account_guard(*t.header, s, 2, true, 0);
-  CHECK(s.vtime == 583'333'343 + 2'000);
+  CHECK(s.compute.vtime == 583'333'343 + 2'000);
 }
 
 TEST_CASE("account_guard counts quantum only for the holder") {
@@ -856,48 +857,48 @@ TEST_CASE("account_guard counts quantum only for the holder") {
   t.header->quantum_used_ns = 3 * ms;
   d::account_guard(*t.header, s, 1 * ms, false, 0);
   CHECK(t.header->quantum_used_ns == 3 * ms);
-  CHECK(s.device_ns == 1 * ms);
-  CHECK(s.guards == 1);
-  CHECK(s.vtime == 1'000 * ms);
+  CHECK(s.stats.device_ns == 1 * ms);
+  CHECK(s.stats.guards == 1);
+  CHECK(s.compute.vtime == 1'000 * ms);
 }
 
 TEST_CASE("account_guard advances the pacing clock of a capped session by used / limit") {
   fake_table t;
   auto& s = t.join(0);
-  s.compute_limit_ppm = 300'000; // 30%
+  s.settings.compute_limit_ppm = 300'000; // 30%
   const std::uint64_t start = 100 * ms;
   // A fresh clock starts at most cap_burst_ns (10 ms) in the past.
   d::account_guard(*t.header, s, 1 * ms, true, start);
-  CHECK(s.cap_vclock_ns == start - 10 * ms + 3'333'333); // 93'333'333
+  CHECK(s.compute.cap_vclock_ns == start - 10 * ms + 3'333'333); // 93'333'333
   // The next guard starts right after: the clock is ahead of start - burst, so it is kept.
   d::account_guard(*t.header, s, 1 * ms, true, start + 1 * ms);
-  CHECK(s.cap_vclock_ns == 96'666'666);
+  CHECK(s.compute.cap_vclock_ns == 96'666'666);
   // After a long pause the banked credit is capped at the burst.
   d::account_guard(*t.header, s, 1 * ms, true, 1'000 * ms);
-  CHECK(s.cap_vclock_ns == 990 * ms + 3'333'333);
+  CHECK(s.compute.cap_vclock_ns == 990 * ms + 3'333'333);
   // A clock far ahead keeps running from where it is.
-  s.cap_vclock_ns = 2'000 * ms;
+  s.compute.cap_vclock_ns = 2'000 * ms;
   d::account_guard(*t.header, s, 1 * ms, true, 1'001 * ms);
-  CHECK(s.cap_vclock_ns == 2'000 * ms + 3'333'333);
+  CHECK(s.compute.cap_vclock_ns == 2'000 * ms + 3'333'333);
   // A start earlier than the burst clamps at zero.
-  s.cap_vclock_ns = 0;
+  s.compute.cap_vclock_ns = 0;
   d::account_guard(*t.header, s, 1 * ms, true, 5 * ms);
-  CHECK(s.cap_vclock_ns == 3'333'333);
+  CHECK(s.compute.cap_vclock_ns == 3'333'333);
 }
 
 TEST_CASE("account_guard leaves the pacing clock of an uncapped session alone") {
   fake_table t;
   auto& s = t.join(0);
-  s.cap_vclock_ns = 42;
-  s.compute_limit_ppm = 1'000'000;
+  s.compute.cap_vclock_ns = 42;
+  s.settings.compute_limit_ppm = 1'000'000;
   d::account_guard(*t.header, s, 1 * ms, true, 100 * ms);
-  CHECK(s.cap_vclock_ns == 42);
-  s.compute_limit_ppm = 0; // unset means 100%
+  CHECK(s.compute.cap_vclock_ns == 42);
+  s.settings.compute_limit_ppm = 0; // unset means 100%
   d::account_guard(*t.header, s, 1 * ms, true, 100 * ms);
-  CHECK(s.cap_vclock_ns == 42);
-  s.compute_limit_ppm = 999'999; // anything less paces
+  CHECK(s.compute.cap_vclock_ns == 42);
+  s.settings.compute_limit_ppm = 999'999; // anything less paces
   d::account_guard(*t.header, s, 999'999, true, 100 * ms);
-  CHECK(s.cap_vclock_ns == 90 * ms + 1'000'000);
+  CHECK(s.compute.cap_vclock_ns == 90 * ms + 1'000'000);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -910,22 +911,22 @@ TEST_CASE("release_at_guard_exit: a paced holder hands over even with quantum le
   t.join(1, prio::low); // even to a lower class
   t.wait(1);
   t.hold(0, 0);
-  s.compute_limit_ppm = 500'000;
-  s.cap_vclock_ns = 20 * ms + 1;
+  s.settings.compute_limit_ppm = 500'000;
+  s.compute.cap_vclock_ns = 20 * ms + 1;
   t.header->quantum_used_ns = 1 * ms;
   CHECK(d::release_at_guard_exit(t.view(), 0, 20 * ms) == 1);
   CHECK(t.header->holder == 2);
   CHECK(t.header->holder_since_ns == 20 * ms);
   CHECK(t.grants(1) == 1);
-  CHECK(s.handovers == 1);
+  CHECK(s.stats.handovers == 1);
 }
 
 TEST_CASE("release_at_guard_exit: a paced holder with nobody waiting frees the device") {
   fake_table t;
   auto& s = t.join(0, prio::normal, 1, 5 * ms, d::handover_at_yield);
   t.hold(0, 0);
-  s.compute_limit_ppm = 500'000;
-  s.cap_vclock_ns = 30 * ms;
+  s.settings.compute_limit_ppm = 500'000;
+  s.compute.cap_vclock_ns = 30 * ms;
   CHECK(d::release_at_guard_exit(t.view(), 0, 20 * ms) == d::nobody);
   CHECK(t.header->holder == 0);
   CHECK(t.header->holder_idle_since_ns == 20 * ms);
@@ -935,8 +936,8 @@ TEST_CASE("release_at_guard_exit: a clock that has caught up does not pace") {
   fake_table t;
   auto& s = t.join(0, prio::normal, 1, 5 * ms, d::handover_at_yield);
   t.hold(0, 0);
-  s.compute_limit_ppm = 500'000;
-  s.cap_vclock_ns = 20 * ms; // == now: may start its next guard now
+  s.settings.compute_limit_ppm = 500'000;
+  s.compute.cap_vclock_ns = 20 * ms; // == now: may start its next guard now
   CHECK(d::release_at_guard_exit(t.view(), 0, 20 * ms) == d::nobody);
   CHECK(t.header->holder == 1);
 }
@@ -947,8 +948,8 @@ TEST_CASE("release_at_guard_exit: hands over when an equal waiter is due") {
   auto& w = t.join(1);
   t.wait(1);
   t.hold(0, 0);
-  s.vtime = 5'000;
-  w.vtime = 4'000;
+  s.compute.vtime = 5'000;
+  w.compute.vtime = 4'000;
   t.header->quantum_used_ns = 5 * ms;
   CHECK(d::release_at_guard_exit(t.view(), 0, 6 * ms) == 1);
   CHECK(t.header->holder == 2);
@@ -997,9 +998,9 @@ TEST_CASE("release_at_guard_exit: with quantum left it keeps the device and wake
   t.wait(1);
   t.wait(2);
   t.hold(0, 0);
-  s.vtime = 5'000;
-  w.vtime = 4'000;
-  w2.vtime = 3'000; // the best waiter
+  s.compute.vtime = 5'000;
+  w.compute.vtime = 4'000;
+  w2.compute.vtime = 3'000; // the best waiter
   t.header->quantum_used_ns = 5 * ms - 1;
   CHECK(d::release_at_guard_exit(t.view(), 0, 3 * ms) == 2);
   CHECK(t.header->holder == 1);
@@ -1028,8 +1029,8 @@ TEST_CASE("release_at_guard_exit: an at_yield holder keeps the device from a due
   auto& w = t.join(1);
   t.wait(1);
   t.hold(0, 0);
-  s.vtime = 5'000;
-  w.vtime = 0;
+  s.compute.vtime = 5'000;
+  w.compute.vtime = 0;
   t.header->quantum_used_ns = 99 * ms;
   CHECK(d::release_at_guard_exit(t.view(), 0, 60 * ms) == 1);
   CHECK(t.header->holder == 1);
@@ -1058,15 +1059,15 @@ TEST_CASE("hand_over_at_yield: an at_yield holder hands a used quantum to an equ
   auto& w = t.join(1);
   t.wait(1);
   t.hold(0, 0);
-  s.vtime = 5'000;
-  w.vtime = 5'000;
+  s.compute.vtime = 5'000;
+  w.compute.vtime = 5'000;
   t.header->quantum_used_ns = 5 * ms;
   CHECK(d::hand_over_at_yield(t.view(), 0, 60 * ms) == 1);
   CHECK(t.header->holder == 2);
   CHECK(t.header->holder_since_ns == 60 * ms);
   CHECK(t.header->quantum_used_ns == 0);
   CHECK(t.grants(1) == 1);
-  CHECK(s.handovers == 1);
+  CHECK(s.stats.handovers == 1);
   CHECK(t.header->handovers == 1);
 }
 
@@ -1076,13 +1077,13 @@ TEST_CASE("hand_over_at_yield: with quantum left, or the waiter ahead, the holde
   auto& w = t.join(1);
   t.wait(1);
   t.hold(0, 0);
-  s.vtime = 5'000;
-  w.vtime = 0;
+  s.compute.vtime = 5'000;
+  w.compute.vtime = 0;
   t.header->quantum_used_ns = 4 * ms;
   t.header->quantum_start_ns = 56 * ms; // its quantum began 4 ms ago: within the wall bound
   CHECK(d::hand_over_at_yield(t.view(), 0, 60 * ms) == d::nobody);
   t.header->quantum_used_ns = 5 * ms;
-  w.vtime = 5'000 + 5'000'000'001; // more than one of its quanta ahead
+  w.compute.vtime = 5'000 + 5'000'000'001; // more than one of its quanta ahead
   CHECK(d::hand_over_at_yield(t.view(), 0, 60 * ms) == d::nobody);
   CHECK(t.header->holder == 1);
   CHECK(t.grants(1) == 0); // not even woken
@@ -1110,12 +1111,12 @@ TEST_CASE("forget_slot drops a waiting session's threads from the waiter count")
   t.hold(0, 0);
   t.wait(1, 0, 2);
   t.wait(2, 0, 3);
-  s.active_guards = 1;
+  s.compute.active_guards = 1;
   CHECK(t.header->device_waiters.load() == 5);
   CHECK(d::forget_slot(t.view(), 1, 1 * ms) == d::nobody);
   CHECK(t.header->device_waiters.load() == 3);
-  CHECK(s.wants_device == 0);
-  CHECK(s.active_guards == 0);
+  CHECK(s.compute.wants_device == 0);
+  CHECK(s.compute.active_guards == 0);
   CHECK(t.header->holder == 1);
   CHECK(t.grants(2) == 0);
 }
@@ -1123,11 +1124,11 @@ TEST_CASE("forget_slot drops a waiting session's threads from the waiter count")
 TEST_CASE("forget_slot never drops the waiter count below zero") {
   fake_table t;
   auto& s = t.join(0);
-  s.wants_device = 4;
+  s.compute.wants_device = 4;
   t.header->device_waiters.store(1);
   CHECK(d::forget_slot(t.view(), 0, 1 * ms) == d::nobody);
   CHECK(t.header->device_waiters.load() == 0);
-  CHECK(s.wants_device == 0);
+  CHECK(s.compute.wants_device == 0);
 }
 
 TEST_CASE("forget_slot passes the holder's device to the best waiter") {
@@ -1136,13 +1137,13 @@ TEST_CASE("forget_slot passes the holder's device to the best waiter") {
   t.join(1);
   t.join(2);
   t.hold(0, 0);
-  s.active_guards = 1; // died inside a guard
-  s.wants_device = 1;  // and with a thread waiting for the device
+  s.compute.active_guards = 1; // died inside a guard
+  s.compute.wants_device = 1;  // and with a thread waiting for the device
   t.header->device_waiters.store(1);
   t.wait(1);
   t.wait(2);
-  t.slots[1].vtime = 20;
-  t.slots[2].vtime = 10;
+  t.slots[1].compute.vtime = 20;
+  t.slots[2].compute.vtime = 10;
   CHECK(d::forget_slot(t.view(), 0, 7 * ms) == 2);
   CHECK(t.header->holder == 3);
   CHECK(t.header->holder_since_ns == 7 * ms);
@@ -1166,17 +1167,17 @@ TEST_CASE("repair_scheduler recounts the waiters and clears the state of inactiv
   t.join(1);
   t.join(2);
   t.hold(0, 0);
-  t.slots[1].wants_device = 2;
-  t.slots[2].wants_device =
+  t.slots[1].compute.wants_device = 2;
+  t.slots[2].compute.wants_device =
       100'000; // scribbled: counted as it is (remove_waiters takes it off the same way)
-  t.slots[3].wants_device = 5; // a free slot
-  t.slots[3].active_guards = 2;
+  t.slots[3].compute.wants_device = 5; // a free slot
+  t.slots[3].compute.active_guards = 2;
   t.header->device_waiters.store(77);
   CHECK(d::repair_scheduler(t.view(), 1 * ms) == d::nobody); // the holder is alive
   CHECK(t.header->device_waiters.load() == 2 + 100'000);
-  CHECK(t.slots[3].wants_device == 0);
-  CHECK(t.slots[3].active_guards == 0);
-  CHECK(t.slots[2].wants_device == 100'000);
+  CHECK(t.slots[3].compute.wants_device == 0);
+  CHECK(t.slots[3].compute.active_guards == 0);
+  CHECK(t.slots[2].compute.wants_device == 100'000);
   CHECK(t.header->holder == 1);
   CHECK(t.grants(1) == 0);
 }
@@ -1188,10 +1189,10 @@ TEST_CASE("repair_scheduler gives the device of a vanished holder to the best wa
   t.join(2);
   t.hold(0, 0);
   t.slots[0].state.store(d::slot_free); // died holding the device (and waiting for more)
-  t.slots[0].wants_device = 1;
-  t.slots[0].active_guards = 1;
-  t.slots[1].vtime = 5;
-  t.slots[2].vtime = 9;
+  t.slots[0].compute.wants_device = 1;
+  t.slots[0].compute.active_guards = 1;
+  t.slots[1].compute.vtime = 5;
+  t.slots[2].compute.vtime = 9;
   t.wait(1);
   t.wait(2);
   t.header->device_waiters.store(3);
@@ -1199,8 +1200,8 @@ TEST_CASE("repair_scheduler gives the device of a vanished holder to the best wa
   CHECK(t.header->holder == 2);
   CHECK(t.header->holder_since_ns == 2 * ms);
   CHECK(t.header->device_waiters.load() == 2);
-  CHECK(t.slots[0].wants_device == 0);
-  CHECK(t.slots[0].active_guards == 0);
+  CHECK(t.slots[0].compute.wants_device == 0);
+  CHECK(t.slots[0].compute.active_guards == 0);
   CHECK(t.grants(1) == 1);
 }
 
@@ -1239,16 +1240,16 @@ TEST_CASE("a turn that overran its quantum makes the session's next turn shorter
   t.hold(0, 0);
   t.header->quantum_used_ns = 5 * ms + 700 * us; // its last guard ended 0.7 ms past the quantum
   CHECK(d::release_at_guard_exit(t.view(), 0, 6 * ms) == 1);
-  CHECK(a.quantum_debt_ns == 700 * us);
+  CHECK(a.compute.quantum_debt_ns == 700 * us);
   // When it gets the device back, its turn starts with the overrun already used.
   d::grant(t.view(), 0, 20 * ms);
   CHECK(t.header->quantum_used_ns == 700 * us);
-  CHECK(a.quantum_debt_ns == 0);
+  CHECK(a.compute.quantum_debt_ns == 0);
   // At most a whole quantum is carried, however long the guard was.
   t.header->quantum_used_ns = 60 * ms;
   d::grant(t.view(), 1, 80 * ms);
-  CHECK(a.quantum_debt_ns == 5 * ms);
-  CHECK(b.quantum_debt_ns == 0);
+  CHECK(a.compute.quantum_debt_ns == 5 * ms);
+  CHECK(b.compute.quantum_debt_ns == 0);
 }
 
 TEST_CASE("a lower class gets the gaps of a holder that spent its idle debt, at exits only") {
@@ -1257,28 +1258,28 @@ TEST_CASE("a lower class gets the gaps of a holder that spent its idle debt, at 
   t.join(1, prio::low);
   t.wait(1);
   t.hold(0, 0);
-  h.lower_debt_ns = 150 * us;
+  h.compute.lower_debt_ns = 150 * us;
   CHECK_FALSE(d::should_hand_over(*t.header, h, t.slots[1], d::boundary::guard_exit));
-  h.lower_debt_ns = 200 * us; // spent
+  h.compute.lower_debt_ns = 200 * us; // spent
   CHECK_FALSE(d::should_hand_over(*t.header, h, t.slots[1], d::boundary::guard_enter));
   CHECK(d::should_hand_over(*t.header, h, t.slots[1], d::boundary::guard_exit));
   CHECK(d::should_hand_over(*t.header, h, t.slots[1], d::boundary::yield));
   // The per-quantum idle budget is not what counts for a lower class (a renewed quantum reset
   // it before it was ever spent: issue 23, case 3).
-  h.lower_debt_ns = 0;
+  h.compute.lower_debt_ns = 0;
   t.header->holder_idle_ns = 200 * us;
   CHECK_FALSE(d::should_hand_over(*t.header, h, t.slots[1], d::boundary::guard_exit));
   // At its guard entry the holder keeps the device (it wants it now), and the gap it just ended
   // adds to its debt...
-  h.lower_debt_ns = 100 * us;
+  h.compute.lower_debt_ns = 100 * us;
   t.header->holder_idle_since_ns = 1 * ms;
   d::take_result r = d::try_take(t.view(), 0, 1 * ms + 150 * us, liveness);
   CHECK(r.granted);
-  CHECK(h.lower_debt_ns == 250 * us);
+  CHECK(h.compute.lower_debt_ns == 250 * us);
   // ...so at the exit of that guard the next gap goes to the lower class.
   CHECK(d::release_at_guard_exit(t.view(), 0, 2 * ms) == 1);
   CHECK(t.header->holder == 2);
-  CHECK(h.handovers == 1);
+  CHECK(h.stats.handovers == 1);
 }
 
 TEST_CASE("watch: one waiter re-checks a holder, the others sleep until the liveness recheck") {
@@ -1290,8 +1291,8 @@ TEST_CASE("watch: one waiter re-checks a holder, the others sleep until the live
   t.wait(2);
   t.hold(0, 0, 1 * ms);
   auto& h = t.slots[0];
-  h.vtime = 0;
-  h.active_guards = 1;
+  h.compute.vtime = 0;
+  h.compute.active_guards = 1;
   SUBCASE("a holder in one long guard: nobody polls, its exit will wake a waiter") {
     t.header->holder_exits = t.header->watch_exits = 3;
     CHECK(d::try_take(t.view(), 1, 2 * ms, liveness).recheck_ns == liveness);
@@ -1303,7 +1304,7 @@ TEST_CASE("watch: one waiter re-checks a holder, the others sleep until the live
     CHECK(t.header->watch_until_ns == 2 * ms + d::watch_period_ns);
     CHECK(d::try_take(t.view(), 2, 2 * ms + 10 * us, liveness).recheck_ns == liveness);
     // Its exits inside that period wake nobody: the poll will see the gap.
-    h.active_guards = 0;
+    h.compute.active_guards = 0;
     CHECK(d::release_at_guard_exit(t.view(), 0, 2 * ms + 500 * us) == d::nobody);
     CHECK(t.grants(1) == 0);
     CHECK(t.grants(2) == 0);
@@ -1314,7 +1315,7 @@ TEST_CASE("watch: one waiter re-checks a holder, the others sleep until the live
   }
   SUBCASE("a watch armed for a start grace does not cover the gaps after the start") {
     d::grant(t.view(), 0, 10 * ms);
-    h.active_guards = 0;
+    h.compute.active_guards = 0;
     CHECK(d::try_take(t.view(), 1, 10 * ms, liveness).recheck_ns == d::start_grace_ns);
     CHECK(d::try_take(t.view(), 0, 11 * ms, liveness).granted); // it starts
     CHECK(d::release_at_guard_exit(t.view(), 0, 12 * ms) == 1); // a gap: the waiter is woken
@@ -1328,23 +1329,24 @@ TEST_CASE("a busy session far behind gets the device back at the holder's next b
   auto& w = t.join(1);
   t.wait(1);
   t.hold(0, 0);
-  h.vtime = 20'000'000'000;
-  w.vtime = 14'000'000'000; // more than one of the holder's turns (5e9) behind
+  h.compute.vtime = 20'000'000'000;
+  w.compute.vtime = 14'000'000'000; // more than one of the holder's turns (5e9) behind
   t.header->quantum_used_ns = 1 * ms;
-  w.last_turn_busy = 1;
+  w.compute.last_turn_busy = 1;
   CHECK(d::should_hand_over(*t.header, h, w, d::boundary::guard_exit));
-  w.last_turn_busy = 0; // it idled through its last turn: it would leave the device idle again
+  w.compute.last_turn_busy =
+      0; // it idled through its last turn: it would leave the device idle again
   CHECK_FALSE(d::should_hand_over(*t.header, h, w, d::boundary::guard_exit));
-  w.last_turn_busy = 1;
-  w.last_turn_ns = 5 * ms;  // its last turn was a whole quantum
-  w.vtime = 15'000'000'000; // exactly one turn behind: the holder finishes its quantum
+  w.compute.last_turn_busy = 1;
+  w.compute.last_turn_ns = 5 * ms;  // its last turn was a whole quantum
+  w.compute.vtime = 15'000'000'000; // exactly one turn behind: the holder finishes its quantum
   CHECK_FALSE(d::should_hand_over(*t.header, h, w, d::boundary::guard_exit));
   // A session whose last turn was one 1 ms guard (it hands its gaps over) is owed its next one
   // as soon as it is more than that behind.
-  w.last_turn_ns = 1 * ms;
-  w.vtime = 18'900'000'000;
+  w.compute.last_turn_ns = 1 * ms;
+  w.compute.vtime = 18'900'000'000;
   CHECK(d::should_hand_over(*t.header, h, w, d::boundary::guard_exit));
-  w.vtime = 19'000'000'000; // exactly one of its turns behind
+  w.compute.vtime = 19'000'000'000; // exactly one of its turns behind
   CHECK_FALSE(d::should_hand_over(*t.header, h, w, d::boundary::guard_exit));
 }
 
@@ -1354,10 +1356,10 @@ TEST_CASE("end_turn: a turn is busy when idle gaps took less than half of it") {
   t.header->quantum_used_ns = 5 * ms;
   t.header->holder_idle_ns = 2 * ms;
   d::end_turn(*t.header, s);
-  CHECK(s.last_turn_busy == 1);
+  CHECK(s.compute.last_turn_busy == 1);
   t.header->holder_idle_ns = 2500 * us;
   d::end_turn(*t.header, s);
-  CHECK(s.last_turn_busy == 0);
+  CHECK(s.compute.last_turn_busy == 0);
 }
 
 TEST_CASE("reservation: a busy holder behind in vtime keeps the device through a CPU delay") {
@@ -1365,11 +1367,11 @@ TEST_CASE("reservation: a busy holder behind in vtime keeps the device through a
   auto& p = t.join(0);
   auto& s = t.join(1);
   t.hold(0, 0, 10 * ms); // its last guard ended at 10 ms
-  p.vtime = 10'000'000'000;
-  s.vtime = 20'000'000'000; // the taker is two turns ahead
-  p.last_active_ns = 10 * ms;
+  p.compute.vtime = 10'000'000'000;
+  s.compute.vtime = 20'000'000'000; // the taker is two turns ahead
+  p.compute.last_active_ns = 10 * ms;
   t.header->quantum_used_ns = 3 * ms; // busy: no idle so far
-  p.cpu_wait_ppm = 400'000;           // its threads wait for a CPU 40% of the time
+  p.compute.cpu_wait_ppm = 400'000;   // its threads wait for a CPU 40% of the time
   // Its idle budget is long spent at 12 ms, but it was busy, is owed and waits for a CPU (it was
   // descheduled): kept until 20 ms.
   d::take_result r = d::try_take(t.view(), 1, 12 * ms, liveness);
@@ -1384,15 +1386,15 @@ TEST_CASE("reservation: a busy holder behind in vtime keeps the device through a
     d::grant(t.view(), 0, 30 * ms);
     t.header->holder_started = 1;
     t.header->holder_idle_since_ns = 31 * ms;
-    p.last_active_ns = 31 * ms;
+    p.compute.last_active_ns = 31 * ms;
     t.header->quantum_used_ns = 1 * ms;
     t.header->holder_idle_ns = 800 * us; // mostly idle
     CHECK(d::try_take(t.view(), 1, 32 * ms, liveness).granted);
     d::grant(t.view(), 0, 40 * ms);
     t.header->holder_started = 1;
     t.header->holder_idle_since_ns = 41 * ms;
-    p.last_active_ns = 41 * ms;
-    p.vtime = s.vtime; // level: nothing owed
+    p.compute.last_active_ns = 41 * ms;
+    p.compute.vtime = s.compute.vtime; // level: nothing owed
     CHECK(d::try_take(t.view(), 1, 42 * ms, liveness).granted);
   }
   SUBCASE("no reservation for a session that does not wait for a CPU: its gap is host work") {
@@ -1400,9 +1402,9 @@ TEST_CASE("reservation: a busy holder behind in vtime keeps the device through a
     d::grant(t.view(), 0, 30 * ms);
     t.header->holder_started = 1;
     t.header->holder_idle_since_ns = 31 * ms;
-    p.last_active_ns = 31 * ms;
+    p.compute.last_active_ns = 31 * ms;
     t.header->quantum_used_ns = 3 * ms;
-    p.cpu_wait_ppm = 50'000; // 5%: below reserve_cpu_wait_ppm
+    p.compute.cpu_wait_ppm = 50'000; // 5%: below reserve_cpu_wait_ppm
     CHECK(d::try_take(t.view(), 1, 32 * ms, liveness).granted);
   }
 }
@@ -1414,14 +1416,14 @@ TEST_CASE("reservation: a free device is kept for the busy session that freed it
   d::grant(t.view(), 0, 0);
   t.header->holder_started = 1;
   t.header->quantum_used_ns = 2 * ms;
-  p.last_active_ns = 2 * ms;
+  p.compute.last_active_ns = 2 * ms;
   CHECK(d::release_at_guard_exit(t.view(), 0, 2 * ms) == d::nobody); // nobody waits: freed
   CHECK(t.header->holder == 0);
   CHECK(t.header->last_holder == 1);
-  CHECK(p.last_turn_busy == 1);
-  p.vtime = 1'000;
-  s.vtime = 30'000'000'000;
-  p.cpu_wait_ppm = 400'000; // it was descheduled
+  CHECK(p.compute.last_turn_busy == 1);
+  p.compute.vtime = 1'000;
+  s.compute.vtime = 30'000'000'000;
+  p.compute.cpu_wait_ppm = 400'000; // it was descheduled
   d::take_result r = d::try_take(t.view(), 1, 5 * ms, liveness);
   CHECK_FALSE(r.granted);
   CHECK(r.recheck_ns == 7 * ms);
@@ -1447,34 +1449,34 @@ TEST_CASE(
   auto& h = t.join(3);
   auto& s = t.join(66);
   t.hold(3, 0);
-  h.active_guards = 1;
+  h.compute.active_guards = 1;
   d::acquire_state st;
   d::acquire_result r = d::acquire_step(t.view(), 66, 1 * ms, true, st, liveness);
   CHECK(r.what == d::acquire_result::wait);
   CHECK(st.registered);
   CHECK(st.waited);
   CHECK(st.wait_start == 1 * ms);
-  CHECK(s.wants_device == 1);
+  CHECK(s.compute.wants_device == 1);
   CHECK(t.header->device_waiters.load() == 1);
   CHECK(t.header->waiting_mask[1] == (std::uint64_t{1} << 2));
-  CHECK(s.wait_since_ns == 1 * ms);
+  CHECK(s.compute.wait_since_ns == 1 * ms);
   r = d::acquire_step(t.view(), 66, 2 * ms, true, st, liveness); // a retry: not counted twice
-  CHECK(s.wants_device == 1);
+  CHECK(s.compute.wants_device == 1);
   CHECK(t.header->device_waiters.load() == 1);
   // The holder's guard ends and the device passes on.
   // Quantum left: it keeps the device, and wakes the waiter to watch the gap.
   CHECK(d::exit_step(t.view(), 3, 0, 1 * ms, 3 * ms) == 66);
   CHECK(t.header->holder == 4);
-  CHECK(h.device_ns == 1 * ms);
+  CHECK(h.stats.device_ns == 1 * ms);
   t.header->quantum_used_ns = 5 * ms;
-  h.active_guards = 1;
+  h.compute.active_guards = 1;
   CHECK(d::exit_step(t.view(), 3, 3 * ms, 1 * ms, 4 * ms) == 66);
   r = d::acquire_step(t.view(), 66, 4 * ms, true, st, liveness);
   CHECK(r.what == d::acquire_result::granted);
   CHECK_FALSE(st.registered);
-  CHECK(s.wants_device == 0);
-  CHECK(s.active_guards == 1);
-  CHECK(s.last_active_ns == 4 * ms);
+  CHECK(s.compute.wants_device == 0);
+  CHECK(s.compute.active_guards == 1);
+  CHECK(s.compute.last_active_ns == 4 * ms);
   CHECK(t.header->device_waiters.load() == 0);
   CHECK(t.header->waiting_mask[1] == 0);
 }
@@ -1482,8 +1484,8 @@ TEST_CASE(
 TEST_CASE("acquire_step: a capped session pauses, unregistered, until its pacing clock") {
   fake_table t;
   auto& s = t.join(0);
-  s.compute_limit_ppm = 250'000;
-  s.cap_vclock_ns = 10 * ms;
+  s.settings.compute_limit_ppm = 250'000;
+  s.compute.cap_vclock_ns = 10 * ms;
   d::acquire_state st;
   st.registered = true; // it was waiting when another of its threads advanced the clock
   d::add_waiter(t.view(), 0, 1 * ms);
@@ -1491,13 +1493,13 @@ TEST_CASE("acquire_step: a capped session pauses, unregistered, until its pacing
   CHECK(r.what == d::acquire_result::pause);
   CHECK(r.sleep_ns == 6 * ms);
   CHECK_FALSE(st.registered);
-  CHECK(s.wants_device == 0);
+  CHECK(s.compute.wants_device == 0);
   CHECK(t.header->device_waiters.load() == 0);
   CHECK(t.header->holder == 0); // it took nothing
   // Getting the device back after a yield is not a guard: no pacing.
   CHECK(d::acquire_step(t.view(), 0, 4 * ms, false, st, liveness).what ==
         d::acquire_result::granted);
-  CHECK(s.active_guards == 0);
+  CHECK(s.compute.active_guards == 0);
 }
 
 TEST_CASE("acquire_step: a thread that takes the device for its session wakes its waiting peers") {
@@ -1514,7 +1516,7 @@ TEST_CASE("acquire_step: a thread that takes the device for its session wakes it
   CHECK(r.what == d::acquire_result::granted);
   CHECK(r.wake == 0); // its own slot: the other thread may start its guard too
   CHECK(t.grants(0) > before);
-  CHECK(s.wants_device == 1);
+  CHECK(s.compute.wants_device == 1);
 }
 
 TEST_CASE("acquire_step places a session that starts contending by the credit rule") {
@@ -1522,13 +1524,13 @@ TEST_CASE("acquire_step places a session that starts contending by the credit ru
   auto& s = t.join(0);
   auto& h = t.join(1);
   t.hold(1, 0);
-  h.active_guards = 1;
-  h.vtime = 50'000'000'000;
-  s.vtime = 0;
-  s.last_active_ns = 0; // new
+  h.compute.active_guards = 1;
+  h.compute.vtime = 50'000'000'000;
+  s.compute.vtime = 0;
+  s.compute.last_active_ns = 0; // new
   d::acquire_state st;
   d::acquire_step(t.view(), 0, 1 * ms, true, st, liveness);
-  CHECK(s.vtime == 50'000'000'000); // level with the class clock: no banked credit
+  CHECK(s.compute.vtime == 50'000'000'000); // level with the class clock: no banked credit
 }
 
 TEST_CASE("yield_step hands over only from a holder between guards, to a due waiter") {
@@ -1538,9 +1540,9 @@ TEST_CASE("yield_step hands over only from a holder between guards, to a due wai
   t.wait(1);
   t.hold(0, 0);
   t.header->quantum_used_ns = 5 * ms;
-  s.active_guards = 1;
+  s.compute.active_guards = 1;
   CHECK(d::yield_step(t.view(), 0, 6 * ms) == d::nobody); // inside a guard: no yield point
-  s.active_guards = 0;
+  s.compute.active_guards = 0;
   CHECK(d::yield_step(t.view(), 1, 6 * ms) == d::nobody); // not the holder
   CHECK(d::yield_step(t.view(), 0, 6 * ms) == 1);
   CHECK(t.header->holder == 2);
@@ -1555,9 +1557,9 @@ TEST_CASE("simulation: shares 3 and 1 split the device 75% / 25%") {
   t.join(0, prio::normal, 3, 5 * ms);
   t.join(1, prio::normal, 1, 5 * ms);
   run_two_sessions(t, 400, 1'000 * ms);
-  const std::uint64_t a = t.slots[0].device_ns, b = t.slots[1].device_ns;
+  const std::uint64_t a = t.slots[0].stats.device_ns, b = t.slots[1].stats.device_ns;
   CHECK(a + b == 400 * ms);
-  CHECK(t.slots[0].guards + t.slots[1].guards == 400);
+  CHECK(t.slots[0].stats.guards + t.slots[1].stats.guards == 400);
   const double fraction = static_cast<double>(a) / static_cast<double>(a + b);
   INFO("share-3 session's fraction: ", fraction);
   CHECK(fraction >= 0.73);
@@ -1570,7 +1572,7 @@ TEST_CASE("simulation: equal shares split the device evenly") {
   t.join(0, prio::normal, 1, 5 * ms);
   t.join(1, prio::normal, 1, 5 * ms);
   run_two_sessions(t, 400, 1'000 * ms);
-  const std::uint64_t a = t.slots[0].device_ns, b = t.slots[1].device_ns;
+  const std::uint64_t a = t.slots[0].stats.device_ns, b = t.slots[1].stats.device_ns;
   CHECK(a + b == 400 * ms);
   CHECK(a >= 195 * ms);
   CHECK(b >= 195 * ms);
@@ -1582,14 +1584,14 @@ TEST_CASE("simulation: a high priority session gets everything while it wants th
   auto& low = t.join(1, prio::low, 1000, 5 * ms); // even with a far bigger share
   d::grant(t.view(), 1, 1'000 * ms);              // the low one holds the device to begin with
   std::uint64_t now = run_two_sessions(t, 400, 1'000 * ms);
-  CHECK(high.device_ns == 400 * ms);
-  CHECK(low.device_ns == 0);
-  CHECK(low.guards == 0);
+  CHECK(high.stats.device_ns == 400 * ms);
+  CHECK(low.stats.device_ns == 0);
+  CHECK(low.stats.guards == 0);
   CHECK(t.header->handovers == 1); // low gave way at its first guard entry
 
   // The high one stops wanting the device: the low one gets it after the idle grace.
-  high.wants_device = 0;
-  low.wants_device = 1;
+  high.compute.wants_device = 0;
+  low.compute.wants_device = 1;
   d::take_result r = d::try_take(t.view(), 1, now, liveness);
   CHECK_FALSE(r.granted);
   CHECK(r.recheck_ns == 200 * us);
@@ -1611,8 +1613,8 @@ TEST_CASE("regression: an at_yield holder keeps a used quantum until it yields, 
   auto& b = t.join(1);
   t.wait(1);
   t.hold(0, 0, 6 * ms); // between two guards of one iteration
-  a.vtime = 5'000'000;
-  b.vtime = 0;
+  a.compute.vtime = 5'000'000;
+  b.compute.vtime = 0;
   t.header->quantum_used_ns = 5 * ms;
   const d::take_result r = d::try_take(t.view(), 0, 6 * ms, liveness);
   CHECK(r.granted);                                       // mid-iteration: it keeps the device...
@@ -1625,22 +1627,22 @@ TEST_CASE("regression: a higher class running does not raise a lower class's vti
   fake_table t;
   auto& h = t.join(0, prio::high);
   auto& n = t.join(1, prio::normal);
-  h.vtime = 900'000;
+  h.compute.vtime = 900'000;
   d::grant(t.view(), 0, 1);
-  n.vtime = 100;
+  n.compute.vtime = 100;
   d::place(t.view(), 1, 2);
-  CHECK(n.vtime == 100); // the normal class's clock is untouched by the high class
+  CHECK(n.compute.vtime == 100); // the normal class's clock is untouched by the high class
   CHECK(t.header->min_vtime[prio::normal] == 0);
 }
 
 TEST_CASE("regression: pacing and vtime arithmetic saturate instead of wrapping") {
   fake_table t;
   auto& s = t.join(0);
-  s.compute_limit_ppm = 500'000;
+  s.settings.compute_limit_ppm = 500'000;
   const std::uint64_t huge = 20'000'000'000'000ull; // a 5.5-hour guard
   d::account_guard(*t.header, s, huge, true, 0);
-  CHECK(s.cap_vclock_ns == 2 * huge); // used to wrap to a small number
-  CHECK(s.vtime == huge * 1000);
+  CHECK(s.compute.cap_vclock_ns == 2 * huge); // used to wrap to a small number
+  CHECK(s.compute.vtime == huge * 1000);
 }
 
 TEST_CASE("a session just granted the device gets a start grace before a peer may take it back") {
@@ -1654,7 +1656,7 @@ TEST_CASE("a session just granted the device gets a start grace before a peer ma
   r = d::try_take(t.view(), 0, d::start_grace_ns, liveness); // it never started: take over
   CHECK(r.granted);
   CHECK(t.header->holder == 1);
-  CHECK(a.handovers == 0);
+  CHECK(a.stats.handovers == 0);
 }
 
 TEST_CASE("virtual time never saturates: a huge charge and a floor near 2^64 are renormalised") {
@@ -1665,23 +1667,23 @@ TEST_CASE("virtual time never saturates: a huge charge and a floor near 2^64 are
   auto& b = t.join(1, prio::normal, 3);
   auto& c = t.join(2, prio::normal, 1);
   t.hold(0);
-  ++a.active_guards;
+  ++a.compute.active_guards;
   d::account_device_time(*t.header, a, 20'000'000'000'000'000ull, true, 0); // 2e16 ns
   d::exit_step(t.view(), 0, 0, 1 * ms, 1 * ms);
   const std::uint64_t floor = d::class_floor(*t.header, prio::normal);
   CHECK(floor <= d::vtime_renormalise_at);
-  CHECK(a.vtime < (std::uint64_t{1} << 63));
-  CHECK(a.vtime > floor);  // still far ahead of its class
-  CHECK(b.vtime <= floor); // the others are behind the floor, not ahead of a
+  CHECK(a.compute.vtime < (std::uint64_t{1} << 63));
+  CHECK(a.compute.vtime > floor);  // still far ahead of its class
+  CHECK(b.compute.vtime <= floor); // the others are behind the floor, not ahead of a
   // Both others contend: they are placed at the clock, and b (share 3) and c (share 1) then
   // move at 1/3 and 1 of the device time, far from 2^64.
   d::place(t.view(), 1, 2 * ms);
   d::place(t.view(), 2, 2 * ms);
-  const std::uint64_t b0 = b.vtime, c0 = c.vtime;
+  const std::uint64_t b0 = b.compute.vtime, c0 = c.compute.vtime;
   d::account_device_time(*t.header, b, 3 * ms, false, 0);
   d::account_device_time(*t.header, c, 3 * ms, false, 0);
-  CHECK(b.vtime - b0 == 3 * ms * 1000 / 3);
-  CHECK(c.vtime - c0 == 3 * ms * 1000);
+  CHECK(b.compute.vtime - b0 == 3 * ms * 1000 / 3);
+  CHECK(c.compute.vtime - c0 == 3 * ms * 1000);
 }
 
 TEST_CASE("renormalising a class keeps every difference of vtimes within it") {
@@ -1692,17 +1694,17 @@ TEST_CASE("renormalising a class keeps every difference of vtimes within it") {
   auto& other = t.join(2, prio::high);
   d::class_floor(*t.header, prio::normal) = base;
   d::class_floor(*t.header, prio::high) = base;
-  a.vtime = base + 7 * ms;
-  b.vtime = base - 5 * ms;
-  other.vtime = base + 1;
+  a.compute.vtime = base + 7 * ms;
+  b.compute.vtime = base - 5 * ms;
+  other.compute.vtime = base + 1;
   d::renormalise_class(t.view(), prio::normal);
   const std::uint64_t floor = d::class_floor(*t.header, prio::normal);
   CHECK(floor == d::vtime_renormalise_to);
-  CHECK(a.vtime - floor == 7 * ms);
-  CHECK(floor - b.vtime == 5 * ms);
-  CHECK(other.vtime == base + 1); // another class is left alone
+  CHECK(a.compute.vtime - floor == 7 * ms);
+  CHECK(floor - b.compute.vtime == 5 * ms);
+  CHECK(other.compute.vtime == base + 1); // another class is left alone
   CHECK(d::class_floor(*t.header, prio::high) == base);
   d::renormalise_class(t.view(), prio::normal); // below the threshold: nothing changes
   CHECK(d::class_floor(*t.header, prio::normal) == floor);
-  CHECK(a.vtime - floor == 7 * ms);
+  CHECK(a.compute.vtime - floor == 7 * ms);
 }

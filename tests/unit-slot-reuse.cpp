@@ -59,14 +59,15 @@ TEST_CASE("a session joining a reused slot starts with no quantum debt and no bu
     }                                    // its exit hands the device to b
     tb.join();
   }
-  REQUIRE(raw.slot(slot).quantum_debt_ns == 5'000'000); // a's debt (capped at one quantum)
-  REQUIRE(raw.slot(slot).last_turn_busy == 1);
+  REQUIRE(raw.slot(slot).compute.quantum_debt_ns == 5'000'000); // a's debt (capped at one quantum)
+  REQUIRE(raw.slot(slot).compute.last_turn_busy == 1);
   a.reset(); // a leaves
   o.name = "c";
   session c(t.key(), o);
   REQUIRE(c.id().slot == slot);
-  CHECK(raw.slot(slot).quantum_debt_ns == 0); // before: 5000000, c's first turn already used
-  CHECK(raw.slot(slot).last_turn_busy == 0);  // before: 1, a preference c never earned
+  CHECK(raw.slot(slot).compute.quantum_debt_ns ==
+        0);                                          // before: 5000000, c's first turn already used
+  CHECK(raw.slot(slot).compute.last_turn_busy == 0); // before: 1, a preference c never earned
 }
 
 TEST_CASE("a session joining a reused slot finds it exactly as a fresh slot, whatever it held") {

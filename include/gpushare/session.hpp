@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include <gpushare/detail/session_core.hpp>
 #include <gpushare/options.hpp>
@@ -108,6 +109,10 @@ public:
   /// The shm object name of the table, e.g. "/gpushare.default.u1000.GPU-8f1e...".
   const std::string& table_name() const { return core_const().table_name(); }
   bool joined() const noexcept { return core_ && core_->joined(); }
+  /// What its join had to tell that is not an error (<gpushare/notices.hpp>): e.g. that the
+  /// table keeps another capacity than the one asked for. The process's notice handler was given
+  /// each of them once per process (by default: one line each on stderr).
+  const std::vector<notice>& notices() const { return core_const().notices(); }
 
 private:
   friend class scoped_kernel;

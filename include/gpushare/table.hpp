@@ -47,7 +47,7 @@ enum class open_mode {
 /// no session: opening one never appears in a snapshot.
 ///
 ///     auto t = gpushare::table::open("GPU-1234", gpushare::open_mode::open_existing);
-///     for (const auto& s : t.snapshot().sessions) std::cout << s.name << ' ' << s.reserved;
+///     for (const auto& s : t.snapshot().sessions) std::cout << s.name << ' ' << s.memory.reserved;
 ///
 /// Which calls create a table: gpushare::session (and cuda::device_session) always may;
 /// table::open only with open_mode::open_or_create; nothing else does.
@@ -141,8 +141,8 @@ public:
     const std::int64_t wake = detail::apply_settings(
         core_.view(), id.slot, change,
         "session '" + detail::read_bounded(s.name, detail::name_capacity) + "'", core_.name());
-    core_.unlock_after_release(g, change.memory_guarantee.has_value());
-    core_.wake_slot(wake);
+    g.wake_after(wake);
+    if (change.memory_guarantee) g.released_memory();
   }
 
   /// Ends the live session `id` at once, as if its process had died: its hold on the device
@@ -166,10 +166,9 @@ public:
     session_info info = detail::read_session(s, id.slot);
     info.holds_device = detail::current_holder(core_.view()) == static_cast<std::int64_t>(id.slot);
     detail::record_eviction(core_.header(), s, id, me);
-    const std::int64_t next = core_.end_session_locked(id.slot);
-    core_.unlock_after_release(g, true);
-    core_.wake_slot(id.slot); // its own waiting threads: they find the session ended
-    core_.wake_slot(next);
+    g.wake_after(id.slot); // its own waiting threads: they find the session ended
+    g.wake_after(core_.end_session_locked(id.slot));
+    g.wake_memory_waiters(); // its memory came back, and its own memory waiters must wake too
     return info;
   }
 
@@ -200,17 +199,10 @@ public:
                         detail::format_bytes(h.committed_total) +
                         " (reservations, external usage and guarantees); release memory or lower "
                         "guarantees first, or give a capacity of at least that");
-      // Sessions whose limit is the capacity (the default, for a session that set none) follow it.
-      for (std::uint32_t i = 0; i < core_.slot_count(); ++i) {
-        detail::slot_record& s = core_.slot(i);
-        if (s.state.load(std::memory_order_relaxed) == detail::slot_active &&
-            s.memory_limit == h.capacity)
-          s.memory_limit = c;
-      }
-      h.capacity = c;
+      detail::set_capacity(core_.view(), c);
     }
     if (d.max_guard) h.default_max_guard_ns = static_cast<std::uint64_t>(d.max_guard->count());
-    core_.unlock_after_release(g, d.capacity.has_value()); // more room: waiters re-check
+    if (d.capacity) g.released_memory(); // more room: waiters re-check
   }
 
   /// Frees the slots of dead sessions now (any operation also does this when it needs to).

@@ -28,8 +28,9 @@ struct session_id {
   friend bool operator==(const session_id&, const session_id&) = default;
 };
 
-/// One live session as seen in a snapshot.
-struct session_info {
+/// One session of a table, as a snapshot shows it: who it is, its settings, what it holds, and
+/// its counters (session_statistics, the base: `info.guards`, `info.device_ns`, ...).
+struct session_info : session_statistics {
   session_id id;
   std::string name;
   std::int32_t pid = 0; ///< for display: liveness never relies on it
@@ -40,15 +41,11 @@ struct session_info {
   std::uint32_t compute_limit_ppm = 1'000'000;
   std::uint64_t memory_limit = 0;
   std::uint64_t memory_guarantee = 0;
-  std::uint64_t reserved = 0; ///< bytes held by reservations
-  std::uint64_t external = 0; ///< bytes used outside reservations (e.g. CUDA context)
-  std::uint64_t peak = 0;     ///< max of reserved + external
-  std::uint64_t reservations_granted = 0;
-  std::uint64_t reserve_waits = 0;       ///< reservations that had to wait
-  std::uint64_t reserve_wait_ns = 0;     ///< total time spent waiting
-  std::uint64_t reserve_wait_max_ns = 0; ///< longest single wait
-  std::uint32_t waiting_for_memory = 0;  ///< threads blocked in reserve() right now
-  std::uint32_t settings_seq = 0;        ///< bumped by every change of the settings
+  std::uint64_t reserved = 0;           ///< bytes held by reservations
+  std::uint64_t external = 0;           ///< bytes used outside reservations (e.g. CUDA context)
+  std::uint64_t peak = 0;               ///< max of reserved + external
+  std::uint32_t waiting_for_memory = 0; ///< threads blocked in reserve() right now
+  std::uint32_t settings_seq = 0;       ///< bumped by every change of the settings
 
   // compute arbitration
   std::uint64_t quantum_ns = 0;
@@ -56,22 +53,9 @@ struct session_info {
   bool holds_device = false;            ///< it is the table's device holder now
   std::uint32_t active_guards = 0;      ///< its guards inside their region now
   std::uint32_t waiting_for_device = 0; ///< its threads waiting for the device now
-  std::uint64_t device_ns = 0;          ///< device time used in guards (wall time or measured)
-  std::uint64_t guards = 0;             ///< guards completed
-  /// of them, those that entered and exited on the session's lease, without the table lock
-  /// (it held the device and nobody else waited; docs/design.md section 11, "The lease")
-  std::uint64_t guards_on_lease = 0;
-  std::uint64_t device_waits = 0;       ///< guards and yields that had to wait
-  std::uint64_t device_wait_ns = 0;     ///< total time waited for the device
-  std::uint64_t device_wait_max_ns = 0; ///< longest single wait
-  std::uint64_t handovers = 0;          ///< times it gave the device to another session
-  std::uint64_t cap_throttle_ns = 0;    ///< time its compute limit held it back
   std::uint64_t vtime = 0;              ///< virtual time (device ns * 1000 / share)
   /// Its own guard bound (0: the table's default applies, table_snapshot::default_max_guard_ns).
   std::uint64_t max_guard_ns = 0;
-  /// Times its hold on the device was revoked: one of its guards ran past its guard bound with no
-  /// guard entry or exit, and peers were let in while it still ran (docs/design.md section 11).
-  std::uint64_t revocations = 0;
   /// The share of wall time it keeps on the device while it wants it, whatever the priority
   /// classes above it want (ppm; 0: none, strict priority).
   std::uint32_t compute_guarantee_ppm = 0;

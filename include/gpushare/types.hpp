@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -50,6 +51,46 @@ struct memory_amount {
   }
   friend constexpr bool operator==(const memory_amount&, const memory_amount&) = default;
 };
+
+/// A session's counters since it joined: what it reserved, waited for and ran. One struct is both
+/// a part of every session's record in the shared table (detail/layout.hpp) and the base of
+/// session_info, so a counter is declared once: adding one here adds it to the table and to every
+/// snapshot (and changes the table's layout: table_layout_version moves with it). Fixed-width
+/// integers only, all zero in a new record.
+struct session_statistics {
+  std::uint64_t reservations_granted = 0;
+  std::uint64_t reserve_waits = 0;       ///< reservations that had to wait
+  std::uint64_t reserve_wait_ns = 0;     ///< total time spent waiting
+  std::uint64_t reserve_wait_max_ns = 0; ///< longest single wait
+  std::uint64_t device_ns = 0;           ///< device time used in guards (wall time or measured)
+  std::uint64_t guards = 0;              ///< guards completed
+  /// of them, those that entered and exited on the session's lease, without the table lock
+  /// (it held the device and nobody else waited; docs/design.md section 11, "The lease")
+  std::uint64_t guards_on_lease = 0;
+  std::uint64_t device_waits = 0;       ///< guards and yields that had to wait for the device
+  std::uint64_t device_wait_ns = 0;     ///< total time waited for the device
+  std::uint64_t device_wait_max_ns = 0; ///< longest single wait
+  std::uint64_t handovers = 0;          ///< times it gave the device to another session
+  std::uint64_t cap_throttle_ns = 0;    ///< time its compute limit held it back
+  /// Times its hold on the device was revoked: one of its guards ran past its guard bound with no
+  /// guard entry or exit, and peers were let in while it still ran (docs/design.md section 11).
+  std::uint64_t revocations = 0;
+};
+
+/// A notice: what the library has to tell a user that is not an error (<gpushare/notices.hpp>).
+/// `text` is one sentence or a few, without the "gpushare:" prefix.
+struct notice {
+  enum class kind {
+    note,   ///< for information: e.g. the table keeps the capacity it was created with
+    warning ///< probably a mistake: e.g. processes of one key that cannot see each other
+  };
+  kind severity = kind::note;
+  std::string text;
+  friend bool operator==(const notice&, const notice&) = default;
+};
+
+/// Receives each notice once per process (set_notice_handler(), <gpushare/notices.hpp>).
+using notice_handler = std::function<void(const notice&)>;
 
 /// Where a session that holds the device lets an equal-priority waiter take over once its
 /// quantum is used: at any guard boundary (the default), or only at its yield() points (for

@@ -138,9 +138,9 @@ void check_idle_workers(gpushare::detail::table_core& raw, shared_state& st, con
     const auto it = slot_of.find(procs[w].name);
     if (since == 0 || now_ns() - since < 50'000'000 || it == slot_of.end()) continue;
     const d::slot_record& s = raw.slot(it->second);
-    const std::uint32_t running = d::busy_guards(s), waiting = s.wants_device;
-    const std::uint32_t memory = s.memory_waiting;
-    const std::uint64_t reserved = s.reserved, expected = st.idle_reserved[w].load();
+    const std::uint32_t running = d::busy_guards(s), waiting = s.compute.wants_device;
+    const std::uint32_t memory = s.memory.waiting;
+    const std::uint64_t reserved = s.memory.reserved, expected = st.idle_reserved[w].load();
     if (st.idle_since[w].load() != since) continue; // it started an operation meanwhile
     ++rep.idle_checks;
     if ((running != 0 || waiting != 0 || memory != 0 || reserved != expected) &&
@@ -351,7 +351,7 @@ int run(const options& o) {
         for (std::uint32_t i = 0; i < raw.slot_count(); ++i) {
           const auto& slot = raw.slot(i);
           if (slot.state.load(std::memory_order_relaxed) == gpushare::detail::slot_active)
-            sum += slot.reserved;
+            sum += slot.memory.reserved;
         }
         if (sum != h.reserved_total)
           rep.violation("reserved total " + std::to_string(h.reserved_total) +

@@ -11,10 +11,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 // Compute arbitration: the application's training loop.
 extern int steps;           // iterations of the loop
 void launch_step_kernels(); // puts one step's work on the device
+
+// Notices: the application's logger.
+void my_log(const std::string& line);
 
 // The CUDA layer: a kernel and its launch configuration (nvcc compiles these fragments).
 extern std::size_t n; // elements in the buffer

@@ -234,10 +234,10 @@ private:
     case ev::mark:
       if (e.who == 0) // warmup: start counting device time
         for (std::size_t k = 0; k < sc_.sessions.size(); ++k)
-          device_at_warmup_.push_back(slots_[session_slot_[k]].device_ns);
+          device_at_warmup_.push_back(slots_[session_slot_[k]].stats.device_ns);
       else
         for (std::size_t k = 0; k < sc_.sessions.size(); ++k)
-          res_->sessions[k].device_ns = slots_[session_slot_[k]].device_ns - device_at_warmup_[k];
+          res_->sessions[k].device_ns = slots_[session_slot_[k]].stats.device_ns - device_at_warmup_[k];
       break;
     }
   }
@@ -245,18 +245,16 @@ private:
   /// As session_core::activate() does, under the lock.
   void join(int k) {
     const session_spec& spec = sc_.sessions[static_cast<std::size_t>(k)];
-    d::slot_record& s = slots_[session_slot_[static_cast<std::size_t>(k)]];
-    d::reset_slot_for_join(s);
-    ++s.generation;
-    s.priority = spec.priority;
-    s.share = spec.share;
-    s.quantum_ns = spec.quantum;
-    s.handover_mode = spec.mode;
-    s.compute_limit_ppm = spec.limit_ppm;
-    s.compute_guarantee_ppm = spec.guarantee_ppm;
-    s.max_guard_ns = spec.max_guard;
-    s.vtime = d::class_floor(*header_, spec.priority);
-    s.state.store(d::slot_active);
+    d::slot_settings st{};
+    st.priority = spec.priority;
+    st.share = spec.share;
+    st.quantum_ns = spec.quantum;
+    st.handover_mode = spec.mode;
+    st.compute_limit_ppm = spec.limit_ppm;
+    st.compute_guarantee_ppm = spec.guarantee_ppm;
+    st.max_guard_ns = spec.max_guard;
+    st.memory_limit = UINT64_MAX;
+    d::join_slot(view(), session_slot_[static_cast<std::size_t>(k)], {}, st); // the library's join
     for (int j = 0; j < spec.threads; ++j) {
       thread th;
       th.session = k;
@@ -270,11 +268,10 @@ private:
   /// Leaves, as session_core::leave() does: end_session_locked (forget_slot, clear the slot).
   void leave(int k) {
     const std::uint32_t i = session_slot_[static_cast<std::size_t>(k)];
-    wake(d::forget_slot(view(), i, now_));
+    wake(d::end_slot(view(), i, now_)); // the library's own end of a session
     session_result& sr = res_->sessions[static_cast<std::size_t>(k)];
-    sr.books_guards = slots_[i].guards;
-    sr.books_device_ns = slots_[i].device_ns;
-    slots_[i].state.store(d::slot_free);
+    sr.books_guards = slots_[i].stats.guards;
+    sr.books_device_ns = slots_[i].stats.device_ns;
   }
 
   void change(int c) {
@@ -408,7 +405,7 @@ private:
     // The reservation keeps the device up to reserve_ns for a holder descheduled by the CPU, when
     // some session's threads measurably wait for one (cpu_wait_ppm): a CPU delay too.
     if (std::any_of(slots_.begin(), slots_.end(), [](const d::slot_record& s) {
-          return d::is_active(s) && s.cpu_wait_ppm >= d::reserve_cpu_wait_ppm;
+          return d::is_active(s) && s.compute.cpu_wait_ppm >= d::reserve_cpu_wait_ppm;
         }))
       allowed += holders * d::reserve_ns;
     // A higher class may keep its gaps from a lower waiter up to a quarter of its device time
@@ -427,8 +424,8 @@ private:
     if (running_ > 0 && running_session_ != th.session) ++res_->overlaps;
     for (const thread& o : threads_) // (a session its cap holds back cannot run: no inversion)
       if (o.acq.registered && o.session != th.session &&
-          slots_[o.slot].priority > slots_[th.slot].priority && !d::paced(slots_[o.slot], now_) &&
-          !d::owed_guarantee(slots_[th.slot], now_))
+          slots_[o.slot].settings.priority > slots_[th.slot].settings.priority &&
+          !d::paced(slots_[o.slot], now_) && !d::owed_guarantee(slots_[th.slot], now_))
         ++res_->priority_inversions;
     running_session_ = th.session;
     ++running_;

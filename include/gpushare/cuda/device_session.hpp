@@ -237,6 +237,8 @@ public:
   session_id id() const { return sess().id(); }
   const std::string& table_name() const { return sess().table_name(); }
   bool joined() const noexcept { return session_ && session_->joined(); }
+  /// What its join had to tell that is not an error (gpushare::session::notices()).
+  const std::vector<notice>& notices() const { return sess().notices(); }
 
   /// Waits for work in flight, then leaves the table (the destructor does it otherwise).
   void leave() noexcept {

@@ -37,7 +37,7 @@ inline constexpr std::uint64_t commitment(std::uint64_t reserved, std::uint64_t 
   return std::max(sat_add(reserved, external), guarantee);
 }
 inline std::uint64_t commitment(const slot_record& s) noexcept {
-  return commitment(s.reserved, s.external, s.memory_guarantee);
+  return commitment(s.memory.reserved, s.memory.external, s.settings.memory_guarantee);
 }
 
 enum class budget_verdict { granted, over_limit, exceeds_capacity, not_now };
@@ -45,12 +45,12 @@ enum class budget_verdict { granted, over_limit, exceeds_capacity, not_now };
 /// May slot `s` grow its reservations by `bytes` now?
 inline budget_verdict check_grow(const table_header& h, const slot_record& s,
                                  std::uint64_t bytes) noexcept {
-  const std::uint64_t used_after = sat_add(sat_add(s.reserved, s.external), bytes);
+  const std::uint64_t used_after = sat_add(sat_add(s.memory.reserved, s.memory.external), bytes);
   if (bytes > h.capacity) return budget_verdict::exceeds_capacity;
-  if (used_after > s.memory_limit) return budget_verdict::over_limit;
+  if (used_after > s.settings.memory_limit) return budget_verdict::over_limit;
   const std::uint64_t before = commitment(s);
   const std::uint64_t after =
-      commitment(sat_add(s.reserved, bytes), s.external, s.memory_guarantee);
+      commitment(sat_add(s.memory.reserved, bytes), s.memory.external, s.settings.memory_guarantee);
   const std::uint64_t total_after = sat_add(sat_sub(h.committed_total, before), after);
   return total_after <= h.capacity ? budget_verdict::granted : budget_verdict::not_now;
 }
@@ -60,21 +60,23 @@ inline void set_usage(table_header& h, slot_record& s, std::uint64_t reserved,
                       std::uint64_t external, std::uint64_t guarantee) noexcept {
   h.committed_total =
       sat_add(sat_sub(h.committed_total, commitment(s)), commitment(reserved, external, guarantee));
-  h.reserved_total = sat_add(sat_sub(h.reserved_total, s.reserved), reserved);
-  s.reserved = reserved;
-  s.external = external;
-  s.memory_guarantee = guarantee;
-  s.peak = std::max(s.peak, sat_add(reserved, external));
+  h.reserved_total = sat_add(sat_sub(h.reserved_total, s.memory.reserved), reserved);
+  s.memory.reserved = reserved;
+  s.memory.external = external;
+  s.settings.memory_guarantee = guarantee;
+  s.memory.peak = std::max(s.memory.peak, sat_add(reserved, external));
 }
 
 inline void apply_grow(table_header& h, slot_record& s, std::uint64_t bytes) noexcept {
-  set_usage(h, s, sat_add(s.reserved, bytes), s.external, s.memory_guarantee);
-  ++s.reservations_granted;
+  set_usage(h, s, sat_add(s.memory.reserved, bytes), s.memory.external,
+            s.settings.memory_guarantee);
+  ++s.stats.reservations_granted;
 }
 
 /// Releases `bytes` (clamped to what the slot holds: a double release cannot underflow).
 inline void apply_shrink(table_header& h, slot_record& s, std::uint64_t bytes) noexcept {
-  set_usage(h, s, sat_sub(s.reserved, bytes), s.external, s.memory_guarantee);
+  set_usage(h, s, sat_sub(s.memory.reserved, bytes), s.memory.external,
+            s.settings.memory_guarantee);
 }
 
 /// Can a new guarantee of `guarantee` bytes be promised to slot `s` (whose current figures are
@@ -85,9 +87,42 @@ inline void apply_shrink(table_header& h, slot_record& s, std::uint64_t bytes) n
 inline bool guarantee_fits(const table_header& h, const slot_record& s,
                            std::uint64_t guarantee) noexcept {
   const std::uint64_t before = commitment(s);
-  const std::uint64_t after = commitment(s.reserved, s.external, guarantee);
+  const std::uint64_t after = commitment(s.memory.reserved, s.memory.external, guarantee);
   if (after <= before) return true;
   return sat_add(sat_sub(h.committed_total, before), after) <= h.capacity;
+}
+
+/// Can a joining session be promised a guarantee of `guarantee` bytes? Its slot counts nowhere yet
+/// (it is free); joining with no guarantee is never refused because of what others use.
+inline bool join_fits(const table_header& h, std::uint64_t guarantee) noexcept {
+  return guarantee == 0 || sat_add(h.committed_total, guarantee) <= h.capacity;
+}
+
+/// A thread of slot `s` starts waiting for memory. The memory-waiter counts (the slot's and the
+/// header's total) are written only here, in remove_memory_waiters(), clear_slot() and
+/// recompute_totals().
+inline void add_memory_waiter(table_header& h, slot_record& s) noexcept {
+  ++s.memory.waiting;
+  ++h.memory_waiters;
+}
+
+/// `n` threads of slot `s` stop waiting for memory (at most as many as it counts: a count undone
+/// twice cannot underflow). Returns how many were taken off.
+inline std::uint32_t remove_memory_waiters(table_header& h, slot_record& s,
+                                           std::uint32_t n) noexcept {
+  const std::uint32_t k = std::min(n, s.memory.waiting);
+  s.memory.waiting -= k;
+  h.memory_waiters = sat_sub32(h.memory_waiters, k);
+  return k;
+}
+
+/// A thread of slot `s` that waited `waited_ns` for memory got it or gave up: it stops counting as
+/// a waiter, and the wait counts in the slot's statistics.
+inline void memory_wait_ended(table_header& h, slot_record& s, std::uint64_t waited_ns) noexcept {
+  remove_memory_waiters(h, s, 1);
+  ++s.stats.reserve_waits;
+  s.stats.reserve_wait_ns = sat_add(s.stats.reserve_wait_ns, waited_ns);
+  s.stats.reserve_wait_max_ns = std::max(s.stats.reserve_wait_max_ns, waited_ns);
 }
 
 /// Removes an active slot's contributions from the totals and marks it free.
@@ -95,10 +130,24 @@ inline void clear_slot(table_header& h, slot_record& s) noexcept {
   if (s.state.load(std::memory_order_relaxed) == slot_active) {
     set_usage(h, s, 0, 0, 0);
     h.live_sessions = h.live_sessions > 0 ? h.live_sessions - 1 : 0;
-    h.memory_waiters = sat_sub32(h.memory_waiters, s.memory_waiting);
+    remove_memory_waiters(h, s, UINT32_MAX);
   }
-  s.memory_waiting = 0;
+  s.memory.waiting = 0; // a free slot's count is in no total
   s.state.store(slot_free, std::memory_order_release);
+}
+
+/// Sets the table's capacity to `capacity` bytes (the caller checked that it holds what is
+/// committed). Sessions whose limit is the capacity (the default, for a session that set none)
+/// follow it.
+inline void set_capacity(const table_view& t, std::uint64_t capacity) noexcept {
+  table_header& h = *t.header;
+  for (std::uint32_t i = 0; i < t.slot_count; ++i) {
+    slot_record& s = t.slots[i];
+    if (s.state.load(std::memory_order_relaxed) == slot_active &&
+        s.settings.memory_limit == h.capacity)
+      s.settings.memory_limit = capacity;
+  }
+  h.capacity = capacity;
 }
 
 /// Rebuilds every derived total from the slots (after the lock's owner died mid-update).
@@ -109,10 +158,10 @@ inline void recompute_totals(const table_view& t) noexcept {
   for (std::uint32_t i = 0; i < t.slot_count; ++i) {
     const slot_record& s = t.slots[i];
     if (s.state.load(std::memory_order_relaxed) != slot_active) continue;
-    reserved = sat_add(reserved, s.reserved);
+    reserved = sat_add(reserved, s.memory.reserved);
     committed = sat_add(committed, commitment(s));
     ++live;
-    waiters += std::min(s.memory_waiting, 1024u); // bounded: a scribbled count cannot overflow
+    waiters += std::min(s.memory.waiting, 1024u); // bounded: a scribbled count cannot overflow
   }
   h.reserved_total = reserved;
   h.committed_total = committed;

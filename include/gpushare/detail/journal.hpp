@@ -131,9 +131,7 @@ bool fold_journal(const table_view& t, std::uint32_t i, std::uint64_t now, Wake&
   if (const std::uint32_t n = s.journal_device_waiters.exchange(0, std::memory_order_seq_cst))
     remove_waiters(t, i, n);
   if (const std::uint32_t n = s.journal_memory_waiters.exchange(0, std::memory_order_seq_cst)) {
-    const std::uint32_t k = std::min(n, s.memory_waiting);
-    s.memory_waiting -= k;
-    h.memory_waiters = sat_sub32(h.memory_waiters, k);
+    remove_memory_waiters(h, s, n);
     released = true; // the waiters' count changed: let the others re-check
   }
   if (const std::uint64_t ns = s.journal_device_ns.exchange(0, std::memory_order_seq_cst))

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include <gpushare/types.hpp>
 #include <gpushare/version.hpp>
 
 namespace gpushare {
@@ -142,48 +143,41 @@ struct alignas(64) table_header {
   alignas(64) std::atomic<std::uint32_t> journal_pending;
 };
 
-struct alignas(64) slot_record {
-  std::atomic<std::uint32_t> state; ///< slot_free or slot_active; written under the table lock
-  std::uint32_t generation;         ///< bumped at every join: (index, generation) names a session
-  std::int32_t pid;                 ///< display only: liveness never trusts it
-  std::uint32_t memory_waiting;     ///< threads of this session blocked in reserve()
-  std::uint64_t start_time_ticks;   ///< display only: /proc/self/stat starttime
-  std::uint64_t joined_unix_ns;
-  char name[name_capacity];
-
-  // ---- settings: written by the owner or by a remote configurer, under the table lock
+/// A session's settings: written when it joins (one assignment), and by the owner or a remote
+/// configurer (detail/settings.hpp) under the table lock. Every field is fixed at join or changed
+/// by a settings change; nothing else writes them.
+struct slot_settings {
   std::int32_t priority;
   std::uint32_t share;
   std::uint32_t compute_limit_ppm;
-  std::uint32_t settings_seq;     ///< bumped on every change of the settings
-  std::uint64_t memory_limit;     ///< bytes, resolved against capacity
-  std::uint64_t memory_guarantee; ///< bytes, resolved against capacity
+  std::uint32_t compute_guarantee_ppm; ///< device time it keeps while busy (0: none)
+  std::uint32_t handover_mode;         ///< handover_at_guard or handover_at_yield
+  std::uint32_t unused;                ///< zero
+  std::uint64_t memory_limit;          ///< bytes, resolved against capacity
+  std::uint64_t memory_guarantee;      ///< bytes, resolved against capacity
+  std::uint64_t quantum_ns;            ///< device time it may keep the device while equals wait
+  std::uint64_t max_guard_ns; ///< its guards lose the device after this long without a guard
+                              ///< boundary (0: the table's default_max_guard_ns)
+};
 
-  // ---- memory accounting, under the table lock
+/// A session's memory accounting, under the table lock. `reserved` and `external` count in the
+/// table's totals (detail/budget.hpp, their and the waiter counts' only writer).
+struct slot_memory {
   std::uint64_t reserved; ///< bytes held by this session's reservations
   std::uint64_t external; ///< bytes used outside reservations (e.g. a CUDA context)
   std::uint64_t peak;     ///< max of reserved + external
-  std::uint64_t reservations_granted;
-  std::uint64_t reserve_waits;
-  std::uint64_t reserve_wait_ns;
-  std::uint64_t reserve_wait_max_ns;
+  std::uint32_t waiting;  ///< threads of this session blocked in reserve()
+  std::uint32_t unused;   ///< zero
+};
 
-  // ---- compute arbitration, under the table lock (grant_word is also a futex)
-  std::atomic<std::uint32_t> grant_word; ///< bumped to wake this session's waiting threads
-  std::uint32_t active_guards;           ///< guards of this session inside their region now
-  std::uint32_t wants_device;            ///< threads of this session waiting for the device
-  std::uint32_t handover_mode;           ///< handover_at_guard or handover_at_yield
-  std::uint64_t quantum_ns;              ///< device time it may keep the device while equals wait
-  std::uint64_t vtime;                   ///< virtual time: device ns * 1000 / share
-  std::uint64_t wait_since_ns;           ///< when its oldest waiting thread started waiting
-  std::uint64_t cap_vclock_ns; ///< compute-limit pacing clock: may start a guard when <= now
-  std::uint64_t device_ns;     ///< total device time used in guards
-  std::uint64_t guards;
-  std::uint64_t device_waits; ///< guards and yields that had to wait for the device
-  std::uint64_t device_wait_ns;
-  std::uint64_t device_wait_max_ns;
-  std::uint64_t handovers;       ///< times it gave the device to another session
-  std::uint64_t cap_throttle_ns; ///< time its compute limit held it back
+/// A session's compute-arbitration state (detail/scheduler.hpp and the sched_*.hpp it includes),
+/// under the table lock.
+struct slot_compute {
+  std::uint32_t active_guards;   ///< guards of this session inside their region now
+  std::uint32_t wants_device;    ///< threads of this session waiting for the device
+  std::uint64_t vtime;           ///< virtual time: device ns * 1000 / share
+  std::uint64_t wait_since_ns;   ///< when its oldest waiting thread started waiting
+  std::uint64_t cap_vclock_ns;   ///< compute-limit pacing clock: may start a guard when <= now
   std::uint64_t last_active_ns;  ///< monotonic time it last held or used the device (0: never)
   std::uint64_t quantum_debt_ns; ///< how far its last turn overran its quantum: its next is shorter
   std::uint32_t last_turn_busy;  ///< its last turn was mostly guards, not idle gaps (1) or not (0)
@@ -191,18 +185,42 @@ struct alignas(64) slot_record {
   /// Idle time it kept the device from waiters, less 1/16 of the device time it used since (a
   /// leaky bucket): once this reaches the idle grace, it hands its gaps to equal waiters.
   std::uint64_t idle_debt_ns;
-  std::uint64_t last_turn_ns; ///< how long its last turn was (device and idle time, <= quantum)
+  std::uint64_t last_turn_ns;        ///< how long its last turn was (device and idle time)
+  std::uint64_t guarantee_vclock_ns; ///< compute-guarantee clock: owed while below now
+  /// As idle_debt_ns, drained by 1/4 of its device time: once this reaches the idle grace, a
+  /// lower class takes its gaps.
+  std::uint64_t lower_debt_ns;
+};
 
-  // ---- the lease (detail/scheduler.hpp, "The lease"): an uncontended holder's guards enter and
-  // exit without the table lock. Atomics, written by the owner's guards without the lock and
-  // folded (exchanged) by any lock holder.
+/// One session's record. A join resets the whole record but what must stay monotone across the
+/// sessions that use the slot (detail/slot.hpp), then writes the identity, `settings` in one
+/// assignment and the usage; everything else starts at zero.
+struct alignas(64) slot_record {
+  std::atomic<std::uint32_t> state; ///< slot_free or slot_active; written under the table lock
+  std::uint32_t generation;         ///< bumped at every join: (index, generation) names a session
+  std::uint32_t settings_seq;       ///< bumped on every change of the settings
+  /// Bumped to wake this session's waiting threads (a futex word, so monotone across sessions).
+  std::atomic<std::uint32_t> grant_word;
+  std::int32_t pid;               ///< display only: liveness never trusts it
+  std::uint32_t evicted_by_uid;   ///< who evicted it (`gpushare evict`, table::evict)
+  std::uint64_t evicted_unix_ns;  ///< when it was evicted (kept after the slot is freed)
+  std::uint64_t start_time_ticks; ///< display only: /proc/self/stat starttime
+  std::uint64_t joined_unix_ns;
+  char name[name_capacity];
+
+  slot_settings settings;
+  slot_memory memory;
+  slot_compute compute;
+  session_statistics stats; ///< its counters, as session_info shows them
+
+  // ---- the lease (detail/sched_lease.hpp): an uncontended holder's guards enter and exit
+  // without the table lock. Atomics, written by the owner's guards without the lock and folded
+  // (exchanged) by any lock holder.
   std::atomic<std::uint32_t> lease;         ///< 1: its guards may enter and exit without the lock
   std::atomic<std::uint32_t> lease_guards;  ///< guards entered on the lease, inside their region
   std::atomic<std::uint64_t> lease_used_ns; ///< device time of exited lease guards, not yet folded
   std::atomic<std::uint64_t> lease_exits;   ///< lease guards that exited, not yet folded
   std::atomic<std::uint64_t> lease_last_exit_ns; ///< when one last exited (or the lease began)
-  std::uint64_t
-      lease_guards_done; ///< statistics: guards that ran on a lease (folded, under the lock)
 
   // ---- the journal (detail/journal.hpp): updates of this session's exit paths that could not
   // take the table lock (a stopped peer held it past the lock timeout). Atomics, added to by the
@@ -218,20 +236,7 @@ struct alignas(64) slot_record {
   std::atomic<std::uint32_t> journal_memory_waiters; ///< memory-waiter counts to undo
   std::atomic<std::uint32_t> journal_lease_exits;    ///< lease guards owed their locked exit
 
-  // ---- a stuck holder's remedies and the compute guarantee (docs/design.md section 11), under
-  // the table lock
-  std::uint64_t max_guard_ns; ///< setting: its guards lose the device after this long without a
-                              ///< guard boundary (0: the table's default_max_guard_ns)
-  std::uint64_t revocations;  ///< times its hold on the device was revoked (max_guard)
-  std::uint64_t guarantee_vclock_ns; ///< compute-guarantee clock: owed while below now
-  std::uint64_t evicted_unix_ns; ///< when `gpushare evict` ended it (kept after the slot is freed)
-  std::uint32_t compute_guarantee_ppm; ///< setting: device time it keeps while busy (0: none)
-  std::uint32_t evicted_by_uid;        ///< who evicted it
-  /// As idle_debt_ns, drained by 1/4 of its device time: once this reaches the idle grace, a
-  /// lower class takes its gaps.
-  std::uint64_t lower_debt_ns;
-
-  std::uint8_t spare[512 - 472]; ///< room to grow without moving fields
+  std::uint8_t spare[512 - 480]; ///< room to grow without moving fields
 };
 
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
@@ -241,11 +246,17 @@ static_assert(offsetof(table_prefix, init_state) == 12);
 static_assert(sizeof(table_prefix) == 40);
 static_assert(std::is_standard_layout_v<slot_record>);
 static_assert(sizeof(slot_record) == 512, "slot layout changed: bump table_layout_version");
-static_assert(offsetof(slot_record, grant_word) == 184);
-static_assert(offsetof(slot_record, lease) == 328);
-static_assert(offsetof(slot_record, journal_exits) == 368);
-static_assert(offsetof(slot_record, max_guard_ns) == 424);
-static_assert(offsetof(slot_record, spare) == 472);
+static_assert(std::is_trivially_copyable_v<session_statistics>);
+static_assert(std::is_standard_layout_v<session_statistics>);
+static_assert(sizeof(slot_settings) == 56 && sizeof(slot_memory) == 32 &&
+              sizeof(slot_compute) == 88);
+static_assert(sizeof(session_statistics) == 13 * 8, "a new statistic: bump table_layout_version");
+static_assert(offsetof(slot_record, grant_word) == 12);
+static_assert(offsetof(slot_record, settings) == 112);
+static_assert(offsetof(slot_record, stats) == 288);
+static_assert(offsetof(slot_record, lease) == 392);
+static_assert(offsetof(slot_record, journal_exits) == 424);
+static_assert(offsetof(slot_record, spare) == 480);
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 static_assert(offsetof(table_header, lock) % 64 == 0);
 

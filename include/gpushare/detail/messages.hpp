@@ -141,16 +141,16 @@ inline error never_fits(const session_facts& f, const table_core& t, budget_verd
     }
     return error(errc::exceeds_capacity, why);
   }
-  return error(errc::over_limit, "session '" + f.name + "': reserving " + format_bytes(bytes) +
-                                     " would exceed its memory limit of " +
-                                     format_capacity(s.memory_limit) +
-                                     (s.memory_limit == f.limit_at_join
-                                          ? amount_read_as(f.limit_given, s.memory_limit)
-                                          : std::string()) +
-                                     " (reserved " + format_bytes(s.reserved) +
-                                     ", used outside reservations " + format_bytes(s.external) +
-                                     "); raise the limit (GPUSHARE_MEMORY_LIMIT or `gpushare "
-                                     "set`) or reserve less");
+  return error(errc::over_limit,
+               "session '" + f.name + "': reserving " + format_bytes(bytes) +
+                   " would exceed its memory limit of " + format_capacity(s.settings.memory_limit) +
+                   (s.settings.memory_limit == f.limit_at_join
+                        ? amount_read_as(f.limit_given, s.settings.memory_limit)
+                        : std::string()) +
+                   " (reserved " + format_bytes(s.memory.reserved) +
+                   ", used outside reservations " + format_bytes(s.memory.external) +
+                   "); raise the limit (GPUSHARE_MEMORY_LIMIT or `gpushare "
+                   "set`) or reserve less");
 }
 
 /// A reservation of `bytes` by slot `s` that did not fit within `timeout_ns` (call under the
@@ -163,7 +163,7 @@ inline error not_available(const session_facts& f, const table_core& t, const sl
                                   std::to_string(timeout_ns / 1'000'000) + " ms (table '" +
                                   t.name() + "': capacity " + format_capacity(h.capacity) +
                                   ", committed " + format_bytes(h.committed_total) +
-                                  "; this session holds " + format_bytes(s.reserved) + ")");
+                                  "; this session holds " + format_bytes(s.memory.reserved) + ")");
 }
 
 /// The error of a guard of the session in slot `slot` that did not get the device by its
@@ -183,13 +183,14 @@ inline error guard_timeout(const session_facts& f, const table_core& t, std::uin
     why = "this session holds the device but must first let its running guards drain";
   } else {
     const slot_record& hs = v.slots[h];
-    const std::uint64_t quiet = hs.last_active_ns ? sat_sub(now, hs.last_active_ns) : 0;
+    const std::uint64_t quiet =
+        hs.compute.last_active_ns ? sat_sub(now, hs.compute.last_active_ns) : 0;
     why = "the device is held by session '" + read_bounded(hs.name, name_capacity) + "' (slot " +
           std::to_string(h) + ", pid " + std::to_string(hs.pid) + ")";
     if (busy_guards(hs) > 0)
       why += ", inside a guard with no guard entry or exit for " +
              std::to_string(quiet / 1'000'000) +
-             " ms (its quantum: " + std::to_string(hs.quantum_ns / 1'000'000) +
+             " ms (its quantum: " + std::to_string(hs.settings.quantum_ns / 1'000'000) +
              " ms); is it stopped (SIGSTOP, a debugger, docker pause) or hung in its guard? "
              "`gpushare evict` ends such a session; a guard bound (GPUSHARE_MAX_GUARD, or the "
              "table's default) revokes such a hold by itself";

@@ -89,7 +89,8 @@ inline bool is_active(const slot_record& s) noexcept {
 
 /// Whether session `s` must pause before its next guard (its compute limit).
 inline bool paced(const slot_record& s, std::uint64_t now) noexcept {
-  return s.compute_limit_ppm != 0 && s.compute_limit_ppm < 1'000'000 && s.cap_vclock_ns > now;
+  return s.settings.compute_limit_ppm != 0 && s.settings.compute_limit_ppm < 1'000'000 &&
+         s.compute.cap_vclock_ns > now;
 }
 
 /// A session with a compute guarantee that has used less than its guarantee is owed: its clock
@@ -102,7 +103,8 @@ inline constexpr std::uint64_t no_time = UINT64_MAX;
 
 /// Whether session `s` is owed device time by its compute guarantee at `now`.
 inline bool owed_guarantee(const slot_record& s, std::uint64_t now) noexcept {
-  return s.compute_guarantee_ppm != 0 && now != no_time && s.guarantee_vclock_ns < now;
+  return s.settings.compute_guarantee_ppm != 0 && now != no_time &&
+         s.compute.guarantee_vclock_ns < now;
 }
 
 /// The class session `s` competes in as a waiter at `now`: its priority, or, while its compute
@@ -112,20 +114,20 @@ inline bool owed_guarantee(const slot_record& s, std::uint64_t now) noexcept {
 inline int claim_priority(const slot_record& s, std::uint64_t now) noexcept {
   // Owed sessions rank above every class, and among themselves by their own classes (8 + class:
   // priorities are 0..7, clamped here since they come from shared memory).
-  return owed_guarantee(s, now) ? 8 + std::clamp(s.priority, 0, 7) : s.priority;
+  return owed_guarantee(s, now) ? 8 + std::clamp(s.settings.priority, 0, 7) : s.settings.priority;
 }
 
 /// Records a sample of the share of time session `s`'s threads waited for a CPU (runnable, not
 /// running) since the previous sample: a moving average, 1/4 weight to the new sample.
 inline void note_cpu_wait(slot_record& s, std::uint32_t sample_ppm) noexcept {
   const std::uint64_t avg =
-      (std::uint64_t{s.cpu_wait_ppm} * 3 + std::min(sample_ppm, 1'000'000u)) / 4;
-  s.cpu_wait_ppm = static_cast<std::uint32_t>(avg);
+      (std::uint64_t{s.compute.cpu_wait_ppm} * 3 + std::min(sample_ppm, 1'000'000u)) / 4;
+  s.compute.cpu_wait_ppm = static_cast<std::uint32_t>(avg);
 }
 
 /// Virtual time that `used_ns` of device time costs session `s`.
 inline std::uint64_t virtual_ns(const slot_record& s, std::uint64_t used_ns) noexcept {
-  return mul_div(used_ns, 1000, std::max<std::uint32_t>(s.share, 1));
+  return mul_div(used_ns, 1000, std::max<std::uint32_t>(s.settings.share, 1));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -160,10 +162,25 @@ template <class F> void for_each_waiting(const table_view& t, F&& f) {
 }
 
 /// One more thread of slot `i` waits for the device, from `now`.
+/// What device_wait_ended() is given for a thread that got the device without waiting.
+inline constexpr std::uint64_t no_wait = UINT64_MAX;
+
+/// A thread of slot `s` got the device: `waited_ns` after it asked (no_wait: at once), and its
+/// compute limit held it back `throttled_ns` meanwhile. Counted in the slot's statistics.
+inline void device_wait_ended(slot_record& s, std::uint64_t waited_ns,
+                              std::uint64_t throttled_ns) noexcept {
+  if (waited_ns != no_wait) {
+    ++s.stats.device_waits;
+    s.stats.device_wait_ns = sat_add(s.stats.device_wait_ns, waited_ns);
+    s.stats.device_wait_max_ns = std::max(s.stats.device_wait_max_ns, waited_ns);
+  }
+  s.stats.cap_throttle_ns = sat_add(s.stats.cap_throttle_ns, throttled_ns);
+}
+
 inline void add_waiter(const table_view& t, std::uint32_t i, std::uint64_t now) noexcept {
   slot_record& s = t.slots[i];
-  if (s.wants_device++ == 0) {
-    s.wait_since_ns = now;
+  if (s.compute.wants_device++ == 0) {
+    s.compute.wait_since_ns = now;
     set_waiting_bit(*t.header, i, true);
   }
   t.header->device_waiters.fetch_add(1, std::memory_order_relaxed);
@@ -173,9 +190,9 @@ inline void add_waiter(const table_view& t, std::uint32_t i, std::uint64_t now) 
 inline void remove_waiters(const table_view& t, std::uint32_t i,
                            std::uint32_t threads = 1) noexcept {
   slot_record& s = t.slots[i];
-  const std::uint32_t n = std::min(threads, s.wants_device);
-  s.wants_device -= n;
-  if (s.wants_device == 0) {
+  const std::uint32_t n = std::min(threads, s.compute.wants_device);
+  s.compute.wants_device -= n;
+  if (s.compute.wants_device == 0) {
     set_waiting_bit(*t.header, i, false);
     if (t.header->watcher == i + 1) { // nobody of it watches any more: the watch is off
       t.header->watcher = 0;
@@ -188,7 +205,7 @@ inline void remove_waiters(const table_view& t, std::uint32_t i,
 
 /// Virtual time of one quantum of session `s`: how far one turn moves it.
 inline std::uint64_t quantum_vt(const slot_record& s) noexcept {
-  return virtual_ns(s, s.quantum_ns);
+  return virtual_ns(s, s.settings.quantum_ns);
 }
 
 /// The session with the best claim to the device among the waiting slots (except `except`) and,
@@ -208,7 +225,8 @@ inline std::int64_t best_claim(const table_view& t, std::int64_t except, std::in
   auto for_each_candidate = [&](auto&& f) {
     for_each_waiting(t, [&](std::uint32_t i) {
       const slot_record& s = t.slots[i];
-      if (i != except && i != also && s.wants_device > 0 && is_active(s) && !paced(s, now)) f(i);
+      if (i != except && i != also && s.compute.wants_device > 0 && is_active(s) && !paced(s, now))
+        f(i);
     });
     if (also != nobody && also != except) f(static_cast<std::uint32_t>(also));
   };
@@ -219,22 +237,22 @@ inline std::int64_t best_claim(const table_view& t, std::int64_t except, std::in
     const int c = claim_priority(s, now);
     if (c > top) {
       top = c;
-      lowest = s.vtime;
+      lowest = s.compute.vtime;
     } else if (c == top) {
-      lowest = std::min(lowest, s.vtime);
+      lowest = std::min(lowest, s.compute.vtime);
     }
   });
   std::int64_t best = nobody;
   std::uint64_t best_since = 0;
   for_each_candidate([&](std::uint32_t i) {
     const slot_record& s = t.slots[i];
-    if (claim_priority(s, now) != top || s.vtime > sat_add(lowest, quantum_vt(s))) return;
-    const std::uint64_t since = s.wants_device > 0 ? s.wait_since_ns : now;
+    if (claim_priority(s, now) != top || s.compute.vtime > sat_add(lowest, quantum_vt(s))) return;
+    const std::uint64_t since = s.compute.wants_device > 0 ? s.compute.wait_since_ns : now;
     if (best != nobody) {
       const slot_record& b = t.slots[best];
-      if (since != best_since  ? since > best_since
-          : s.vtime != b.vtime ? s.vtime > b.vtime
-                               : i > best)
+      if (since != best_since                  ? since > best_since
+          : s.compute.vtime != b.compute.vtime ? s.compute.vtime > b.compute.vtime
+                                               : i > best)
         return;
     }
     best = i;
@@ -260,7 +278,8 @@ inline std::int64_t wake_paced_waiter(const table_view& t, std::int64_t except,
   std::int64_t found = nobody;
   for_each_waiting(t, [&](std::uint32_t i) {
     const slot_record& s = t.slots[i];
-    if (found == nobody && i != except && s.wants_device > 0 && is_active(s) && paced(s, now))
+    if (found == nobody && i != except && s.compute.wants_device > 0 && is_active(s) &&
+        paced(s, now))
       found = i;
   });
   if (found != nobody) t.slots[found].grant_word.fetch_add(1, std::memory_order_release);

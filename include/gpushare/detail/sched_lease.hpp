@@ -43,11 +43,11 @@ inline void fold_lease(const table_view& t, std::uint32_t i, bool charge_quantum
   const std::uint64_t used = s.lease_used_ns.exchange(0, std::memory_order_acq_rel);
   if (exits == 0 && used == 0) return;
   const std::uint64_t last = s.lease_last_exit_ns.load(std::memory_order_relaxed);
-  s.guards = sat_add(s.guards, exits);
-  s.lease_guards_done = sat_add(s.lease_guards_done, exits);
+  s.stats.guards = sat_add(s.stats.guards, exits);
+  s.stats.guards_on_lease = sat_add(s.stats.guards_on_lease, exits);
   account_device_time(*t.header, s, used, charge_quantum, last);
-  raise_floor(t, s.priority); // renormalises too
-  s.last_active_ns = std::max(s.last_active_ns, last);
+  raise_floor(t, s.settings.priority); // renormalises too
+  s.compute.last_active_ns = std::max(s.compute.last_active_ns, last);
 }
 
 /// At the exit of the last guard of holder `i`, with nobody waiting: grants it the lease if
@@ -55,8 +55,9 @@ inline void fold_lease(const table_view& t, std::uint32_t i, bool charge_quantum
 inline bool grant_lease(const table_view& t, std::uint32_t i, std::uint64_t now) noexcept {
   table_header& h = *t.header;
   slot_record& s = t.slots[i];
-  if (h.device_waiters.load(std::memory_order_relaxed) != 0 || s.wants_device != 0) return false;
-  if (s.compute_limit_ppm != 0 && s.compute_limit_ppm < 1'000'000) return false;
+  if (h.device_waiters.load(std::memory_order_relaxed) != 0 || s.compute.wants_device != 0)
+    return false;
+  if (s.settings.compute_limit_ppm != 0 && s.settings.compute_limit_ppm < 1'000'000) return false;
   // As release_at_guard_exit() with nobody waiting: the turn ends; one starts when someone waits.
   h.holder_idle_since_ns = now;
   ++h.holder_exits;
@@ -79,7 +80,8 @@ inline std::int64_t settle_lease(const table_view& t, std::uint32_t i, std::uint
   const std::uint32_t running = s.lease_guards.load(std::memory_order_seq_cst);
   fold_lease(t, i, false);
   if (current_holder(t) != i) return nobody; // (a lease holder is the holder; defensive)
-  if (running == 0 && s.active_guards == 0)  // idle on the lease: release as its last exit would
+  if (running == 0 &&
+      s.compute.active_guards == 0) // idle on the lease: release as its last exit would
     return release_at_guard_exit(t, i, s.lease_last_exit_ns.load(std::memory_order_relaxed));
   table_header& h = *t.header; // busy: a turn starts now, and its guards' exits end it
   h.holder_since_ns = now;
@@ -87,7 +89,7 @@ inline std::int64_t settle_lease(const table_view& t, std::uint32_t i, std::uint
   h.quantum_used_ns = 0;
   h.holder_idle_ns = 0;
   h.holder_started = 1;
-  s.last_active_ns = now;
+  s.compute.last_active_ns = now;
   return nobody;
 }
 
@@ -108,7 +110,7 @@ inline std::int64_t lease_exit_step(const table_view& t, std::uint32_t i,
   fold_lease(t, i, holder);
   if (s.lease.load(std::memory_order_relaxed) != 0) return nobody; // leased again meanwhile
   if (!holder || busy_guards(s) > 0) return nobody;
-  s.last_active_ns = now;
+  s.compute.last_active_ns = now;
   return release_at_guard_exit(t, i, now);
 }
 

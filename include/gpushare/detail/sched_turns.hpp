@@ -23,15 +23,16 @@ namespace detail {
 enum class boundary { guard_enter, guard_exit, yield, takeover };
 
 inline std::uint64_t idle_grace(const slot_record& holder) noexcept {
-  return holder.handover_mode == handover_at_yield ? idle_grace_at_yield_ns
-                                                   : idle_grace_at_guard_ns;
+  return holder.settings.handover_mode == handover_at_yield ? idle_grace_at_yield_ns
+                                                            : idle_grace_at_guard_ns;
 }
 
 /// How long a handover_at_yield holder keeps the device without yielding while others are due:
 /// 16 quanta, from 100 ms to 1 s, and never less than one quantum.
 inline std::uint64_t yield_backstop(const slot_record& hs) noexcept {
-  const std::uint64_t quanta = mul_div(hs.quantum_ns, yield_backstop_quanta, 1);
-  return std::max(hs.quantum_ns, std::clamp(quanta, yield_backstop_min_ns, yield_backstop_max_ns));
+  const std::uint64_t quanta = mul_div(hs.settings.quantum_ns, yield_backstop_quanta, 1);
+  return std::max(hs.settings.quantum_ns,
+                  std::clamp(quanta, yield_backstop_min_ns, yield_backstop_max_ns));
 }
 
 /// Whether holder `hs`, with a gap of `gap_ns` in progress, has left the device idle long enough
@@ -45,7 +46,7 @@ inline std::uint64_t yield_backstop(const slot_record& hs) noexcept {
 /// the lower class got 0% of a device 75-80% idle (issue 23, case 3). The at_yield grace is for
 /// equal-class waiters only: a lower class takes gaps, it does not end iterations.
 inline bool lower_class_may_take(const slot_record& hs, std::uint64_t gap_ns) noexcept {
-  return sat_add(hs.lower_debt_ns, gap_ns) >= idle_grace_at_guard_ns;
+  return sat_add(hs.compute.lower_debt_ns, gap_ns) >= idle_grace_at_guard_ns;
 }
 
 /// Whether holder `hs` keeps the device idle through its gaps beyond 1/16 of its device time
@@ -55,13 +56,14 @@ inline bool lower_class_may_take(const slot_record& hs, std::uint64_t gap_ns) no
 /// let a CPU scheduler balance device time again (3:1 on one CPU next to two CPU hogs came out
 /// 55-60 / 40-45).
 inline bool hands_gaps_over(const slot_record& hs) noexcept {
-  return hs.idle_debt_ns >= idle_grace_at_guard_ns && hs.cpu_wait_ppm < reserve_cpu_wait_ppm;
+  return hs.compute.idle_debt_ns >= idle_grace_at_guard_ns &&
+         hs.compute.cpu_wait_ppm < reserve_cpu_wait_ppm;
 }
 
 /// Adds a gap that holder `s` kept idle while others waited to both its idle debts.
 inline void add_idle_debt(slot_record& s, std::uint64_t gap_ns) noexcept {
-  s.idle_debt_ns = sat_add(s.idle_debt_ns, gap_ns);
-  s.lower_debt_ns = sat_add(s.lower_debt_ns, gap_ns);
+  s.compute.idle_debt_ns = sat_add(s.compute.idle_debt_ns, gap_ns);
+  s.compute.lower_debt_ns = sat_add(s.compute.lower_debt_ns, gap_ns);
 }
 
 /// Catch-up: a waiter `ws` behind holder `hs` by more than one turn, and busy in its last turn,
@@ -72,8 +74,8 @@ inline void add_idle_debt(slot_record& s, std::uint64_t gap_ns) noexcept {
 /// as it is behind by one. A waiter that idled through its last turn does not catch up: it would
 /// leave the device idle again. (Never both ways: a waiter granted the device by it is behind.)
 inline bool catches_up(const slot_record& hs, const slot_record& ws) noexcept {
-  const std::uint64_t turn = std::min(quantum_vt(hs), virtual_ns(ws, ws.last_turn_ns));
-  return ws.last_turn_busy != 0 && sat_add(ws.vtime, turn) < hs.vtime;
+  const std::uint64_t turn = std::min(quantum_vt(hs), virtual_ns(ws, ws.compute.last_turn_ns));
+  return ws.compute.last_turn_busy != 0 && sat_add(ws.compute.vtime, turn) < hs.compute.vtime;
 }
 
 /// The class holder `hs` counts in at boundary `at`: its own priority, except before it has run
@@ -83,7 +85,7 @@ inline bool catches_up(const slot_record& hs, const slot_record& ws) noexcept {
 inline int holder_claim(const table_header& h, const slot_record& hs, boundary at,
                         std::uint64_t now) noexcept {
   const bool first = at == boundary::guard_enter || (at == boundary::takeover && !h.holder_started);
-  return first ? claim_priority(hs, now) : hs.priority;
+  return first ? claim_priority(hs, now) : hs.settings.priority;
 }
 
 /// At a boundary of holder `hs`, should waiter `ws` get the device? (`now`: for the waiter's
@@ -105,15 +107,16 @@ inline bool should_hand_over(const table_header& h, const slot_record& hs, const
   // idle budget ran out, then waiting a whole turn, a session with pauses as long as its guards
   // ran 2-4% of the time against its 37-50% (issue 23, case 4).
   if ((at == boundary::guard_exit || at == boundary::takeover) &&
-      hs.handover_mode == handover_at_guard && hands_gaps_over(hs))
+      hs.settings.handover_mode == handover_at_guard && hands_gaps_over(hs))
     return true;
-  if (hs.handover_mode == handover_at_yield && at != boundary::yield &&
+  if (hs.settings.handover_mode == handover_at_yield && at != boundary::yield &&
       h.quantum_used_ns < yield_backstop(hs))
     return false;
   // Quantum used: the waiter goes next unless it is more than one of its own turns ahead (then the
   // holder, behind, keeps going). Equal sessions therefore alternate turn by turn, and a waiter
   // waits at most one turn of each other session.
-  if (h.quantum_used_ns >= hs.quantum_ns && ws.vtime <= sat_add(hs.vtime, quantum_vt(ws)))
+  if (h.quantum_used_ns >= hs.settings.quantum_ns &&
+      ws.compute.vtime <= sat_add(hs.compute.vtime, quantum_vt(ws)))
     return true;
   return catches_up(hs, ws);
 }
@@ -122,7 +125,7 @@ inline bool should_hand_over(const table_header& h, const slot_record& hs, const
 /// on its lease (see "The lease" below).
 inline std::uint32_t busy_guards(const slot_record& s) noexcept {
   const std::uint64_t n =
-      std::uint64_t{s.active_guards} + s.lease_guards.load(std::memory_order_seq_cst);
+      std::uint64_t{s.compute.active_guards} + s.lease_guards.load(std::memory_order_seq_cst);
   return n > UINT32_MAX ? UINT32_MAX : static_cast<std::uint32_t>(n);
 }
 
@@ -134,15 +137,16 @@ inline std::uint64_t idle_left(const table_header& h, const slot_record& hs, con
   if (!h.holder_started)
     return sat_sub(sat_add(h.holder_since_ns, std::max(idle_grace(hs), start_grace_ns)), now);
   const std::uint64_t gap = sat_sub(now, h.holder_idle_since_ns);
-  if (claim_priority(ws, now) < hs.priority)
-    return sat_sub(idle_grace_at_guard_ns, sat_add(hs.lower_debt_ns, gap));
+  if (claim_priority(ws, now) < hs.settings.priority)
+    return sat_sub(idle_grace_at_guard_ns, sat_add(hs.compute.lower_debt_ns, gap));
   return sat_sub(idle_grace(hs), sat_add(h.holder_idle_ns, gap));
 }
 
 /// Records how the holder's turn went as it ends: busy if idle gaps took less than half of it.
 inline void end_turn(const table_header& h, slot_record& holder) noexcept {
-  holder.last_turn_busy = sat_add(h.holder_idle_ns, h.holder_idle_ns) < h.quantum_used_ns ? 1 : 0;
-  holder.last_turn_ns = std::min(h.quantum_used_ns, holder.quantum_ns);
+  holder.compute.last_turn_busy =
+      sat_add(h.holder_idle_ns, h.holder_idle_ns) < h.quantum_used_ns ? 1 : 0;
+  holder.compute.last_turn_ns = std::min(h.quantum_used_ns, holder.settings.quantum_ns);
 }
 
 /// Makes slot `i` the holder. Returns `i` (the slot whose waiters to wake after unlocking).
@@ -155,30 +159,32 @@ inline std::int64_t grant(const table_view& t, std::uint32_t i, std::uint64_t no
     // Taken over during a gap (its idle budget or debt spent): the gap so far was kept idle.
     if (h.holder_started && busy_guards(p) == 0)
       add_idle_debt(p, sat_sub(now, h.holder_idle_since_ns));
-    ++p.handovers;
+    ++p.stats.handovers;
     ++h.handovers;
     end_turn(h, p);
     // Turns end at guard boundaries, so one may overrun its quantum by up to a guard: the
     // overrun is taken off the next turn, and turns average one quantum (as in deficit round
     // robin), whatever the guard lengths.
-    p.quantum_debt_ns = std::min(sat_sub(h.quantum_used_ns, p.quantum_ns), p.quantum_ns);
+    p.compute.quantum_debt_ns =
+        std::min(sat_sub(h.quantum_used_ns, p.settings.quantum_ns), p.settings.quantum_ns);
   }
   h.holder = i + 1;
   h.holder_generation = s.generation;
   h.holder_since_ns = now;
   h.holder_idle_since_ns = now;
   h.quantum_start_ns = now;
-  h.quantum_used_ns = prev == i ? 0 : s.quantum_debt_ns; // its turn starts short by its debt
-  s.quantum_debt_ns = 0;
+  h.quantum_used_ns =
+      prev == i ? 0 : s.compute.quantum_debt_ns; // its turn starts short by its debt
+  s.compute.quantum_debt_ns = 0;
   h.holder_idle_ns = 0;
   h.holder_started = 0;
   h.watch_until_ns = 0; // a new holder: nobody watches it yet
   h.watcher = 0;
-  s.last_active_ns = now;
+  s.compute.last_active_ns = now;
   // Its sleeping threads are woken by this bump. With none registered, none can be asleep or
   // about to sleep on the word (a waiter registers under the lock before it reads the word), so
   // the locked read-modify-write is skipped.
-  if (s.wants_device > 0) s.grant_word.fetch_add(1, std::memory_order_release);
+  if (s.compute.wants_device > 0) s.grant_word.fetch_add(1, std::memory_order_release);
   return i;
 }
 
@@ -199,7 +205,7 @@ struct take_result {
 
 /// The guard bound of holder `hs`: its own max_guard, else the table's default (0: none).
 inline std::uint64_t max_guard_of(const table_header& h, const slot_record& hs) noexcept {
-  return hs.max_guard_ns != 0 ? hs.max_guard_ns : h.default_max_guard_ns;
+  return hs.settings.max_guard_ns != 0 ? hs.settings.max_guard_ns : h.default_max_guard_ns;
 }
 
 /// When holder `hs`, busy in its guards, is overdue at its bound (no_time: it has none). Counted
@@ -208,7 +214,7 @@ inline std::uint64_t max_guard_of(const table_header& h, const slot_record& hs) 
 /// stuck, whatever one of its guards does.
 inline std::uint64_t guard_deadline(const table_header& h, const slot_record& hs) noexcept {
   const std::uint64_t bound = max_guard_of(h, hs);
-  return bound == 0 ? no_time : sat_add(hs.last_active_ns, bound);
+  return bound == 0 ? no_time : sat_add(hs.compute.last_active_ns, bound);
 }
 
 /// Whether holder `hs`, inside its guards now, has gone past its guard bound at `now`.
@@ -224,9 +230,9 @@ inline bool guard_overdue(const table_header& h, const slot_record& hs,
 inline void revoke_holder(const table_view& t, std::uint32_t i) noexcept {
   table_header& h = *t.header;
   slot_record& s = t.slots[i];
-  ++s.revocations;
+  ++s.stats.revocations;
   ++h.revocations;
-  ++s.handovers;
+  ++s.stats.handovers;
   ++h.handovers;
   end_turn(h, s);
   h.holder = 0;
@@ -275,12 +281,15 @@ inline std::uint64_t watch(const table_view& t, const slot_record& hs, std::uint
 /// run-queue wait can (detail/cpu_wait.hpp).
 inline std::uint64_t reserved_for(const table_header& h, const slot_record& p, bool holding,
                                   const slot_record& s, std::uint64_t now) noexcept {
-  if (p.priority != s.priority || sat_add(p.vtime, quantum_vt(s)) >= s.vtime) return 0;
-  if (p.cpu_wait_ppm < reserve_cpu_wait_ppm || paced(p, now)) return 0; // (paced: it cannot run)
+  if (p.settings.priority != s.settings.priority ||
+      sat_add(p.compute.vtime, quantum_vt(s)) >= s.compute.vtime)
+    return 0;
+  if (p.compute.cpu_wait_ppm < reserve_cpu_wait_ppm || paced(p, now))
+    return 0; // (paced: it cannot run)
   const bool busy = holding ? sat_add(h.holder_idle_ns, h.holder_idle_ns) < h.quantum_used_ns
-                            : p.last_turn_busy != 0;
+                            : p.compute.last_turn_busy != 0;
   if (!busy) return 0;
-  return sat_sub(sat_add(p.last_active_ns, reserve_ns), now);
+  return sat_sub(sat_add(p.compute.last_active_ns, reserve_ns), now);
 }
 
 /// The session that last freed the device, if it is still the same live session.
@@ -301,8 +310,9 @@ inline constexpr std::uint64_t wall_bound_quanta = 2;
 /// has lasted wall_bound_quanta quanta of wall time. Call at a boundary while others wait.
 inline void charge_wall(table_header& h, slot_record& s, std::uint64_t now) noexcept {
   const std::uint64_t wall = sat_sub(now, h.quantum_start_ns);
-  if (wall <= mul_div(s.quantum_ns, wall_bound_quanta, 1) || h.quantum_used_ns >= wall) return;
-  s.vtime = sat_add(s.vtime, virtual_ns(s, wall - h.quantum_used_ns));
+  if (wall <= mul_div(s.settings.quantum_ns, wall_bound_quanta, 1) || h.quantum_used_ns >= wall)
+    return;
+  s.compute.vtime = sat_add(s.compute.vtime, virtual_ns(s, wall - h.quantum_used_ns));
   h.quantum_used_ns = wall;
 }
 
@@ -354,9 +364,10 @@ inline take_result take_own(const table_view& t, std::uint32_t i, std::uint64_t 
   // budget (the budget is per quantum: the inevitable gaps between guards of a busy holder,
   // microseconds each, must not add up over a long run to a lost turn). An at_yield holder
   // keeps a used quantum until its next yield() hands over, or its backstop.
-  if (h.quantum_used_ns >= s.quantum_ns &&
+  if (h.quantum_used_ns >= s.settings.quantum_ns &&
       (w == nobody || !should_hand_over(h, s, t.slots[w], boundary::yield, now))) {
-    h.quantum_used_ns = std::min(h.quantum_used_ns - s.quantum_ns, s.quantum_ns); // the overrun
+    h.quantum_used_ns =
+        std::min(h.quantum_used_ns - s.settings.quantum_ns, s.settings.quantum_ns); // the overrun
     h.holder_idle_ns = 0;
     h.quantum_start_ns = now;
   }
@@ -374,7 +385,7 @@ inline take_result try_take(const table_view& t, std::uint32_t i, std::uint64_t 
     const std::int64_t b = best_claim(t, nobody, i, now);
     if (b != i) return {false, grant(t, static_cast<std::uint32_t>(b), now), liveness_recheck_ns};
     const std::int64_t p = last_holder(t);
-    if (p != nobody && p != i && t.slots[p].wants_device == 0)
+    if (p != nobody && p != i && t.slots[p].compute.wants_device == 0)
       if (const std::uint64_t left = reserved_for(h, t.slots[p], false, s, now); left > 0)
         return {false, nobody, left};
     grant(t, i, now);
@@ -392,7 +403,7 @@ inline take_result try_take(const table_view& t, std::uint32_t i, std::uint64_t 
   // The holder is between guards. Its own threads registered to start guards (woken, not yet
   // running: a wake-up can take a millisecond on a busy machine) come before a lower class: a
   // lower guard started then made them wait (issue 23, case 5).
-  if (claim < hs.priority && hs.wants_device > 0)
+  if (claim < hs.settings.priority && hs.compute.wants_device > 0)
     return {false, nobody, watch(t, hs, i, now, liveness_recheck_ns)};
   // A higher class takes over at once; anyone once the holder's idle budget (a lower class: its
   // idle debt) is spent, or when the holder would hand over to it at its next boundary anyway.
@@ -401,7 +412,7 @@ inline take_result try_take(const table_view& t, std::uint32_t i, std::uint64_t 
   std::uint64_t recheck = 0;
   if (!takeover && idle_left(h, hs, s, now) == 0) {
     // Descheduled, not idle: keep it a while (an equal-class holder only).
-    recheck = s.priority == hs.priority ? reserved_for(h, hs, true, s, now) : 0;
+    recheck = s.settings.priority == hs.settings.priority ? reserved_for(h, hs, true, s, now) : 0;
     takeover = recheck == 0;
   }
   if (!takeover)
@@ -417,32 +428,37 @@ inline take_result try_take(const table_view& t, std::uint32_t i, std::uint64_t 
 /// clock when capped). `start_ns`: when the work began (bounds the burst a capped session keeps).
 inline void account_device_time(table_header& h, slot_record& s, std::uint64_t used_ns, bool holder,
                                 std::uint64_t start_ns) noexcept {
-  s.device_ns = sat_add(s.device_ns, used_ns);
-  s.vtime = sat_add(s.vtime, virtual_ns(s, used_ns));
+  s.stats.device_ns = sat_add(s.stats.device_ns, used_ns);
+  s.compute.vtime = sat_add(s.compute.vtime, virtual_ns(s, used_ns));
   // The floor trails the vtime by at most vtime_max_lead (see vtime_renormalise_at): a session
   // that runs alone for months, or is charged a huge time at once, brings its floor along, and the
   // next exit_step() or class_clock() renormalises the class.
-  if (std::uint64_t& floor = class_floor(h, s.priority); s.vtime > sat_add(floor, vtime_max_lead))
-    floor = s.vtime - vtime_max_lead;
+  if (std::uint64_t& floor = class_floor(h, s.settings.priority);
+      s.compute.vtime > sat_add(floor, vtime_max_lead))
+    floor = s.compute.vtime - vtime_max_lead;
   if (holder) h.quantum_used_ns = sat_add(h.quantum_used_ns, used_ns);
-  s.idle_debt_ns = sat_sub(s.idle_debt_ns, used_ns / 16); // device time drains the idle debts
-  s.lower_debt_ns = sat_sub(s.lower_debt_ns, used_ns / 4);
-  if (s.compute_guarantee_ppm != 0) { // the wall time this device time covers at its guarantee
-    const std::uint64_t covered = mul_div(used_ns, 1'000'000, s.compute_guarantee_ppm);
-    s.guarantee_vclock_ns =
-        sat_add(std::max(s.guarantee_vclock_ns, sat_sub(start_ns, guarantee_window_ns)), covered);
+  s.compute.idle_debt_ns =
+      sat_sub(s.compute.idle_debt_ns, used_ns / 16); // device time drains the idle debts
+  s.compute.lower_debt_ns = sat_sub(s.compute.lower_debt_ns, used_ns / 4);
+  if (s.settings.compute_guarantee_ppm !=
+      0) { // the wall time this device time covers at its guarantee
+    const std::uint64_t covered = mul_div(used_ns, 1'000'000, s.settings.compute_guarantee_ppm);
+    s.compute.guarantee_vclock_ns = sat_add(
+        std::max(s.compute.guarantee_vclock_ns, sat_sub(start_ns, guarantee_window_ns)), covered);
   }
-  const std::uint32_t limit = s.compute_limit_ppm == 0 ? 1'000'000 : s.compute_limit_ppm;
+  const std::uint32_t limit =
+      s.settings.compute_limit_ppm == 0 ? 1'000'000 : s.settings.compute_limit_ppm;
   if (limit < 1'000'000) {
     const std::uint64_t earned = mul_div(used_ns, 1'000'000, limit); // wall time it costs
-    s.cap_vclock_ns = sat_add(std::max(s.cap_vclock_ns, sat_sub(start_ns, cap_burst_ns)), earned);
+    s.compute.cap_vclock_ns =
+        sat_add(std::max(s.compute.cap_vclock_ns, sat_sub(start_ns, cap_burst_ns)), earned);
   }
 }
 
 /// Accounts a finished guard of session `s` that used `used_ns` of device time.
 inline void account_guard(table_header& h, slot_record& s, std::uint64_t used_ns, bool holder,
                           std::uint64_t start_ns) noexcept {
-  ++s.guards;
+  ++s.stats.guards;
   account_device_time(h, s, used_ns, holder, start_ns);
 }
 
@@ -461,18 +477,19 @@ inline std::int64_t release_at_guard_exit(const table_view& t, std::uint32_t i,
       w != nobody && (must_pause || should_hand_over(h, s, t.slots[w], boundary::guard_exit, now));
   // Its own threads wait to start guards: a lower class does not get the device before them (a
   // holder that had spent its idle debt handed over to the lower class first: issue 23, case 5).
-  if (hand && !must_pause && s.wants_device > 0 && claim_priority(t.slots[w], now) < s.priority)
+  if (hand && !must_pause && s.compute.wants_device > 0 &&
+      claim_priority(t.slots[w], now) < s.settings.priority)
     hand = false;
   if (hand) return grant(t, static_cast<std::uint32_t>(w), now);
-  if (w == nobody && (must_pause || s.handover_mode == handover_at_guard)) {
+  if (w == nobody && (must_pause || s.settings.handover_mode == handover_at_guard)) {
     end_turn(h, s);
     h.holder = 0; // nobody else waits: the device is simply free
     h.last_holder = i + 1;
     h.last_holder_generation = s.generation;
     // A waiter its compute limit holds back is woken to sleep out its pause.
-    if (s.wants_device == 0) return wake_paced_waiter(t, i, now);
+    if (s.compute.wants_device == 0) return wake_paced_waiter(t, i, now);
   }
-  if (s.wants_device > 0) { // its own threads wait for the running guards to drain
+  if (s.compute.wants_device > 0) { // its own threads wait for the running guards to drain
     s.grant_word.fetch_add(1, std::memory_order_release);
     return i;
   }
@@ -503,16 +520,16 @@ inline bool handover_due_at_exit(const table_view& t, std::uint32_t i, std::uint
   const slot_record& ws = t.slots[w];
   if (paced(s, now)) return true;
   const int wc = claim_priority(ws, now);
-  if (s.wants_device > 0 && wc < s.priority) return false; // its own threads first
+  if (s.compute.wants_device > 0 && wc < s.settings.priority) return false; // its own threads first
   if (should_hand_over(h, s, ws, boundary::guard_exit, now)) return true;
   // With the pending time, or past the wall bound (charge_wall), the quantum may be over.
-  const std::uint64_t used =
-      std::max(sat_add(h.quantum_used_ns, pending_ns),
-               sat_sub(now, h.quantum_start_ns) > mul_div(s.quantum_ns, wall_bound_quanta, 1)
-                   ? sat_sub(now, h.quantum_start_ns)
-                   : 0);
-  return used >= s.quantum_ns && wc >= s.priority &&
-         !(s.handover_mode == handover_at_yield && used < yield_backstop(s));
+  const std::uint64_t used = std::max(sat_add(h.quantum_used_ns, pending_ns),
+                                      sat_sub(now, h.quantum_start_ns) >
+                                              mul_div(s.settings.quantum_ns, wall_bound_quanta, 1)
+                                          ? sat_sub(now, h.quantum_start_ns)
+                                          : 0);
+  return used >= s.settings.quantum_ns && wc >= s.settings.priority &&
+         !(s.settings.handover_mode == handover_at_yield && used < yield_backstop(s));
 }
 
 /// yield() by holder `i` between guards: hand over to a waiter that should run now.

@@ -23,13 +23,14 @@ inline std::uint64_t lowest_contender(const table_view& t, int priority,
   std::uint64_t lowest = UINT64_MAX;
   auto consider = [&](std::uint32_t j) {
     const slot_record& o = t.slots[j];
-    if (j != except && o.priority == priority && is_active(o)) lowest = std::min(lowest, o.vtime);
+    if (j != except && o.settings.priority == priority && is_active(o))
+      lowest = std::min(lowest, o.compute.vtime);
   };
   const std::int64_t holder = current_holder(t);
   if (holder != nobody) consider(static_cast<std::uint32_t>(holder));
   if (t.header->device_waiters.load(std::memory_order_relaxed) == 0) return lowest;
   for_each_waiting(t, [&](std::uint32_t j) {
-    if (j != holder && t.slots[j].wants_device > 0) consider(j);
+    if (j != holder && t.slots[j].compute.wants_device > 0) consider(j);
   });
   return lowest;
 }
@@ -43,7 +44,8 @@ inline void renormalise_class(const table_view& t, int priority) noexcept {
   const int p = std::clamp(priority, 0, 7);
   for (std::uint32_t j = 0; j < t.slot_count; ++j) {
     slot_record& o = t.slots[j];
-    if (is_active(o) && std::clamp(o.priority, 0, 7) == p) o.vtime = sat_sub(o.vtime, shift);
+    if (is_active(o) && std::clamp(o.settings.priority, 0, 7) == p)
+      o.compute.vtime = sat_sub(o.compute.vtime, shift);
   }
   floor = vtime_renormalise_to;
 }
@@ -74,12 +76,12 @@ inline void raise_floor(const table_view& t, int priority) noexcept {
 /// only when a session starts contending (about once per turn), never per guard.
 inline std::uint64_t credit_limit(const table_view& t, std::uint32_t i) noexcept {
   const slot_record& s = t.slots[i];
-  std::uint32_t smallest = std::max<std::uint32_t>(s.share, 1);
+  std::uint32_t smallest = std::max<std::uint32_t>(s.settings.share, 1);
   std::uint64_t widest = quantum_vt(s);
   for (std::uint32_t j = 0; j < t.slot_count; ++j) {
     const slot_record& o = t.slots[j];
-    if (o.priority != s.priority || !is_active(o)) continue;
-    smallest = std::min(smallest, std::max<std::uint32_t>(o.share, 1));
+    if (o.settings.priority != s.settings.priority || !is_active(o)) continue;
+    smallest = std::min(smallest, std::max<std::uint32_t>(o.settings.share, 1));
     widest = std::max(widest, quantum_vt(o));
   }
   return sat_add(mul_div(credit_idle_ns, 1000, smallest), mul_div(widest, credit_quanta, 1));
@@ -90,20 +92,21 @@ inline std::uint64_t credit_limit(const table_view& t, std::uint32_t i) noexcept
 /// credit_limit() behind the clock. Idle for longer, or never active: level with the clock.
 inline void place(const table_view& t, std::uint32_t i, std::uint64_t now) noexcept {
   slot_record& s = t.slots[i];
-  const std::uint64_t clock = class_clock(t, s.priority, i);
-  if (s.vtime >= clock) return;
-  const bool recent = s.last_active_ns != 0 && sat_sub(now, s.last_active_ns) <= credit_idle_ns;
-  s.vtime = std::max(s.vtime, sat_sub(clock, recent ? credit_limit(t, i) : 0));
+  const std::uint64_t clock = class_clock(t, s.settings.priority, i);
+  if (s.compute.vtime >= clock) return;
+  const bool recent =
+      s.compute.last_active_ns != 0 && sat_sub(now, s.compute.last_active_ns) <= credit_idle_ns;
+  s.compute.vtime = std::max(s.compute.vtime, sat_sub(clock, recent ? credit_limit(t, i) : 0));
 }
 
 /// Session `i` moves to class `priority`: it takes the new class's clock as its vtime (its old
 /// vtime measured progress in another class and means nothing here).
 inline void change_class(const table_view& t, std::uint32_t i, int priority) noexcept {
   slot_record& s = t.slots[i];
-  if (s.priority == priority) return;
+  if (s.settings.priority == priority) return;
   const std::uint64_t lowest = lowest_contender(t, priority, i);
-  s.priority = priority;
-  s.vtime = lowest != UINT64_MAX ? lowest : class_floor(*t.header, priority);
+  s.settings.priority = priority;
+  s.compute.vtime = lowest != UINT64_MAX ? lowest : class_floor(*t.header, priority);
 }
 
 } // namespace detail

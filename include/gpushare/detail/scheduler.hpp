@@ -66,22 +66,22 @@ inline acquire_result acquire_step(const table_view& t, std::uint32_t i, std::ui
   if (as_guard && paced(s, now)) {
     if (st.registered) remove_waiters(t, i);
     st.registered = false;
-    return {acquire_result::pause, nobody, s.cap_vclock_ns - now};
+    return {acquire_result::pause, nobody, s.compute.cap_vclock_ns - now};
   }
   // Another session holds the device on its lease: end the lease before deciding. (Nobody else
   // waits while a lease lasts, so this wakes nobody in practice; merged below all the same.)
   const std::int64_t settled = settle_holder_lease(t, i, now);
-  if (!st.registered && s.wants_device == 0 && current_holder(t) != i) place(t, i, now);
+  if (!st.registered && s.compute.wants_device == 0 && current_holder(t) != i) place(t, i, now);
   take_result r = try_take(t, i, now, liveness_recheck_ns);
   if (r.wake == nobody) r.wake = settled;
   if (r.granted) {
-    if (as_guard) ++s.active_guards;
+    if (as_guard) ++s.compute.active_guards;
     if (st.registered) remove_waiters(t, i);
     st.registered = false;
-    s.last_active_ns = now;
+    s.compute.last_active_ns = now;
     // Other threads of this session that wait may run too now: wake them (a grant this thread
     // took for its session bumped their word, but nobody else sends the wake).
-    const bool others = s.wants_device > 0 && r.wake == nobody;
+    const bool others = s.compute.wants_device > 0 && r.wake == nobody;
     if (others) s.grant_word.fetch_add(1, std::memory_order_release);
     return {acquire_result::granted, others ? std::int64_t{i} : r.wake, 0};
   }
@@ -100,12 +100,12 @@ inline std::int64_t exits_step(const table_view& t, std::uint32_t i, std::uint32
                                std::uint64_t now) noexcept {
   slot_record& s = t.slots[i];
   const bool holder = current_holder(t) == i;
-  s.guards = sat_add(s.guards, exits);
+  s.stats.guards = sat_add(s.stats.guards, exits);
   account_device_time(*t.header, s, used_ns, holder, start_ns);
-  raise_floor(t, s.priority);    // and renormalises (once in ~53 days of device time)
-  if (exits == 0) return nobody; // time only (a partly folded journal): no boundary yet
-  s.active_guards = sat_sub32(s.active_guards, exits);
-  s.last_active_ns = std::max(s.last_active_ns, now);
+  raise_floor(t, s.settings.priority); // and renormalises (once in ~53 days of device time)
+  if (exits == 0) return nobody;       // time only (a partly folded journal): no boundary yet
+  s.compute.active_guards = sat_sub32(s.compute.active_guards, exits);
+  s.compute.last_active_ns = std::max(s.compute.last_active_ns, now);
   if (!holder || busy_guards(s) > 0) return nobody;
   if (grant_lease(t, i, now)) return nobody;
   return release_at_guard_exit(t, i, now);
@@ -142,7 +142,7 @@ inline std::int64_t forget_slot(const table_view& t, std::uint32_t i, std::uint6
   const bool was_holder = current_holder(t) == i;
   remove_waiters(t, i, UINT32_MAX);
   set_waiting_bit(*t.header, i, false);
-  s.active_guards = 0;
+  s.compute.active_guards = 0;
   if (!was_holder) return nobody;
   return grant_next(t, now); // it no longer wants the device, so it cannot be picked
 }
@@ -156,8 +156,8 @@ inline std::int64_t repair_scheduler(const table_view& t, std::uint64_t now) noe
   for (std::uint32_t i = 0; i < t.slot_count; ++i) {
     slot_record& s = t.slots[i];
     if (!is_active(s)) {
-      s.wants_device = 0;
-      s.active_guards = 0;
+      s.compute.wants_device = 0;
+      s.compute.active_guards = 0;
       s.lease.store(0, std::memory_order_relaxed);
       s.lease_guards.store(0, std::memory_order_relaxed);
       continue;
@@ -166,8 +166,8 @@ inline std::int64_t repair_scheduler(const table_view& t, std::uint64_t now) noe
     // threads stop waiting (a cap here, say at 1024 a slot, would let the total reach 0 while
     // threads still wait, and the fast paths would then ignore them). A scribbled count can
     // only make the sum larger: saturate, never wrap.
-    waiters += s.wants_device;
-    set_waiting_bit(h, i, s.wants_device > 0);
+    waiters += s.compute.wants_device;
+    set_waiting_bit(h, i, s.compute.wants_device > 0);
   }
   h.device_waiters.store(static_cast<std::uint32_t>(std::min<std::uint64_t>(waiters, UINT32_MAX)),
                          std::memory_order_relaxed);

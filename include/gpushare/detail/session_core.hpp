@@ -22,6 +22,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include <gpushare/detail/budget.hpp>
 #include <gpushare/detail/crash_point.hpp>
@@ -52,10 +53,13 @@ public:
   ~session_core() { leave(); }
 
   /// Why the table's capacity is not the one this session asked for (messages.hpp; empty if it
-  /// is). Printed once per process and table to stderr when the session joins.
+  /// is). One of the notices of its join.
   std::string capacity_mismatch_text() const {
     return detail::capacity_mismatch_text(facts_, table_);
   }
+  /// What its join had to tell (<gpushare/notices.hpp>): kept here whether or not the process's
+  /// handler was given them (it is given each once per process).
+  const std::vector<notice>& notices() const noexcept { return notices_; }
 
   /// Leaves the table: frees the slot and every byte it held. Idempotent.
   ///
@@ -84,7 +88,6 @@ public:
         // Our own waiting threads (device, pacing, memory) must see the end now, not at their
         // next re-check: bump their words under the lock, wake them after.
         s.grant_word.fetch_add(1, std::memory_order_release);
-        if (s.memory_waiting > 0) table_.header().memory_wake.fetch_add(1);
         g.wake_after(table_.end_session_locked(slot_));
         g.wake_own_threads();
       }
@@ -131,8 +134,8 @@ public:
     check_usable();
     locked g(*this);
     slot_record& s = own_checked();
-    const bool less = bytes < s.external;
-    set_usage(table_.header(), s, s.reserved, bytes, s.memory_guarantee);
+    const bool less = bytes < s.memory.external;
+    set_usage(table_.header(), s, s.memory.reserved, bytes, s.settings.memory_guarantee);
     if (less) g.released_memory();
   }
 
@@ -214,7 +217,7 @@ public:
   /// read: scoped_kernel::revoked() compares it before and after a guard).
   std::uint64_t revocations() const noexcept {
     if (!joined_.load(std::memory_order_relaxed) || inherited_) return 0;
-    return std::atomic_ref<std::uint64_t>(table_.slot(slot_).revocations)
+    return std::atomic_ref<std::uint64_t>(table_.slot(slot_).stats.revocations)
         .load(std::memory_order_relaxed);
   }
 
@@ -255,41 +258,26 @@ public:
   table_core& core() noexcept { return table_; }
 
 private:
-  /// The table lock, taken for this session (its guard folds every journal first), and the
-  /// wakes the caller asks for, sent right after unlocking: the one way this class wakes.
+  /// The table lock, taken for this session (its guard folds every journal first), with the
+  /// wakes the caller asks for sent right after unlocking (table_core::guard: the one way to wake).
   class locked {
   public:
     explicit locked(session_core& c) : c_(&c), g_(c.table_) {}
-    locked(const locked&) = delete;
-    locked& operator=(const locked&) = delete;
-    ~locked() { unlock(); }
     /// Memory was released under this lock: memory waiters are woken at the unlock.
-    void released_memory() noexcept { released_ = true; }
+    void released_memory() noexcept { g_.released_memory(); }
     /// Wakes slot `slot` (nobody: nothing) after unlocking.
-    void wake_after(std::int64_t slot) noexcept {
-      if (slot != nobody) wake_ = slot;
-    }
+    void wake_after(std::int64_t slot) noexcept { g_.wake_after(slot); }
     /// Wakes this session's own waiting threads (device, pacing and memory waits) after
-    /// unlocking, after the slot of wake_after: the session ended (leave()).
-    void wake_own_threads() noexcept { own_ = true; }
-    void unlock() noexcept {
-      if (!c_) return;
-      session_core& c = *c_;
-      c_ = nullptr;
-      c.table_.unlock_after_release(g_, released_);
-      c.table_.wake_slot(wake_);
-      if (own_) {
-        c.table_.wake_slot(c.slot_);
-        futex_wake(&c.table_.header().memory_wake);
-      }
+    /// unlocking: the session ended (leave()).
+    void wake_own_threads() noexcept {
+      g_.wake_after(c_->slot_);
+      g_.wake_memory_waiters();
     }
+    void unlock() noexcept { g_.unlock(); }
 
   private:
     session_core* c_;
     table_core::guard g_;
-    bool released_ = false;
-    bool own_ = false;
-    std::int64_t wake_ = nobody;
   };
 
   /// Runs `update(g, slot)` under the table lock if this session still holds its slot. If the
@@ -351,9 +339,7 @@ private:
   void claim_slot();
   bool activate(const resolved_options& r);
   std::uint64_t resolve_memory_settings(const resolved_options& r, const table_header& h);
-  void fill_slot(slot_record& s, const resolved_options& r, std::uint64_t start_ticks,
-                 std::uint64_t guarantee);
-  void print_join_notices(std::string_view key) const;
+  void raise_join_notices(std::string_view key);
 
   // Waits (waits.hpp).
   /// What a memory wait does when its deadline passes.
@@ -375,14 +361,14 @@ private:
   std::uint64_t acquire_loop(device_claim claim, std::uint64_t start, std::uint64_t deadline,
                              std::uint64_t timeout_ns, acquire_state& st);
   void forget_registration(uncount how) noexcept;
-  static void record_wait(slot_record& s, std::uint64_t waited) noexcept;
 
   // The lease (guard.hpp).
   static void leave_lease_guard(slot_record& s) noexcept;
   void lease_exit_locked(std::uint64_t now) noexcept;
 
   table_core table_;
-  session_facts facts_; ///< what messages say about this session; set at join
+  session_facts facts_;         ///< what messages say about this session; set at join
+  std::vector<notice> notices_; ///< what its join had to tell; set at join
   std::uint32_t slot_ = 0;
   std::uint32_t generation_ = 0;
   std::atomic<bool> joined_{false};

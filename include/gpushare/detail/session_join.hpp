@@ -7,27 +7,17 @@
 #include <unistd.h>
 
 #include <cstdint>
-#include <cstdio>
-#include <mutex>
-#include <set>
 #include <string>
 #include <string_view>
 
 #include <gpushare/detail/join_notices.hpp>
+#include <gpushare/detail/notices.hpp>
 #include <gpushare/detail/session_core.hpp>
 #include <gpushare/detail/slot.hpp>
 
 namespace gpushare {
 inline namespace v0 {
 namespace detail {
-
-/// True the first time this process asks about `what`: for notices printed once per process.
-inline bool first_time_in_process(const std::string& what) {
-  static std::mutex m;
-  static std::set<std::string> seen;
-  const std::lock_guard<std::mutex> lock(m);
-  return seen.insert(what).second;
-}
 
 /// How many times a join starts over because the table it opened was removed meanwhile.
 inline constexpr int max_join_attempts = 64;
@@ -48,7 +38,7 @@ inline session_core::session_core(std::string_view key, const resolved_options& 
   facts_.created_table = table_.mapping().created();
   facts_.requested_capacity = r.capacity >= max_memory_bytes ? 0 : r.capacity;
   fork_registry::instance().add(this);
-  print_join_notices(key);
+  raise_join_notices(key);
 }
 
 /// Opens the table, claims a slot and activates it. `gpushare clean` may remove the table
@@ -102,24 +92,17 @@ inline void session_core::claim_slot() {
 inline bool session_core::activate(const resolved_options& r) {
   const std::uint64_t start_ticks = process_start_ticks(); // file I/O: not under the lock
   for (int attempt = 0;; ++attempt) {
-    deferred_wake wake{table_}; // destroyed after the guard below: wakes outside the lock
-    table_core::guard g(table_);
+    table_core::guard g(table_); // wakes what is asked below after unlocking, however left
     if (!names_same_file(table_.fd(), table_.name())) return false;
     table_header& h = table_.header();
-    slot_record& s = own();
-    if (s.state.load(std::memory_order_relaxed) == slot_active) { // its owner died; we hold it
-      wake.slot = table_.end_session_locked(slot_);
-      ++h.sessions_reclaimed;
+    if (own().state.load(std::memory_order_relaxed) == slot_active) { // its owner died; we hold it
+      g.wake_after(reclaim_slot(table_.view(), slot_, monotonic_ns()));
       // Its memory came back: memory waiters must re-check now, not at their next liveness
-      // re-check (bumped under the lock; the wake is sent after the unlock, by `wake`).
-      if (h.memory_waiters > 0) {
-        h.memory_wake.fetch_add(1, std::memory_order_release);
-        wake.memory = true;
-      }
+      // re-check.
+      g.released_memory();
     }
     const std::uint64_t guarantee = resolve_memory_settings(r, h);
-    s.reserved = s.external = s.memory_guarantee = 0; // a free slot counts nowhere yet
-    if (!guarantee_fits(h, s, guarantee)) {
+    if (!join_fits(h, guarantee)) {
       if (attempt == 0) {
         recompute_totals(table_.view()); // never refuse on scribbled totals (see grow_loop())
         g.unlock();
@@ -128,10 +111,9 @@ inline bool session_core::activate(const resolved_options& r) {
       }
       throw guarantee_unavailable(facts_, table_, guarantee);
     }
-    fill_slot(s, r, start_ticks, guarantee);
-    ++h.live_sessions;
-    crash_point("join.locked");
-    s.state.store(slot_active, std::memory_order_release);
+    const slot_identity who{::getpid(), start_ticks, realtime_ns(), facts_.name};
+    generation_ =
+        join_slot(table_.view(), slot_, who, join_settings(r, facts_.limit_at_join, guarantee));
     joined_ = true;
     return true;
   }
@@ -155,42 +137,19 @@ inline std::uint64_t session_core::resolve_memory_settings(const resolved_option
   return guarantee;
 }
 
-/// Writes this session into its claimed slot `s` (call under the lock, the slot free and
-/// counting nowhere, so the totals need no adjustment but the guarantee's). Nothing of the slot's
-/// previous session survives (slot.hpp): only what is set here is not zero.
-inline void session_core::fill_slot(slot_record& s, const resolved_options& r,
-                                    std::uint64_t start_ticks, std::uint64_t guarantee) {
-  table_header& h = table_.header();
-  reset_slot_for_join(s);
-  generation_ = s.generation + 1;
-  s.generation = generation_;
-  s.pid = ::getpid();
-  s.start_time_ticks = start_ticks;
-  s.joined_unix_ns = realtime_ns();
-  copy_name_to(s.name, name_capacity, facts_.name);
-  s.priority = r.priority;
-  s.share = r.share;
-  s.compute_limit_ppm = r.compute_limit_ppm;
-  ++s.settings_seq;
-  s.memory_limit = facts_.limit_at_join;
-  s.quantum_ns = r.quantum_ns;
-  s.handover_mode = r.handover == handover_point::at_yield ? handover_at_yield : handover_at_guard;
-  s.max_guard_ns = r.max_guard_ns;
-  s.compute_guarantee_ppm = r.compute_guarantee_ppm;
-  s.vtime = class_floor(h, r.priority); // a newcomer starts level with its class (see place())
-  set_usage(h, s, 0, 0, guarantee);
-}
-
-/// The notices of a join, each printed to stderr once per process: the capacity notice
-/// (messages.hpp) once per table and requested capacity, and the join warnings
-/// (join_notices.hpp) once each.
-inline void session_core::print_join_notices(std::string_view key) const {
-  if (const std::string note = capacity_mismatch_text();
-      !note.empty() &&
-      first_time_in_process(table_.name() + '\n' + std::to_string(facts_.requested_capacity)))
-    std::fprintf(stderr, "gpushare: %s\n", note.c_str());
-  for (const std::string& w : join_warnings(table_.name(), key))
-    if (first_time_in_process(w)) std::fprintf(stderr, "gpushare: warning: %s\n", w.c_str());
+/// The notices of a join, kept in the session and each delivered once per process to the
+/// notice handler (detail/notices.hpp): the capacity notice (messages.hpp) once per table and
+/// requested capacity, and the join warnings (join_notices.hpp) once each.
+inline void session_core::raise_join_notices(std::string_view key) {
+  if (std::string note = capacity_mismatch_text(); !note.empty()) {
+    notices_.push_back({notice::kind::note, std::move(note)});
+    deliver_notice(notices_.back(),
+                   table_.name() + '\n' + std::to_string(facts_.requested_capacity));
+  }
+  for (std::string& w : join_warnings(table_.name(), key)) {
+    notices_.push_back({notice::kind::warning, std::move(w)});
+    deliver_notice(notices_.back());
+  }
 }
 
 } // namespace detail

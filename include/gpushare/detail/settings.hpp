@@ -51,6 +51,19 @@ inline void check_fraction_has_capacity(const std::string& who, const char* fiel
                   "capacity");
 }
 
+/// Writes the settings of change `c` that need no resolving (not the memory limit and guarantee,
+/// nor the priority, which moves the slot between class clocks) into `s`.
+inline void write_settings(slot_settings& s, const settings_change& c) noexcept {
+  if (c.share) s.share = *c.share;
+  if (c.compute_limit_ppm) s.compute_limit_ppm = *c.compute_limit_ppm;
+  if (c.quantum) s.quantum_ns = static_cast<std::uint64_t>(c.quantum->count());
+  if (c.handover)
+    s.handover_mode =
+        *c.handover == handover_point::at_yield ? handover_at_yield : handover_at_guard;
+  if (c.max_guard) s.max_guard_ns = static_cast<std::uint64_t>(c.max_guard->count());
+  if (c.compute_guarantee_ppm) s.compute_guarantee_ppm = *c.compute_guarantee_ppm;
+}
+
 /// Validates a change and applies it to slot `i`. Call under the table lock. Returns the slot to
 /// wake after unlocking (its waiting threads re-check under the new settings), or nobody.
 inline std::int64_t apply_settings(const table_view& t, std::uint32_t i, const settings_change& c,
@@ -84,14 +97,15 @@ inline std::int64_t apply_settings(const table_view& t, std::uint32_t i, const s
                       "%) of the capacity is out of range; a fraction must be from 0% to 100%");
   check_fraction_has_capacity(who, "memory limit", c.memory_limit, h.capacity, table);
   check_fraction_has_capacity(who, "memory guarantee", c.memory_guarantee, h.capacity, table);
-  const std::uint64_t limit = c.memory_limit ? c.memory_limit->resolve(h.capacity) : s.memory_limit;
+  const std::uint64_t limit =
+      c.memory_limit ? c.memory_limit->resolve(h.capacity) : s.settings.memory_limit;
   const std::uint64_t guarantee =
-      c.memory_guarantee ? c.memory_guarantee->resolve(h.capacity) : s.memory_guarantee;
+      c.memory_guarantee ? c.memory_guarantee->resolve(h.capacity) : s.settings.memory_guarantee;
   if (guarantee > limit)
     throw error(errc::invalid_argument, who + ": memory guarantee " + format_bytes(guarantee) +
                                             " would exceed its memory limit " +
                                             format_bytes(limit));
-  if (guarantee != s.memory_guarantee && !guarantee_fits(h, s, guarantee))
+  if (guarantee != s.settings.memory_guarantee && !guarantee_fits(h, s, guarantee))
     throw error(errc::guarantee_unavailable,
                 who + ": a memory guarantee of " + format_bytes(guarantee) +
                     " cannot be promised: the table's capacity is " + format_capacity(h.capacity) +
@@ -100,18 +114,11 @@ inline std::int64_t apply_settings(const table_view& t, std::uint32_t i, const s
   // Settings change how its guards are scheduled (a compute limit needs the lock): end a lease.
   const std::int64_t settled = settle_lease(t, i, now);
   if (c.priority) change_class(t, i, *c.priority); // re-based on the new class's clock
-  if (c.share) s.share = *c.share;
-  if (c.compute_limit_ppm) s.compute_limit_ppm = *c.compute_limit_ppm;
-  if (c.quantum) s.quantum_ns = static_cast<std::uint64_t>(c.quantum->count());
-  if (c.handover)
-    s.handover_mode =
-        *c.handover == handover_point::at_yield ? handover_at_yield : handover_at_guard;
-  if (c.max_guard) s.max_guard_ns = static_cast<std::uint64_t>(c.max_guard->count());
-  if (c.compute_guarantee_ppm) s.compute_guarantee_ppm = *c.compute_guarantee_ppm;
-  s.memory_limit = limit; // a lower limit does not take back what is reserved; growth stops
-  set_usage(h, s, s.reserved, s.external, guarantee);
+  write_settings(s.settings, c);
+  s.settings.memory_limit = limit; // a lower limit takes nothing back; growth stops
+  set_usage(h, s, s.memory.reserved, s.memory.external, guarantee);
   ++s.settings_seq;
-  if (s.wants_device == 0) return settled;
+  if (s.compute.wants_device == 0) return settled;
   s.grant_word.fetch_add(1, std::memory_order_release);
   return i;
 }

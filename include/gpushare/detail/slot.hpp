@@ -1,16 +1,26 @@
 // SPDX-License-Identifier: Apache-2.0
-// The one reset of a slot when a session joins it. A slot is reused by whichever session claims it
-// next, so everything the previous session left there (scheduler state, statistics, lease and
-// journal counters, spare bytes) must be gone before the new session is activated: a hand-written
-// list of fields once forgot two of them, and a new session inherited its predecessor's quantum
-// debt and busy-turn mark (issue 23, item 3). Zeroing the whole record cannot forget a field.
+// A slot's lifecycle, in one place: a session joins a free slot (join_slot), ends (end_slot: it
+// left, was evicted, or a peer reclaimed it after its process died), and, after a lock owner died
+// mid-update, every dead session's slot is freed and the totals are rebuilt (repair_slots). Pure
+// functions of the table, called under the table lock; the callers (session_core, table_core,
+// the tests' fake tables) only lock, wait and wake.
+//
+// A slot is reused by whichever session claims it next, so everything the previous session left
+// there (scheduler state, statistics, lease and journal counters, spare bytes) must be gone
+// before the new session is activated: a hand-written list of fields once forgot two of them, and
+// a new session inherited its predecessor's quantum debt and busy-turn mark (issue 23, item 3).
+// Zeroing the whole record cannot forget a field; the settings are then one assignment.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <string_view>
 
+#include <gpushare/detail/budget.hpp>
+#include <gpushare/detail/crash_point.hpp>
 #include <gpushare/detail/layout.hpp>
+#include <gpushare/detail/scheduler.hpp>
 
 namespace gpushare {
 inline namespace v0 {
@@ -32,6 +42,94 @@ inline void reset_slot_for_join(slot_record& s) noexcept {
   s.generation = generation;
   s.settings_seq = settings_seq;
   s.grant_word.store(word, std::memory_order_relaxed);
+}
+
+/// Who a joining session is: shown by snapshots, never trusted for liveness.
+struct slot_identity {
+  std::int32_t pid = 0;
+  std::uint64_t start_time_ticks = 0; ///< /proc/self/stat starttime
+  std::uint64_t joined_unix_ns = 0;
+  std::string_view name;
+};
+
+/// The settings of a session that joins with the resolved options `r`, its memory limit and
+/// guarantee already resolved against the table's capacity.
+inline slot_settings join_settings(const resolved_options& r, std::uint64_t memory_limit,
+                                   std::uint64_t memory_guarantee) noexcept {
+  slot_settings s{};
+  s.priority = r.priority;
+  s.share = r.share;
+  s.compute_limit_ppm = r.compute_limit_ppm;
+  s.compute_guarantee_ppm = r.compute_guarantee_ppm;
+  s.handover_mode = r.handover == handover_point::at_yield ? handover_at_yield : handover_at_guard;
+  s.memory_limit = memory_limit;
+  s.memory_guarantee = memory_guarantee;
+  s.quantum_ns = r.quantum_ns;
+  s.max_guard_ns = r.max_guard_ns;
+  return s;
+}
+
+/// Makes free slot `i` of `t` the session `who` with `settings`, and returns its generation. The
+/// slot must count nowhere (free) and its guarantee must fit (guarantee_fits()); the guarantee is
+/// the only total that changes, besides the number of live sessions. The slot is published
+/// (state slot_active, release) last, so a lock-free reader that sees it active sees it whole.
+inline std::uint32_t join_slot(const table_view& t, std::uint32_t i, const slot_identity& who,
+                               const slot_settings& settings) noexcept {
+  table_header& h = *t.header;
+  slot_record& s = t.slots[i];
+  reset_slot_for_join(s);
+  s.generation += 1;
+  s.pid = who.pid;
+  s.start_time_ticks = who.start_time_ticks;
+  s.joined_unix_ns = who.joined_unix_ns;
+  const std::size_t n = std::min(who.name.size(), name_capacity - 1);
+  std::memcpy(s.name, who.name.data(), n); // the rest is zero: reset above
+  s.settings = settings;
+  s.settings.memory_guarantee = 0; // counts nowhere yet: set_usage() adds it to the totals
+  ++s.settings_seq;
+  s.compute.vtime = class_floor(h, settings.priority); // level with its class (see place())
+  set_usage(h, s, 0, 0, settings.memory_guarantee);
+  ++h.live_sessions;
+  crash_point("join.locked");
+  s.state.store(slot_active, std::memory_order_release);
+  return s.generation;
+}
+
+/// Ends the session in slot `i` of `t`: its device hold passes on, its waiters stop counting, its
+/// memory returns to the table, and the slot is free. Returns the slot to wake (a new device
+/// holder) or nobody.
+inline std::int64_t end_slot(const table_view& t, std::uint32_t i, std::uint64_t now) noexcept {
+  const std::int64_t wake = forget_slot(t, i, now);
+  clear_slot(*t.header, t.slots[i]);
+  return wake;
+}
+
+/// Ends the session in slot `i` of `t` whose process died without leaving (a peer found its
+/// liveness lock free): as end_slot(), and counted in the table's sessions_reclaimed.
+inline std::int64_t reclaim_slot(const table_view& t, std::uint32_t i, std::uint64_t now) noexcept {
+  ++t.header->sessions_reclaimed;
+  return end_slot(t, i, now);
+}
+
+/// After the table lock's owner died mid-update: frees the slot of every session `alive(i)` says
+/// is dead (but `own`, the caller's), rebuilds every total from the slots that remain and makes
+/// sure a live session holds the device if anyone waits. Returns the slot to wake, or nobody. The
+/// caller bumps memory_wake and wakes the memory waiters: memory may have come back.
+template <class Alive>
+std::int64_t repair_slots(const table_view& t, std::int64_t own, Alive&& alive,
+                          std::uint64_t now) noexcept {
+  table_header& h = *t.header;
+  for (std::uint32_t i = 0; i < t.slot_count; ++i) {
+    slot_record& s = t.slots[i];
+    if (i == own || s.state.load(std::memory_order_relaxed) != slot_active) continue;
+    if (!alive(i)) {
+      s.state.store(slot_free, std::memory_order_relaxed); // the totals are rebuilt below
+      remove_memory_waiters(h, s, UINT32_MAX); // the header's count is rebuilt below too
+      ++h.sessions_reclaimed;
+    }
+  }
+  recompute_totals(t);
+  return repair_scheduler(t, now);
 }
 
 } // namespace detail

@@ -28,62 +28,59 @@ namespace gpushare {
 inline namespace v0 {
 namespace detail {
 
+/// A session's settings as session_info shows them.
+inline void read_settings(const slot_settings& s, session_info& i) {
+  i.priority = s.priority;
+  i.share = s.share;
+  i.compute_limit_ppm = s.compute_limit_ppm;
+  i.compute_guarantee_ppm = s.compute_guarantee_ppm;
+  i.memory_limit = s.memory_limit;
+  i.memory_guarantee = s.memory_guarantee;
+  i.quantum_ns = s.quantum_ns;
+  i.max_guard_ns = s.max_guard_ns;
+  i.handover =
+      s.handover_mode == handover_at_yield ? handover_point::at_yield : handover_point::at_guard;
+}
+
 inline session_info read_session(const slot_record& s, std::uint32_t index) {
   session_info i;
+  // The counters, then what the journal and the lease hold that no lock holder has folded into
+  // them yet (detail/journal.hpp, sched_lease.hpp): a lock-free reader sees those updates as
+  // applied before the next locker folds them (a locked snapshot folds them first). Reading
+  // changes nothing.
+  static_cast<session_statistics&>(i) = s.stats;
+  i.device_ns = sat_add(sat_add(s.stats.device_ns, s.lease_used_ns.load(std::memory_order_relaxed)),
+                        sat_add(s.journal_used_ns.load(std::memory_order_relaxed),
+                                s.journal_device_ns.load(std::memory_order_relaxed)));
+  i.guards = sat_add(sat_add(s.stats.guards, s.lease_exits.load(std::memory_order_relaxed)),
+                     s.journal_exits.load(std::memory_order_relaxed));
+  i.guards_on_lease =
+      sat_add(s.stats.guards_on_lease, s.lease_exits.load(std::memory_order_relaxed));
   i.id = {index, s.generation};
   i.name = read_bounded(s.name, name_capacity);
   i.pid = s.pid;
   i.start_time_ticks = s.start_time_ticks;
   i.joined_unix_ns = s.joined_unix_ns;
-  i.priority = s.priority;
-  i.share = s.share;
-  i.compute_limit_ppm = s.compute_limit_ppm;
-  i.memory_limit = s.memory_limit;
-  i.memory_guarantee = s.memory_guarantee;
-  i.reserved = sat_sub(s.reserved, s.journal_shrink_bytes.load(std::memory_order_relaxed));
-  i.external = s.external;
-  i.peak = s.peak;
-  i.reservations_granted = s.reservations_granted;
-  i.reserve_waits = s.reserve_waits;
-  i.reserve_wait_ns = s.reserve_wait_ns;
-  i.reserve_wait_max_ns = s.reserve_wait_max_ns;
-  // Updates in the journal (detail/journal.hpp) are shown as applied: a lock-free reader sees
-  // them before the next locker folds them (a locked snapshot folds them first).
-  i.waiting_for_memory =
-      sat_sub32(s.memory_waiting, s.journal_memory_waiters.load(std::memory_order_relaxed));
   i.settings_seq = s.settings_seq;
-  i.quantum_ns = s.quantum_ns;
-  i.handover =
-      s.handover_mode == handover_at_yield ? handover_point::at_yield : handover_point::at_guard;
+  read_settings(s.settings, i);
+  i.reserved = sat_sub(s.memory.reserved, s.journal_shrink_bytes.load(std::memory_order_relaxed));
+  i.external = s.memory.external;
+  i.peak = s.memory.peak;
+  i.waiting_for_memory =
+      sat_sub32(s.memory.waiting, s.journal_memory_waiters.load(std::memory_order_relaxed));
   i.active_guards = sat_sub32(busy_guards(s), s.journal_exits.load(std::memory_order_relaxed));
   i.waiting_for_device =
-      sat_sub32(s.wants_device, s.journal_device_waiters.load(std::memory_order_relaxed));
-  // Lease guards' time not yet folded into the slot (read, never written: a reader changes
-  // nothing).
-  i.device_ns = sat_add(sat_add(s.device_ns, s.lease_used_ns.load(std::memory_order_relaxed)),
-                        sat_add(s.journal_used_ns.load(std::memory_order_relaxed),
-                                s.journal_device_ns.load(std::memory_order_relaxed)));
-  i.guards = sat_add(sat_add(s.guards, s.lease_exits.load(std::memory_order_relaxed)),
-                     s.journal_exits.load(std::memory_order_relaxed));
-  i.guards_on_lease = sat_add(s.lease_guards_done, s.lease_exits.load(std::memory_order_relaxed));
+      sat_sub32(s.compute.wants_device, s.journal_device_waiters.load(std::memory_order_relaxed));
+  i.vtime = s.compute.vtime;
   // How long its current guard has run: since it last started one under the lock, or, on its
   // lease, since a lease guard last ended (a lease guard records no start).
   if (i.active_guards > 0) {
-    const std::uint64_t since =
-        std::max(s.last_active_ns, s.lease_guards.load(std::memory_order_relaxed) > 0
-                                       ? s.lease_last_exit_ns.load(std::memory_order_relaxed)
-                                       : 0);
+    const std::uint64_t since = std::max(s.compute.last_active_ns,
+                                         s.lease_guards.load(std::memory_order_relaxed) > 0
+                                             ? s.lease_last_exit_ns.load(std::memory_order_relaxed)
+                                             : 0);
     if (since != 0) i.in_guard_ns = sat_sub(monotonic_ns(), since);
   }
-  i.device_waits = s.device_waits;
-  i.device_wait_ns = s.device_wait_ns;
-  i.device_wait_max_ns = s.device_wait_max_ns;
-  i.handovers = s.handovers;
-  i.cap_throttle_ns = s.cap_throttle_ns;
-  i.vtime = s.vtime;
-  i.max_guard_ns = s.max_guard_ns;
-  i.revocations = s.revocations;
-  i.compute_guarantee_ppm = s.compute_guarantee_ppm;
   return i;
 }
 
@@ -98,12 +95,12 @@ void add_sessions(const table_view& v, table_snapshot& s, std::int64_t holder, A
     if (slot.state.load(std::memory_order_relaxed) != slot_active) continue;
     if (!alive(i)) {
       s.dead_sessions.push_back(read_session(slot, i));
-      dead = sat_add(dead, sat_add(slot.reserved, slot.external));
+      dead = sat_add(dead, sat_add(slot.memory.reserved, slot.memory.external));
       continue;
     }
     s.sessions.push_back(read_session(slot, i));
     s.sessions.back().holds_device = holder == static_cast<std::int64_t>(i);
-    accounted = sat_add(accounted, sat_add(slot.reserved, slot.external));
+    accounted = sat_add(accounted, sat_add(slot.memory.reserved, slot.memory.external));
   }
   if (h.device_observed_unix_ns != 0) {
     s.device_name = read_bounded(h.device_name, device_name_capacity);
@@ -153,8 +150,8 @@ table_snapshot build_snapshot(const table_view& v, const std::string& name, Aliv
   std::int64_t holder = current_holder(v);
   if (holder != nobody) { // idle on its lease (at_guard): the device is free to anyone who asks
     const slot_record& hs = v.slots[static_cast<std::uint32_t>(holder)];
-    if (hs.lease.load(std::memory_order_relaxed) == 1 && hs.handover_mode == handover_at_guard &&
-        busy_guards(hs) == 0)
+    if (hs.lease.load(std::memory_order_relaxed) == 1 &&
+        hs.settings.handover_mode == handover_at_guard && busy_guards(hs) == 0)
       holder = nobody;
   }
   if (holder != nobody)

@@ -19,6 +19,7 @@
 #include <gpushare/detail/liveness.hpp>
 #include <gpushare/detail/scheduler.hpp>
 #include <gpushare/detail/shm.hpp>
+#include <gpushare/detail/slot.hpp>
 #include <gpushare/detail/table_lock.hpp>
 
 namespace gpushare {
@@ -61,33 +62,70 @@ public:
   void set_own_slot(std::int64_t s) noexcept { own_slot_ = s; }
   std::int64_t own_slot() const noexcept { return own_slot_; }
 
-  /// RAII holder of the table lock. If the previous holder died inside its critical section, the
-  /// state it protected is repaired before the lock is handed to the caller.
+  /// RAII holder of the table lock, and the one way to wake after unlocking. If the previous
+  /// holder died inside its critical section, the state it protected is repaired before the lock
+  /// is handed to the caller. What the critical section calls for (released_memory(),
+  /// wake_after(), wake_memory_waiters()) is sent right after the unlock, whichever way the scope
+  /// is left: the memory-wake word is bumped under the lock, so no memory waiter can miss it, and
+  /// the futex wakes are system calls made without the lock held. A missed wake would cost its
+  /// waiter a silent stall until its next timed re-check, so no locked operation wakes any other
+  /// way.
   class guard {
   public:
     explicit guard(table_core& t) : t_(&t), me_(t.locker_id()) {
       table_header& h = t.header();
       if (lock_table(&h.lock, me_, t.fd(), lock_timeout_ns, t.name(), &h.lock_holder_pid) ==
           lock_outcome::owner_died)
-        t.repair_locked();
+        t.repair_locked(*this);
       h.lock_holder_pid.store(t.pid_, std::memory_order_relaxed);
       // Updates other sessions could not apply (journal.hpp): before this locker decides
       // anything. One relaxed load when there are none.
-      if (h.journal_pending.load(std::memory_order_relaxed) != 0) t.fold_journals_locked();
+      if (h.journal_pending.load(std::memory_order_relaxed) != 0) t.fold_journals_locked(*this);
     }
     guard(const guard&) = delete;
     guard& operator=(const guard&) = delete;
     ~guard() { unlock(); }
+
+    /// Memory was released under this lock: the memory waiters, if any, re-check at the unlock.
+    void released_memory() noexcept { released_ = true; }
+    /// Every thread waiting on the memory-wake word re-checks at the unlock, counted or not (a
+    /// session ended: its own threads must see it).
+    void wake_memory_waiters() noexcept { wake_memory_ = true; }
+    /// Wakes the waiting threads of slot `slot` at the unlock (nobody: nothing). Every slot given
+    /// is woken, up to max_wakes; past that, the earliest are dropped: each is a device grant,
+    /// and only the latest grant's holder can still hold the device.
+    void wake_after(std::int64_t slot) noexcept {
+      if (slot == nobody) return;
+      for (std::size_t k = 0; k < n_; ++k)
+        if (wake_[k] == slot) return;
+      if (n_ == max_wakes) {
+        for (std::size_t k = 1; k < max_wakes; ++k) wake_[k - 1] = wake_[k];
+        --n_;
+      }
+      wake_[n_++] = slot;
+    }
+
     void unlock() noexcept {
       if (!t_) return;
-      t_->header().lock_holder_pid.store(0, std::memory_order_relaxed);
-      unlock_table(&t_->header().lock, me_);
+      table_core& t = *t_;
       t_ = nullptr;
+      table_header& h = t.header();
+      const bool memory = wake_memory_ || (released_ && h.memory_waiters > 0);
+      if (memory) h.memory_wake.fetch_add(1, std::memory_order_release);
+      h.lock_holder_pid.store(0, std::memory_order_relaxed);
+      unlock_table(&h.lock, me_);
+      if (memory) futex_wake(&h.memory_wake);
+      for (std::size_t k = 0; k < n_; ++k) t.wake_slot(wake_[k]);
     }
 
   private:
+    static constexpr std::size_t max_wakes = 8;
     table_core* t_;
     std::uint32_t me_;
+    bool released_ = false;
+    bool wake_memory_ = false;
+    std::size_t n_ = 0;
+    std::int64_t wake_[max_wakes] = {};
   };
 
   /// This mapping's locker id (detail/table_lock.hpp), claimed at the first lock: the exclusive
@@ -108,17 +146,8 @@ public:
     return id;
   }
 
-  /// Unlocks `g`; if memory was `released` under it and anyone waits for memory, wakes them. The
-  /// wake word is bumped under the lock (so no waiter can miss it) and the wake is sent after.
-  void unlock_after_release(guard& g, bool released = true) noexcept {
-    table_header& h = header();
-    const bool wake = released && h.memory_waiters > 0;
-    if (wake) h.memory_wake.fetch_add(1, std::memory_order_release);
-    g.unlock();
-    if (wake) futex_wake(&h.memory_wake);
-  }
-
-  /// Wakes the waiting threads of slot `i` (nobody: no-op). Call after unlocking.
+  /// Wakes the waiting threads of slot `i` (nobody: no-op), without the lock: guard::unlock()
+  /// calls it for the slots its critical section named.
   void wake_slot(std::int64_t i) noexcept {
     if (i >= 0 && i < slot_count()) futex_wake(&slot(static_cast<std::uint32_t>(i)).grant_word);
   }
@@ -126,9 +155,7 @@ public:
   /// Ends the session in slot `i`: its device hold passes on, its memory returns. Call under the
   /// lock; returns the slot to wake (a new device holder) or nobody.
   std::int64_t end_session_locked(std::uint32_t i) noexcept {
-    const std::int64_t wake = forget_slot(view(), i, monotonic_ns());
-    clear_slot(header(), slot(i));
-    return wake;
+    return end_slot(view(), i, monotonic_ns());
   }
 
   /// Frees the slots of sessions whose owners died, returning their memory to the table.
@@ -143,52 +170,35 @@ public:
     if (dead.empty()) return 0;
     guard g(*this);
     std::uint32_t reclaimed = 0;
-    std::vector<std::int64_t> wake;
     for (auto [i, gen] : dead) {
       slot_record& s = slot(i);
       if (s.state.load(std::memory_order_relaxed) != slot_active || s.generation != gen ||
           slot_owner_alive(fd(), i))
         continue;
-      wake.push_back(end_session_locked(i));
-      ++header().sessions_reclaimed;
+      g.wake_after(reclaim_slot(view(), i, monotonic_ns()));
+      g.released_memory();
       ++reclaimed;
     }
-    unlock_after_release(g, reclaimed > 0);
-    for (std::int64_t w : wake) wake_slot(w);
     return reclaimed;
   }
 
 private:
-  /// Applies every session's journal (journal.hpp), under the lock. Rare (only after lock
-  /// timeouts), so the wakes it calls for are sent under the lock, as a repair's are.
-  void fold_journals_locked() noexcept {
-    table_header& h = header();
+  /// Applies every session's journal (journal.hpp), under the lock `g`, which sends the wakes
+  /// that calls for at its unlock.
+  void fold_journals_locked(guard& g) noexcept {
     const fold_result r =
-        fold_journals(view(), monotonic_ns(), [&](std::int64_t w) { wake_slot(w); });
-    if (r.released_memory && h.memory_waiters > 0) {
-      h.memory_wake.fetch_add(1, std::memory_order_release);
-      futex_wake(&h.memory_wake);
-    }
+        fold_journals(view(), monotonic_ns(), [&](std::int64_t w) { g.wake_after(w); });
+    if (r.released_memory) g.released_memory();
   }
 
-  /// Called with the lock held, after taking it over from a dead owner: clears the slots of every
-  /// dead session and recomputes every total from the slots that remain.
-  void repair_locked() noexcept {
-    table_header& h = header();
-    ++h.lock_repairs;
-    for (std::uint32_t i = 0; i < slot_count(); ++i) {
-      slot_record& s = slot(i);
-      if (i == own_slot_ || s.state.load(std::memory_order_relaxed) != slot_active) continue;
-      if (!slot_owner_alive(fd(), i)) {
-        s.state.store(slot_free, std::memory_order_relaxed); // totals are rebuilt below
-        s.memory_waiting = 0;
-        ++h.sessions_reclaimed;
-      }
-    }
-    recompute_totals(view());
-    h.memory_wake.fetch_add(1, std::memory_order_release);
-    futex_wake(&h.memory_wake); // memory may have come back: let waiters re-check
-    wake_slot(repair_scheduler(view(), monotonic_ns())); // the device may have lost its holder
+  /// Called with the lock `g` held, after taking it over from a dead owner: frees the slots of
+  /// every dead session and rebuilds every total from the slots that remain (slot.hpp).
+  void repair_locked(guard& g) noexcept {
+    ++header().lock_repairs;
+    g.wake_after(repair_slots(
+        view(), own_slot_, [&](std::uint32_t i) { return slot_owner_alive(fd(), i); },
+        monotonic_ns()));    // the device may have lost its holder
+    g.wake_memory_waiters(); // memory may have come back: let waiters re-check
   }
 
   mapped_table map_;
@@ -196,21 +206,6 @@ private:
   std::int32_t pid_ = 0;
   std::atomic<std::uint32_t> locker_id_{0}; ///< 0 until claimed; its byte's lock goes with fd()
   std::unique_ptr<std::mutex> claim_mutex_ = std::make_unique<std::mutex>();
-};
-
-/// Wakes a slot's waiters when it goes out of scope: declare it before a table_core::guard so the
-/// wake happens after the unlock, whichever way the scope is left.
-struct deferred_wake {
-  explicit deferred_wake(table_core& t) noexcept : table(t) {}
-  deferred_wake(const deferred_wake&) = delete;
-  deferred_wake& operator=(const deferred_wake&) = delete;
-  ~deferred_wake() {
-    table.wake_slot(slot);
-    if (memory) futex_wake(&table.header().memory_wake);
-  }
-  table_core& table;
-  std::int64_t slot = nobody;
-  bool memory = false; ///< also wake the memory waiters (memory_wake was bumped under the lock)
 };
 
 } // namespace detail

@@ -114,8 +114,7 @@ inline bool session_core::grow_loop(std::uint64_t bytes, std::uint64_t timeout_n
     }
     if (!waiting) {
       waiting = true;
-      ++own().memory_waiting;
-      ++table_.header().memory_waiters;
+      add_memory_waiter(table_.header(), own());
     }
     const std::uint32_t seq = table_.header().memory_wake.load(std::memory_order_acquire);
     crash_point("reserve.waiting");
@@ -129,12 +128,7 @@ inline bool session_core::grow_loop(std::uint64_t bytes, std::uint64_t timeout_n
 /// A memory waiter got its memory or gave up by itself (under the lock): uncount it and record
 /// how long it waited.
 inline void session_core::stop_waiting(slot_record& s, std::uint64_t start) noexcept {
-  s.memory_waiting = sat_sub32(s.memory_waiting, 1);
-  table_.header().memory_waiters = sat_sub32(table_.header().memory_waiters, 1);
-  const std::uint64_t waited = monotonic_ns() - start;
-  ++s.reserve_waits;
-  s.reserve_wait_ns = sat_add(s.reserve_wait_ns, waited);
-  s.reserve_wait_max_ns = std::max(s.reserve_wait_max_ns, waited);
+  memory_wait_ended(table_.header(), s, monotonic_ns() - start);
 }
 
 /// A memory waiter leaves its wait by an exception: uncount it now, or journal it, so that no
@@ -146,11 +140,7 @@ inline void session_core::forget_memory_wait(uncount how) noexcept {
     return;
   }
   locked_or_journaled(
-      [&](locked&, slot_record& s) {
-        s.memory_waiting = sat_sub32(s.memory_waiting, 1);
-        table_.header().memory_waiters = sat_sub32(table_.header().memory_waiters, 1);
-      },
-      entry);
+      [&](locked&, slot_record& s) { remove_memory_waiters(table_.header(), s, 1); }, entry);
 }
 
 // ---- the device ---------------------------------------------------------------------------------
@@ -212,9 +202,8 @@ inline std::uint64_t session_core::acquire_loop(device_claim claim, std::uint64_
       own_waiters_.fetch_add(st.registered ? 1u : ~0u, std::memory_order_relaxed);
     g.wake_after(r.wake);
     if (r.what == acquire_result::granted) {
-      if (st.waited) record_wait(s, now - st.wait_start);
-      s.cap_throttle_ns =
-          sat_add(s.cap_throttle_ns, throttled_ns_.exchange(0, std::memory_order_relaxed));
+      device_wait_ended(s, st.waited ? now - st.wait_start : no_wait,
+                        throttled_ns_.exchange(0, std::memory_order_relaxed));
       return now;
     }
     if (now >= deadline) {
@@ -240,12 +229,6 @@ inline std::uint64_t session_core::acquire_loop(device_claim claim, std::uint64_
     }
     reclaim_dead_when_due(next_check);
   }
-}
-
-inline void session_core::record_wait(slot_record& s, std::uint64_t waited) noexcept {
-  ++s.device_waits;
-  s.device_wait_ns = sat_add(s.device_wait_ns, waited);
-  s.device_wait_max_ns = std::max(s.device_wait_max_ns, waited);
 }
 
 } // namespace detail
