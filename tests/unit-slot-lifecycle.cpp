@@ -146,8 +146,7 @@ struct walker {
       // A lock owner died: every slot the dice call dead is freed, the totals rebuilt.
       const std::uint64_t dead_mask = rng();
       (void)d::repair_slots(
-          t.view(), d::nobody, [&](std::uint32_t j) { return (dead_mask >> j & 1) == 0; },
-          now);
+          t.view(), d::nobody, [&](std::uint32_t j) { return (dead_mask >> j & 1) == 0; }, now);
     } else if (what < 96) {
       if (const std::uint64_t c = (256 + pick(1024)) * mib; c >= t.header->committed_total)
         d::set_capacity(t.view(), c);

@@ -237,7 +237,8 @@ private:
           device_at_warmup_.push_back(slots_[session_slot_[k]].stats.device_ns);
       else
         for (std::size_t k = 0; k < sc_.sessions.size(); ++k)
-          res_->sessions[k].device_ns = slots_[session_slot_[k]].stats.device_ns - device_at_warmup_[k];
+          res_->sessions[k].device_ns =
+              slots_[session_slot_[k]].stats.device_ns - device_at_warmup_[k];
       break;
     }
   }
