@@ -74,7 +74,7 @@ TEST_CASE("command-line mistakes are usage errors that say what is wrong") {
   CHECK(usage_message([] { parse({"a"}, 0); }) == "unexpected argument 'a'");
 }
 
-TEST_CASE("intervals are seconds or a number with a unit, within the allowed range") {
+TEST_CASE("intervals are seconds or a duration with a unit within the allowed range") {
   CHECK(parse_interval_ns("--interval", "0.2", status_interval) == 200'000'000);
   CHECK(parse_interval_ns("--interval", "2", status_interval) == 2'000'000'000);
   CHECK(parse_interval_ns("--interval", "250ms", status_interval) == 250'000'000);

@@ -140,7 +140,7 @@ TEST_CASE("each duration option accepts the same units and keeps its own range")
   }
 }
 
-TEST_CASE("durations set in code are checked against the same ranges, in the same words") {
+TEST_CASE("durations set in code are checked against the same ranges in the same words") {
   gs::session_options tiny;
   tiny.quantum = std::chrono::nanoseconds(10);
   const auto e = thrown([&] { (void)gs::resolve_options(tiny, fake_env({})); });

@@ -296,7 +296,7 @@ TEST_CASE("parse and format agree") {
     CHECK(parse_percent_ppm(format_ppm_percent(ppm)) == ppm);
 }
 
-TEST_CASE("parse_quantum_ns: quanta with a unit, from 1us to 10s") {
+TEST_CASE("parse_quantum_ns: quanta with a unit from 1us to 10s") {
   using gpushare::detail::parse_quantum_ns;
   CHECK(parse_quantum_ns("5ms") == 5'000'000);
   CHECK(parse_quantum_ns("500us") == 500'000);

@@ -42,7 +42,7 @@ inline memory_amount parse_memory_amount(std::string_view s) {
   return detail::parse_memory_amount(s);
 }
 
-/// `s` in double quotes for a message, with '"', '\\' and non-printable bytes escaped; at most
+/// `s` in double quotes for a message, with '"', '\' and non-printable bytes escaped; at most
 /// `max_chars` bytes of it, a longer `s` cut and its length given.
 inline std::string quote(std::string_view s, std::size_t max_chars = 60) {
   return detail::quote(s, max_chars);
