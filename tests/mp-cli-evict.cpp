@@ -463,10 +463,10 @@ TEST_CASE("bad --max-guard and --compute-guarantee values exit 2, naming the fla
     std::string flag, forms;
   };
   const bad cases[] = {
-      {{"worker", "--max-guard", "10us"}, "--max-guard", "from 1ms to 3600s"},
-      {{"worker", "--max-guard", "banana"}, "--max-guard", "from 1ms to 3600s"},
+      {{"worker", "--max-guard", "10us"}, "--max-guard", "from 1ms to 1h"},
+      {{"worker", "--max-guard", "banana"}, "--max-guard", "from 1ms to 1h"},
       {{"worker", "--compute-guarantee", "150%"}, "--compute-guarantee", "at most 100%"},
-      {{"--table-default", "--max-guard", "10us"}, "--max-guard", "from 1ms to 3600s"},
+      {{"--table-default", "--max-guard", "10us"}, "--max-guard", "from 1ms to 1h"},
   };
   for (const bad& c : cases) {
     std::vector<std::string> args = {"set"};

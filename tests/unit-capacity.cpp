@@ -251,8 +251,8 @@ TEST_CASE("an amount from the environment is shown as given and as read") {
         message_of([&] { session s = t.join("mixed"); }, errc::invalid_argument); // at join
     CHECK(has(why, "memory guarantee 953.67 MiB (GPUSHARE_MEMORY_GUARANTEE=1GB, read as "
                    "1000000000 bytes"));
-    CHECK(has(why, "exceeds its limit 819.19 MiB (GPUSHARE_MEMORY_LIMIT=10%, read as 858993459 "
-                   "bytes)"));
+    CHECK(has(why, "is greater than the memory limit 819.19 MiB (GPUSHARE_MEMORY_LIMIT=10%, read "
+                   "as 858993459 bytes)"));
   }
   CHECK(detail::amount_read_as("", 5).empty());
   CHECK(detail::amount_read_as("GPUSHARE_X=512MiB", 512 * MiB) ==

@@ -70,8 +70,8 @@ TEST_CASE("set --max-guard and --compute-guarantee take the forms of their varia
   CHECK(usage_message([] {
           parse_settings(set_args({"w", "--max-guard", "10us"}));
         })
-            .starts_with("--max-guard: invalid guard bound \"10us\": out of range; expected "
-                         "\"none\" (no bound), or a duration from 1ms to 3600s"));
+            .starts_with("--max-guard: invalid guard bound \"10us\": shorter than 1ms; expected "
+                         "\"none\" (no bound), or a duration from 1ms to 1h"));
   CHECK(usage_message([] {
           parse_settings(set_args({"w", "--max-guard", "30"}));
         }).starts_with("--max-guard: invalid guard bound \"30\": a unit is required"));

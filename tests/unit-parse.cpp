@@ -296,17 +296,17 @@ TEST_CASE("parse and format agree") {
     CHECK(parse_percent_ppm(format_ppm_percent(ppm)) == ppm);
 }
 
-TEST_CASE("parse_duration_ns: quanta with a unit, from 1us to 10s") {
-  using gpushare::detail::parse_duration_ns;
-  CHECK(parse_duration_ns("5ms") == 5'000'000);
-  CHECK(parse_duration_ns("500us") == 500'000);
-  CHECK(parse_duration_ns("0.5s") == 500'000'000);
-  CHECK(parse_duration_ns("1000ns") == 1'000);
-  CHECK(parse_duration_ns("10s") == 10'000'000'000);
+TEST_CASE("parse_quantum_ns: quanta with a unit from 1us to 10s") {
+  using gpushare::detail::parse_quantum_ns;
+  CHECK(parse_quantum_ns("5ms") == 5'000'000);
+  CHECK(parse_quantum_ns("500us") == 500'000);
+  CHECK(parse_quantum_ns("0.5s") == 500'000'000);
+  CHECK(parse_quantum_ns("1000ns") == 1'000);
+  CHECK(parse_quantum_ns("10s") == 10'000'000'000);
   for (const char* bad : {"", "5", "5 ms", "-1ms", "999ns", "11s", "1e3ms", "5msx", "5m"}) {
     CAPTURE(bad);
     try {
-      (void)parse_duration_ns(bad);
+      (void)parse_quantum_ns(bad);
       FAIL("accepted a bad duration");
     } catch (const gpushare::error& e) {
       CHECK(e.code() == gpushare::errc::invalid_argument);

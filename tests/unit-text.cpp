@@ -4,7 +4,10 @@
 
 #include <unistd.h>
 
+#include <chrono>
+#include <functional>
 #include <string>
+#include <string_view>
 
 #include <gpushare/gpushare.hpp>
 
@@ -59,4 +62,37 @@ TEST_CASE("table_name is the name a session of that domain and key uses, and tab
   (void)gs::table::remove("k", o);
   CHECK_THROWS_AS((void)gs::table_name("bad/domain", "k"), gs::error);
   CHECK_THROWS_AS((void)gs::table_name(domain, ""), gs::error);
+}
+
+TEST_CASE("the setting parsers read what the GPUSHARE_ variables read") {
+  CHECK(gs::parse_priority("HIGH") == gs::priority::high);
+  CHECK(gs::parse_priority("7") == 7);
+  CHECK(gs::parse_share("4") == 4u);
+  CHECK(gs::parse_percent("12.5%") == 125'000u);
+  CHECK(gs::parse_compute_guarantee("none") == 0u);
+  CHECK(gs::parse_compute_guarantee("10%") == 100'000u);
+  CHECK(gs::parse_quantum("500us") == std::chrono::microseconds(500));
+  CHECK(gs::parse_max_guard("2min") == std::chrono::minutes(2));
+  CHECK(gs::parse_max_guard("none") == std::chrono::nanoseconds(0));
+  CHECK(gs::parse_handover("yield") == gs::handover_point::at_yield);
+  CHECK(gs::parse_capacity("unlimited") == 0u);
+  CHECK(gs::parse_capacity("1KiB") == 1024u);
+  CHECK_NOTHROW(gs::validate_domain("my.domain-1"));
+  for (const auto& bad : {std::function<void()>([] { (void)gs::parse_priority("8"); }),
+                          std::function<void()>([] { (void)gs::parse_share("0"); }),
+                          std::function<void()>([] { (void)gs::parse_quantum("20s"); }),
+                          std::function<void()>([] { gs::validate_domain(".hidden"); })}) {
+    try {
+      bad();
+      FAIL("a bad value was accepted");
+    } catch (const gs::error& e) {
+      CHECK(e.code() == gs::errc::invalid_argument);
+    }
+  }
+}
+
+TEST_CASE("quote escapes quotes and control bytes and cuts long strings") {
+  CHECK(gs::quote("a\"b") == "\"a\\\"b\"");
+  CHECK(gs::quote(std::string_view("\x01", 1)) == "\"\\x01\"");
+  CHECK(gs::quote("abcdef", 3) == "\"abc\"... (6 bytes in all)");
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <charconv>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -12,9 +13,9 @@
 #include <utility>
 #include <vector>
 
-#include <gpushare/detail/join_notices.hpp>
 #include <gpushare/error.hpp>
 #include <gpushare/options.hpp>
+#include <gpushare/text.hpp>
 
 #include "cli_errors.hpp"
 #include "cli_format.hpp"
@@ -46,9 +47,20 @@ struct parsed_args {
 };
 
 /// Edit distance between `a` and `b` (insertions, deletions, substitutions and swaps of two
-/// neighbouring characters count 1 each: "stauts" is 1 from "status"): the library's, which also
-/// names the nearest GPUSHARE_* variable to a misspelt one.
-using detail::edit_distance;
+/// neighbouring characters count 1 each: "stauts" is 1 from "status"; optimal string alignment).
+inline std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i)
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
 
 /// The candidate the user most likely meant by `word`, if one is close enough: the only candidate
 /// that `word` begins ("stat" -> "status"), else the nearest by edit_distance, at most 1 away for
@@ -156,56 +168,39 @@ auto parse_value(std::string_view flag, const std::string& value, Parse parse) {
 /// Nanoseconds as seconds: "0.2 s", "3600 s".
 inline std::string seconds_text(std::uint64_t ns) { return fixed_decimal(ns, 9) + " s"; }
 
-/// A time interval: plain seconds ("0.2", "2") or a number with a unit ns, us, ms or s ("200ms").
-/// Returns nanoseconds; `min_ns` .. `max_ns` inclusive.
-inline std::uint64_t parse_interval_ns(std::string_view flag, std::string_view s,
-                                       std::uint64_t min_ns, std::uint64_t max_ns) {
-  static constexpr detail::value_kind kind{
-      "interval", "seconds (\"0.5\", \"2\") or a number with a unit ns, us, ms or s (\"200ms\")"};
-  const auto fail = [&](const std::string& why) -> std::uint64_t {
-    throw usage_error(std::string(flag) + ": invalid interval " + detail::quote(s) + ": " + why);
-  };
-  detail::decimal d;
-  try {
-    d = detail::parse_decimal(kind, s, s);
-  } catch (const gpushare::error& e) {
-    throw usage_error(std::string(flag) + ": " + e.what());
-  }
-  const std::string_view unit = s.substr(d.length);
-  std::uint64_t per = 0;
-  if (unit.empty() || detail::iequals(unit, "s"))
-    per = 1'000'000'000;
-  else if (detail::iequals(unit, "ms"))
-    per = 1'000'000;
-  else if (detail::iequals(unit, "us"))
-    per = 1'000;
-  else if (detail::iequals(unit, "ns"))
-    per = 1;
-  else
-    return fail("unknown unit " + detail::quote(unit) + " (use s, ms, us or ns)");
-  const auto out_of_range = [&] {
-    return fail("it must be from " + seconds_text(min_ns) + " to " + seconds_text(max_ns));
-  };
-  if (d.whole > max_ns / per) return out_of_range();
-  const std::uint64_t ns = d.whole * per + static_cast<std::uint64_t>(d.micros) * per / 1'000'000;
-  if (ns < min_ns || ns > max_ns) return out_of_range();
-  return ns;
+/// The --interval of `status`: from 0 (one reading, no wait) to 1min.
+inline constexpr duration_option status_interval{
+    "interval", 0, 60'000'000'000, false, 0, {}, 1'000'000'000, "\"0.5\", \"2\", \"200ms\""};
+/// The --interval of `top`: from 10ms to 1h.
+inline constexpr duration_option top_interval{
+    "interval", 10'000'000, 3'600'000'000'000, false,
+    0,          {},         1'000'000'000,     "\"0.5\", \"2\", \"2min\""};
+
+/// A time interval as every gpushare duration is read (parse_duration), where a number alone
+/// counts seconds ("0.2", "2", "200ms", "2min"); nanoseconds in `o`'s range, else a usage_error
+/// naming `flag`.
+inline std::uint64_t parse_interval_ns(std::string_view flag, const std::string& s,
+                                       const duration_option& o) {
+  return parse_value(flag, s, [&](std::string_view v) { return parse_duration(v, o); });
 }
 
 /// A whole number from `min` to `max`.
 inline std::uint64_t parse_count(std::string_view flag, std::string_view s, std::uint64_t min,
                                  std::uint64_t max) {
-  static constexpr detail::value_kind kind{"number", "a whole number"};
-  std::optional<std::uint64_t> v;
-  try {
-    v = detail::parse_digits(kind, s);
-  } catch (const gpushare::error& e) {
-    throw usage_error(std::string(flag) + ": " + e.what());
-  }
-  if (!v || *v < min || *v > max)
-    throw usage_error(std::string(flag) + ": " + detail::quote(s) + " is out of range (" +
+  const auto invalid = [&](const char* why) {
+    throw usage_error(std::string(flag) + ": invalid number " + quote(s) + ": " + why +
+                      "; expected a whole number");
+  };
+  if (s.empty()) invalid("the value is empty");
+  if (s[0] == '-' || s[0] == '+') invalid("a sign is not allowed");
+  if (!std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    invalid("it is not a whole number");
+  std::uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc{} || end != s.data() + s.size() || v < min || v > max)
+    throw usage_error(std::string(flag) + ": " + quote(s) + " is out of range (" +
                       std::to_string(min) + " to " + std::to_string(max) + ")");
-  return *v;
+  return v;
 }
 
 /// The domains a command looks at: one domain, or every domain.
@@ -216,7 +211,7 @@ struct domain_choice {
   /// `domain "x"`, with ` (from GPUSHARE_DOMAIN)` when it came from there; "every domain".
   std::string text() const {
     if (!name) return "every domain";
-    return "domain " + detail::quote(*name) +
+    return "domain " + quote(*name) +
            (from_environment ? std::string(" (from GPUSHARE_DOMAIN)") : std::string());
   }
 };
@@ -231,7 +226,7 @@ inline domain_choice domain_option(const parsed_args& a,
   domain_choice c;
   if (d) {
     parse_value("--domain", *d, [](std::string_view s) {
-      detail::validate_domain(s);
+      validate_domain(s);
       return 0;
     });
     c.name = d;
@@ -241,11 +236,7 @@ inline domain_choice domain_option(const parsed_args& a,
   const auto from_env = env("GPUSHARE_DOMAIN");
   if (!from_env) return c;
   try {
-    c.name = detail::parse_env_value("GPUSHARE_DOMAIN", detail::domain_forms, *from_env,
-                                     [](std::string_view s) {
-                                       detail::validate_domain(s);
-                                       return std::string(s);
-                                     });
+    c.name = domain_from_environment(env);
   } catch (const gpushare::error& e) {
     if (e.code() != errc::invalid_environment) throw;
     throw usage_error(std::string(e.what()) + " (or override it with --domain D or --all-domains)");

@@ -45,6 +45,7 @@ inline int run_clean(std::span<const std::string> args) {
   o.dry_run = dry_run;
   o.domain = domain;
   o.open_timeout = open_timeout;
+  o.lock_timeout = lock_options.lock_timeout;
 
   std::string out;
   std::size_t matching = 0, removed = 0, failed = 0;
@@ -135,7 +136,7 @@ inline int run_clean(std::span<const std::string> args) {
   if (matching == 0 && domain)
     out += ": " + no_tables_text(domains_other_than(*domain), choice);
   else if (choice.from_environment)
-    out += " (only domain " + detail::quote(*domain) +
+    out += " (only domain " + quote(*domain) +
            ", from GPUSHARE_DOMAIN; --all-domains cleans every domain)";
   out += "\n";
   write_stdout(out);

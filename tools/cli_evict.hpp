@@ -36,7 +36,7 @@ inline std::string returned_text(const session_info& gone) {
 /// The line `evict` prints: "evicted session "trainer" (slot 3, pid 4242) from /gpushare...: its
 /// device hold and 1.50 GiB of reservations went back to the table".
 inline std::string evicted_text(const session_info& gone, const std::string& object_name) {
-  return "evicted session " + detail::quote(gone.name) + " (slot " + std::to_string(gone.id.slot) +
+  return "evicted session " + quote(gone.name) + " (slot " + std::to_string(gone.id.slot) +
          ", pid " + std::to_string(gone.pid) + ") from " + object_name + ": " +
          returned_text(gone) + "\n";
 }
@@ -52,7 +52,7 @@ inline session_info evict_from(table& handle, const session_info& target) {
                             "nothing was evicted; kill the process that holds it (the next "
                             "session repairs the lock)");
     if (err.code() == errc::invalid_argument)
-      throw runtime_failure("session " + detail::quote(target.name) + " (slot " +
+      throw runtime_failure("session " + quote(target.name) + " (slot " +
                             std::to_string(target.id.slot) + ") left table " +
                             handle.object_name() + " before it could be evicted; nothing to do");
     throw;
@@ -68,7 +68,7 @@ inline session_info evict_from(table& handle, const session_info& target) {
 inline table open_for_evict(const table_entry& e) {
   const bool switch_uid =
       ::geteuid() == 0 && e.file_uid != 0 && e.owner == "u" + std::to_string(e.file_uid);
-  if (!switch_uid) return table::open_existing(e.object_name, open_timeout);
+  if (!switch_uid) return table::open_existing(e.object_name, lock_options);
   if (::seteuid(static_cast<uid_t>(e.file_uid)) != 0)
     throw runtime_failure("cannot take the effective uid " + std::to_string(e.file_uid) +
                           " to open table " + e.object_name);
@@ -77,7 +77,7 @@ inline table open_for_evict(const table_entry& e) {
       if (::seteuid(0) != 0) std::abort(); // cannot fail: the saved uid is 0
     }
   } restore;
-  return table::open_existing(e.object_name, open_timeout);
+  return table::open_existing(e.object_name, lock_options);
 }
 
 inline int run_evict(std::span<const std::string> args) {

@@ -35,8 +35,7 @@ inline session_target parse_session_target(const std::string& word) {
     t.name = word.substr(5);
   } else if (!word.empty() &&
              std::all_of(word.begin(), word.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    t.slot =
-        static_cast<std::uint32_t>(parse_count("<session>", word, 0, detail::max_slot_count - 1));
+    t.slot = static_cast<std::uint32_t>(parse_count("<session>", word, 0, max_session_slots - 1));
   } else {
     t.name = word;
   }
@@ -134,7 +133,7 @@ inline found_session find_by_name(const search_scope& scope, const std::string& 
       for (const auto& i : t->snapshot->sessions)
         if (i.name == name) matches.push_back({t, i});
   if (matches.empty())
-    throw runtime_failure("no live session named " + detail::quote(name) +
+    throw runtime_failure("no live session named " + quote(name) +
                           (scope.tables.empty() ? scope.nothing_to_search : scope.where) +
                           unreadable_note(scope.tables));
   if (matches.size() > 1) {
@@ -143,7 +142,7 @@ inline found_session find_by_name(const search_scope& scope, const std::string& 
       list += "\n  table " + m.reading->entry.object_name + " slot " +
               std::to_string(m.info.id.slot) + " pid " + std::to_string(m.info.pid);
     throw runtime_failure(std::to_string(matches.size()) + " live sessions are named " +
-                          detail::quote(name) + ":" + list +
+                          quote(name) + ":" + list +
                           "\nadd --table, or give a slot number instead of the name");
   }
   return matches.front();

@@ -10,9 +10,9 @@
 #include <string_view>
 #include <vector>
 
-#include <gpushare/detail/layout.hpp>
 #include <gpushare/options.hpp>
 #include <gpushare/table.hpp>
+#include <gpushare/text.hpp>
 
 namespace gpushare::cli {
 
@@ -50,8 +50,8 @@ inline std::string plural(std::uint64_t n, std::string_view one, std::string_vie
 
 /// "4.00 GiB"; "unlimited" for 2^63 bytes or more (the capacity of an unlimited table).
 inline std::string bytes_text(std::uint64_t bytes) {
-  if (bytes >= detail::unlimited_capacity) return "unlimited";
-  return detail::format_bytes(bytes);
+  if (bytes >= unlimited_memory) return "unlimited";
+  return format_bytes(bytes);
 }
 
 /// `units` / 10^`digits` as an exact decimal: fixed_decimal(1500000000, 9) == "1.5",
@@ -117,7 +117,7 @@ inline std::string session_guard_bound_text(std::uint64_t ns, std::uint64_t tabl
 
 /// A compute guarantee: "none" for 0, else "10%".
 inline std::string guarantee_text(std::uint32_t ppm) {
-  return ppm == 0 ? std::string("none") : detail::format_ppm_percent(ppm);
+  return ppm == 0 ? std::string("none") : format_percent(ppm);
 }
 
 /// "low", "normal", "high", "critical", or the number for the unnamed classes 4..7.

@@ -10,7 +10,6 @@
 #include <string>
 #include <vector>
 
-#include <gpushare/detail/posix.hpp>
 #include <gpushare/discovery.hpp>
 #include <gpushare/error.hpp>
 #include <gpushare/table.hpp>
@@ -22,6 +21,9 @@ namespace gpushare::cli {
 
 /// How long the tool waits for a table that another process is still initialising.
 inline constexpr std::chrono::milliseconds open_timeout{1000};
+/// How the commands that lock a table (set, evict, clean) open it: a table whose lock a stopped
+/// process holds is reported busy after 100 ms, not after the library's 10 s (docs/cli.md).
+inline const table_open_options lock_options{open_timeout, std::chrono::milliseconds(100)};
 
 /// One table as the tool saw it: its snapshot, or why it could not be read.
 struct table_reading {
@@ -86,7 +88,10 @@ inline sample take_sample(const domain_choice& choice) {
     t.entry = std::move(e);
     try {
       t.snapshot = table::read_unlocked(t.entry.object_name, open_timeout);
-      t.taken_ns = detail::monotonic_ns();
+      t.taken_ns =
+          static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                         std::chrono::steady_clock::now().time_since_epoch())
+                                         .count());
       // A name can read as several domains (see parse_table_file_name); the header decides.
       if (domain && t.snapshot->domain != *domain) continue;
     } catch (const gpushare::error& err) {
@@ -98,7 +103,10 @@ inline sample take_sample(const domain_choice& choice) {
     }
     s.tables.push_back(std::move(t));
   }
-  s.taken_unix_ns = detail::realtime_ns();
+  s.taken_unix_ns =
+      static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     std::chrono::system_clock::now().time_since_epoch())
+                                     .count());
   if (domain && s.tables.empty()) s.other_domains = domains_other_than(*domain);
   return s;
 }
@@ -113,7 +121,7 @@ inline std::string no_tables_text(const std::vector<std::string>& other_domains,
   if (other_domains.empty()) return out + " (there are no gpushare tables in /dev/shm at all)";
   out += std::string("; tables exist in ") + (other_domains.size() == 1 ? "domain " : "domains ");
   for (std::size_t i = 0; i < other_domains.size(); ++i)
-    out += (i == 0 ? std::string() : std::string(", ")) + detail::quote(other_domains[i]);
+    out += (i == 0 ? std::string() : std::string(", ")) + quote(other_domains[i]);
   return out + " (see `gpushare status --all-domains`)";
 }
 

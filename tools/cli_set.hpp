@@ -29,26 +29,20 @@ namespace gpushare::cli {
 /// The settings change the flags ask for; usage_error if a value is malformed.
 inline settings_change parse_settings(const parsed_args& a) {
   settings_change c;
-  if (auto v = a.value("--share")) c.share = parse_value("--share", *v, detail::parse_share);
-  if (auto v = a.value("--priority"))
-    c.priority = parse_value("--priority", *v, detail::parse_priority);
+  if (auto v = a.value("--share")) c.share = parse_value("--share", *v, parse_share);
+  if (auto v = a.value("--priority")) c.priority = parse_value("--priority", *v, parse_priority);
   if (auto v = a.value("--compute-limit"))
-    c.compute_limit_ppm = parse_value("--compute-limit", *v, detail::parse_percent_ppm);
+    c.compute_limit_ppm = parse_value("--compute-limit", *v, parse_percent);
   if (auto v = a.value("--memory-limit"))
-    c.memory_limit = parse_value("--memory-limit", *v, detail::parse_memory_amount);
+    c.memory_limit = parse_value("--memory-limit", *v, parse_memory_amount);
   if (auto v = a.value("--memory-guarantee"))
-    c.memory_guarantee = parse_value("--memory-guarantee", *v, detail::parse_memory_amount);
-  if (auto v = a.value("--quantum"))
-    c.quantum = std::chrono::nanoseconds(
-        static_cast<std::int64_t>(parse_value("--quantum", *v, detail::parse_duration_ns)));
-  if (auto v = a.value("--handover"))
-    c.handover = parse_value("--handover", *v, detail::parse_handover);
+    c.memory_guarantee = parse_value("--memory-guarantee", *v, parse_memory_amount);
+  if (auto v = a.value("--quantum")) c.quantum = parse_value("--quantum", *v, parse_quantum);
+  if (auto v = a.value("--handover")) c.handover = parse_value("--handover", *v, parse_handover);
   if (auto v = a.value("--max-guard"))
-    c.max_guard = std::chrono::nanoseconds(
-        static_cast<std::int64_t>(parse_value("--max-guard", *v, detail::parse_max_guard_ns)));
+    c.max_guard = parse_value("--max-guard", *v, parse_max_guard);
   if (auto v = a.value("--compute-guarantee"))
-    c.compute_guarantee_ppm =
-        parse_value("--compute-guarantee", *v, detail::parse_compute_guarantee_ppm);
+    c.compute_guarantee_ppm = parse_value("--compute-guarantee", *v, parse_compute_guarantee);
   return c;
 }
 
@@ -85,10 +79,8 @@ inline table_defaults parse_table_defaults(const parsed_args& a) {
     throw usage_error("--table-default needs --max-guard DUR|none (the guard bound of the "
                       "sessions that set none of their own) or --capacity SIZE|unlimited");
   table_defaults d;
-  if (v)
-    d.max_guard = std::chrono::nanoseconds(
-        static_cast<std::int64_t>(parse_value("--max-guard", *v, detail::parse_max_guard_ns)));
-  if (c) d.capacity = parse_value("--capacity", *c, detail::parse_capacity);
+  if (v) d.max_guard = parse_value("--max-guard", *v, parse_max_guard);
+  if (c) d.capacity = parse_value("--capacity", *c, parse_capacity);
   return d;
 }
 
@@ -104,8 +96,8 @@ inline std::string describe_change(const settings_change& c, const session_info&
   if (c.priority) line("priority", priority_text(before.priority), priority_text(after.priority));
   if (c.share) line("share", std::to_string(before.share), std::to_string(after.share));
   if (c.compute_limit_ppm)
-    line("compute limit", detail::format_ppm_percent(before.compute_limit_ppm),
-         detail::format_ppm_percent(after.compute_limit_ppm));
+    line("compute limit", format_percent(before.compute_limit_ppm),
+         format_percent(after.compute_limit_ppm));
   if (c.memory_limit)
     line("memory limit", bytes_text(before.memory_limit), bytes_text(after.memory_limit));
   if (c.memory_guarantee)
@@ -157,7 +149,7 @@ inline int set_session(const parsed_args& a) {
   // again on the opened descriptor (the name may have been replaced in between).
   const table_entry& e = reading->entry;
   check_own_table({e.file_uid, e.file_gid, e.file_mode}, e.object_name);
-  table handle = table::open_existing(e.object_name, open_timeout);
+  table handle = table::open_existing(e.object_name, lock_options);
   check_own_table(handle.owner(), e.object_name);
   try {
     handle.configure(before.id, change);
@@ -171,9 +163,8 @@ inline int set_session(const parsed_args& a) {
   const table_snapshot now = table::read_unlocked(e.object_name, open_timeout);
   for (const auto& i : now.sessions)
     if (i.id == before.id) after = i;
-  std::string out = "session " + detail::quote(before.name) + " (slot " +
-                    std::to_string(before.id.slot) + ", pid " + std::to_string(before.pid) +
-                    ") in table " + e.object_name + ":\n";
+  std::string out = "session " + quote(before.name) + " (slot " + std::to_string(before.id.slot) +
+                    ", pid " + std::to_string(before.pid) + ") in table " + e.object_name + ":\n";
   if (after)
     out += describe_change(change, before, *after, now.default_max_guard_ns);
   else
@@ -219,8 +210,7 @@ inline std::string table_defaults_text(const std::string& name, const table_defa
     line("default guard bound", guard_bound_text(before.default_max_guard_ns),
          guard_bound_text(after.default_max_guard_ns));
   if (d.capacity)
-    line("capacity", detail::format_capacity(before.capacity),
-         detail::format_capacity(after.capacity));
+    line("capacity", format_capacity(before.capacity), format_capacity(after.capacity));
   return out;
 }
 
@@ -237,7 +227,7 @@ inline int set_table_defaults(const parsed_args& a) {
   std::string busy;
   for (const auto* t : tables) {
     const std::string& name = t->entry.object_name;
-    table handle = table::open_existing(name, open_timeout);
+    table handle = table::open_existing(name, lock_options);
     check_table_file_owner(handle.owner(), name);
     const table_snapshot before = table::read_unlocked(name, open_timeout);
     try {

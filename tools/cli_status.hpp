@@ -38,8 +38,9 @@ inline constexpr std::uint64_t stuck_guard_min_ns = 1'000'000'000;
 /// Whether session `i` has been inside one guard far longer than its quantum.
 inline bool guard_stuck(const session_info& i) {
   return i.active_guards > 0 &&
-         i.in_guard_ns >
-             std::max(stuck_guard_min_ns, detail::mul_div(i.quantum_ns, stuck_guard_quanta, 1));
+         i.in_guard_ns > std::max(stuck_guard_min_ns, i.quantum_ns > UINT64_MAX / stuck_guard_quanta
+                                                          ? UINT64_MAX
+                                                          : i.quantum_ns * stuck_guard_quanta);
 }
 
 /// The STATE column: running / waiting / idle, and for a guard far over its quantum, how long.
@@ -60,9 +61,9 @@ inline std::string remedies_text(const table_snapshot& s, std::uint64_t now_unix
   if (s.evictions != 0) {
     std::string e = plural(s.evictions, "eviction");
     if (const auto& last = s.last_eviction)
-      e += " (last: " + detail::quote(last->name) + ", slot " + std::to_string(last->id.slot) +
-           ", pid " + std::to_string(last->pid) + ", by uid " + std::to_string(last->by_uid) +
-           ", " + age_text(now_unix_ns, last->unix_ns) + ")";
+      e += " (last: " + quote(last->name) + ", slot " + std::to_string(last->id.slot) + ", pid " +
+           std::to_string(last->pid) + ", by uid " + std::to_string(last->by_uid) + ", " +
+           age_text(now_unix_ns, last->unix_ns) + ")";
     parts.push_back(e);
   }
   if (parts.empty()) return "";
@@ -95,7 +96,7 @@ inline std::string stuck_hints(const table_snapshot& s) {
   std::string out;
   for (const auto& i : s.sessions)
     if (guard_stuck(i))
-      out += "  hint: " + detail::quote(i.name) + " (slot " + std::to_string(i.id.slot) +
+      out += "  hint: " + quote(i.name) + " (slot " + std::to_string(i.id.slot) +
              ") has run one guard for " + duration_text(i.in_guard_ns) +
              "; if its process is stopped or hung, `gpushare evict " +
              safe_text(evict_argument(s, i)) +
@@ -131,7 +132,7 @@ inline std::vector<session_column> session_columns(const table_snapshot& s) {
       {{"PID", R}, true, [](I i, P) { return std::to_string(i.pid); }},
       {{"PRIO", L}, true, [](I i, P) { return priority_text(i.priority); }},
       {{"SHARE", R}, true, [](I i, P) { return std::to_string(i.share); }},
-      {{"CLIMIT", R}, true, [](I i, P) { return detail::format_ppm_percent(i.compute_limit_ppm); }},
+      {{"CLIMIT", R}, true, [](I i, P) { return format_percent(i.compute_limit_ppm); }},
       {{"CGUARANTEE", R},
        guarantee,
        [](I i, P) {
@@ -174,7 +175,7 @@ inline std::string sessions_text(const table_snapshot& s, const recent_usage& re
 inline std::string dead_sessions_text(const table_snapshot& s) {
   std::string out;
   for (const session_info& i : s.dead_sessions)
-    out += "  dead, not reclaimed yet: " + safe_text(detail::quote(i.name)) + " (slot " +
+    out += "  dead, not reclaimed yet: " + safe_text(quote(i.name)) + " (slot " +
            std::to_string(i.id.slot) + ", pid " + std::to_string(i.pid) + ") holds " +
            bytes_text(i.reserved) + " reserved, " + bytes_text(i.external) + " external, " +
            bytes_text(i.memory_guarantee) + " guaranteed\n";
@@ -195,8 +196,7 @@ inline std::string table_text(const table_reading& t, const recent_usage& recent
                     "), " + plural(s.slot_count, "slot") + ", created by pid " +
                     std::to_string(s.creator_pid) + "\n";
   out += "  memory: capacity " + bytes_text(s.capacity) + ", free " +
-         (s.capacity >= detail::unlimited_capacity ? std::string("unlimited")
-                                                   : bytes_text(s.available)) +
+         (s.capacity >= unlimited_memory ? std::string("unlimited") : bytes_text(s.available)) +
          " (committed " + bytes_text(s.committed_total) + ", reserved " +
          bytes_text(s.reserved_total) + ")\n";
   if (s.device_observed_unix_ns != 0)
@@ -226,8 +226,8 @@ inline std::string split_keys_text(const sample& now, const std::vector<table_en
     if (std::none_of(now.tables.begin(), now.tables.end(),
                      [&](const table_reading& t) { return t.entry.key == key; }))
       continue;
-    out += "warning: key " + safe_text(detail::quote(key)) + " has " +
-           std::to_string(tables.size()) + " tables (";
+    out += "warning: key " + safe_text(quote(key)) + " has " + std::to_string(tables.size()) +
+           " tables (";
     for (std::size_t i = 0; i < tables.size(); ++i)
       out += (i == 0 ? "" : ", ") + safe_text(tables[i].object_name);
     out += "): sessions in different tables are not arbitrated against each other; give every "
@@ -247,7 +247,7 @@ inline std::string status_text(const sample* before, const sample& now,
     out += ", " + std::to_string(now.tables.size() - now.readable()) + " unreadable";
   // A filter the user did not type is easy to forget: say where it comes from.
   if (domain.from_environment)
-    out += " (only domain " + detail::quote(*domain.name) +
+    out += " (only domain " + quote(*domain.name) +
            ", from GPUSHARE_DOMAIN; --all-domains shows every domain)";
   out += "\n";
   try {
@@ -360,7 +360,7 @@ inline void table_json(json_writer& w, const table_reading& t, const recent_usag
   w.field("created_unix_ns", s.created_unix_ns);
   w.field("slot_count", s.slot_count);
   w.field("capacity_bytes", s.capacity);
-  w.field("capacity_unlimited", s.capacity >= detail::unlimited_capacity);
+  w.field("capacity_unlimited", s.capacity >= unlimited_memory);
   w.field("committed_bytes", s.committed_total);
   w.field("reserved_bytes", s.reserved_total);
   w.field("available_bytes", s.available);
@@ -485,7 +485,7 @@ inline int run_status(std::span<const std::string> args) {
   const domain_choice domain = domain_option(a);
   const std::uint64_t interval_ns =
       a.value("--interval")
-          ? parse_interval_ns("--interval", *a.value("--interval"), 0, 60'000'000'000ull)
+          ? parse_interval_ns("--interval", *a.value("--interval"), status_interval)
           : default_status_interval_ns;
   std::optional<sample> first;
   if (interval_ns > 0) {

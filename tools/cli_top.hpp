@@ -53,9 +53,8 @@ inline int run_top(std::span<const std::string> args) {
   }
   const domain_choice domain = domain_option(a);
   const std::uint64_t interval_ns =
-      a.value("--interval")
-          ? parse_interval_ns("--interval", *a.value("--interval"), 10'000'000, 3'600'000'000'000)
-          : 1'000'000'000;
+      a.value("--interval") ? parse_interval_ns("--interval", *a.value("--interval"), top_interval)
+                            : 1'000'000'000;
   std::optional<std::uint64_t> iterations;
   if (const auto n = a.value("--iterations"))
     iterations = parse_count("--iterations", *n, 1, 1'000'000'000);

@@ -41,7 +41,8 @@ Options:
   --all-domains  tables of every domain, even when GPUSHARE_DOMAIN is set
   --json         machine-readable output (schema in docs/cli.md)
   --interval S   time between the two readings used for the recent device-time % (default
-                 0.2 s; 0 skips it). Seconds, or a number with a unit: 500ms
+                 0.2 s; 0 skips it; at most 1min). Seconds, or a number with a unit ns,
+                 us, ms, s, min or h: 500ms
 )";
 
 inline constexpr std::string_view top_usage =
@@ -53,7 +54,7 @@ share of device time over the last interval.
 Options:
   --domain D       only tables of domain D (default: GPUSHARE_DOMAIN when it is set)
   --all-domains    tables of every domain, even when GPUSHARE_DOMAIN is set
-  --interval S     refresh interval (default 1 s; 0.01 s to 3600 s)
+  --interval S     refresh interval (default 1 s; 10ms to 1h): seconds, or 500ms, 2min
   --iterations N   stop after N refreshes
 )";
 
@@ -84,9 +85,9 @@ Settings (the forms of the GPUSHARE_* environment variables):
   --compute-limit X%         above 0% and at most 100%, e.g. 30%
   --memory-limit SIZE        bytes, 512MiB, 4GiB, or a percentage of the capacity (20%)
   --memory-guarantee SIZE
-  --quantum DUR              1us to 10s with a unit: 500us, 5ms
+  --quantum DUR              1us to 10s with a unit (ns, us, ms, s, min, h): 500us, 5ms
   --handover H               guard or yield
-  --max-guard DUR|none       guard bound, 1ms to 3600s with a unit (30s, 500ms): a holder that
+  --max-guard DUR|none       guard bound, 1ms to 1h with a unit (30s, 500ms, 2min): a holder that
                              runs one guard this long while others wait loses the device to
                              them; none: no bound of its own (the table's default applies)
   --compute-guarantee X%|none

@@ -9,7 +9,6 @@
 #include <string_view>
 #include <vector>
 
-#include <gpushare/detail/table_core.hpp>
 #include <gpushare/error.hpp>
 #include <gpushare/version.hpp>
 
@@ -68,9 +67,6 @@ int usage_failure(const std::string& prefix, const std::string& message, std::st
   return 2;
 }
 
-/// How long the CLI waits for a table lock before calling the table busy (docs/cli.md).
-constexpr std::uint64_t cli_lock_timeout_ns = 100'000'000;
-
 } // namespace
 
 int main(int argc, char** argv) {
@@ -102,10 +98,6 @@ int main(int argc, char** argv) {
   const command* c = find_command(first);
   if (c == nullptr) return usage_failure("gpushare", unknown_word(first), main_usage);
   const std::string prefix = "gpushare " + std::string(c->name);
-  // Display commands never lock (they read tables lock-free); where the CLI still locks (set,
-  // evict, clean), a table whose lock a stopped process holds is reported busy after this, not
-  // after 10 s.
-  gpushare::detail::lock_timeout_ns = cli_lock_timeout_ns;
   try {
     return c->run(std::span<const std::string>(words).subspan(1));
   } catch (const usage_error& e) {

@@ -115,20 +115,12 @@ std::optional<T> pick_option(const std::optional<T>& in_code, const env_lookup& 
   return std::nullopt;
 }
 
-/// Throws invalid_argument for a value set in code that is outside [lo, hi].
-template <class T>
-void check_in_code_range(const char* field, T value, T lo, T hi, std::string_view unit = "") {
-  if (value >= lo && value <= hi) return;
-  throw error(errc::invalid_argument,
-              std::string("session_options::") + field + " is " + std::to_string(value) +
-                  std::string(unit) + "; it must be from " + std::to_string(lo) +
-                  std::string(unit) + " to " + std::to_string(hi) + std::string(unit));
-}
-
 /// Throws invalid_argument for a memory amount set in code that is a fraction over 100%.
 inline void check_in_code_memory(const char* field, const memory_amount& m) {
   if (m.kind == memory_amount::unit::fraction)
-    check_in_code_range<std::uint64_t>(field, m.value, 0, 1'000'000, " ppm");
+    check_setting(memory_fraction_range,
+                  static_cast<std::int64_t>(std::min<std::uint64_t>(m.value, INT64_MAX)),
+                  std::string("session_options::") + field);
 }
 
 /// A guarantee above the limit, when both are in the same unit, can never be honoured. (Mixed
@@ -150,11 +142,9 @@ inline void check_guarantee_within_limit(const resolved_options& r, bool limit_f
   };
   throw error(
       limit_from_env || guarantee_from_env ? errc::invalid_environment : errc::invalid_argument,
-      "the memory guarantee " +
-          show(guarantee, guarantee_from_env, r.memory_guarantee_given, "memory_guarantee") +
-          " is greater than the memory limit " +
-          show(*limit, limit_from_env, r.memory_limit_given, "memory_limit") +
-          "; lower the guarantee or raise the limit");
+      guarantee_over_limit_text(
+          "", show(guarantee, guarantee_from_env, r.memory_guarantee_given, "memory_guarantee"),
+          show(*limit, limit_from_env, r.memory_limit_given, "memory_limit")));
 }
 
 /// Resolves the memory limit and guarantee and checks them against each other.
@@ -218,26 +208,36 @@ inline void resolve_names(const session_options& opts, const env_lookup& env, re
   r.domain = domain ? *domain : "default";
 }
 
+/// A duration option of session_options, `field`: the value set in code (a negative one counts as
+/// 0), checked against `o` unless it is 0 and `zero_allowed`, else the environment variable `var`
+/// read with `parse`, else nullopt for the caller's default.
+template <class Parse>
+std::optional<std::uint64_t> pick_duration(const std::optional<std::chrono::nanoseconds>& in_code,
+                                           const env_lookup& env, const char* var,
+                                           const char* field, const duration_option& o,
+                                           bool zero_allowed, Parse parse) {
+  const auto ns = in_code ? std::optional<std::uint64_t>(static_cast<std::uint64_t>(
+                                std::max<std::int64_t>(in_code->count(), 0)))
+                          : std::nullopt;
+  return pick_option(ns, env, var, duration_forms(o), parse, [&](std::uint64_t v) {
+    if (v == 0 && zero_allowed) return;
+    check_duration(o, v, std::string("session_options::") + field);
+  });
+}
+
 /// Resolves the guard bound and the compute guarantee.
 inline void resolve_remedies(const session_options& opts, const env_lookup& env,
                              resolved_options& r) {
-  r.max_guard_ns =
-      pick_option(opts.max_guard ? std::optional<std::uint64_t>(static_cast<std::uint64_t>(
-                                       std::max<std::int64_t>(opts.max_guard->count(), 0)))
-                                 : std::nullopt,
-                  env, "GPUSHARE_MAX_GUARD", max_guard_forms, parse_max_guard_ns,
-                  [](std::uint64_t g) {
-                    if (g != 0) // 0: the table's default
-                      check_in_code_range<std::uint64_t>("max_guard", g, min_max_guard_ns,
-                                                         max_max_guard_ns, " ns");
-                  })
-          .value_or(0);
+  // 0: the table's default.
+  r.max_guard_ns = pick_duration(opts.max_guard, env, "GPUSHARE_MAX_GUARD", "max_guard",
+                                 max_guard_option, true, parse_max_guard_ns)
+                       .value_or(0);
   r.compute_guarantee_ppm =
       pick_option(opts.compute_guarantee_ppm, env, "GPUSHARE_COMPUTE_GUARANTEE", guarantee_forms,
                   parse_compute_guarantee_ppm,
                   [](std::uint32_t p) {
-                    check_in_code_range<std::uint32_t>("compute_guarantee_ppm", p, 0, 1'000'000,
-                                                       " ppm");
+                    check_setting(compute_guarantee_range, p,
+                                  "session_options::compute_guarantee_ppm");
                   })
           .value_or(0);
 }
@@ -247,26 +247,21 @@ inline void resolve_scheduling(const session_options& opts, const env_lookup& en
                                resolved_options& r) {
   r.priority =
       pick_option(opts.priority, env, "GPUSHARE_PRIORITY", priority_forms, parse_priority,
-                  [](int p) { check_in_code_range("priority", p, min_priority, max_priority); })
+                  [](int p) { check_setting(priority_range, p, "session_options::priority"); })
           .value_or(priority::normal);
   r.share =
       pick_option(opts.share, env, "GPUSHARE_SHARE", share_forms, parse_share, [](std::uint32_t s) {
-        check_in_code_range("share", s, min_share, max_share);
+        check_setting(share_range, s, "session_options::share");
       }).value_or(default_share);
-  r.compute_limit_ppm = pick_option(opts.compute_limit_ppm, env, "GPUSHARE_COMPUTE_LIMIT",
-                                    percent_forms, parse_percent_ppm,
-                                    [](std::uint32_t p) {
-                                      check_in_code_range<std::uint32_t>("compute_limit_ppm", p, 1,
-                                                                         1'000'000, " ppm");
-                                    })
-                            .value_or(1'000'000);
-  const auto quantum_ns = pick_option(
-      opts.quantum ? std::optional<std::uint64_t>(static_cast<std::uint64_t>(
-                         std::max<std::int64_t>(opts.quantum->count(), 0)))
-                   : std::nullopt,
-      env, "GPUSHARE_QUANTUM", duration_forms, parse_duration_ns, [](std::uint64_t q) {
-        check_in_code_range<std::uint64_t>("quantum", q, min_quantum_ns, max_quantum_ns, " ns");
-      });
+  r.compute_limit_ppm =
+      pick_option(opts.compute_limit_ppm, env, "GPUSHARE_COMPUTE_LIMIT", percent_forms,
+                  parse_percent_ppm,
+                  [](std::uint32_t p) {
+                    check_setting(compute_limit_range, p, "session_options::compute_limit_ppm");
+                  })
+          .value_or(1'000'000);
+  const auto quantum_ns = pick_duration(opts.quantum, env, "GPUSHARE_QUANTUM", "quantum",
+                                        quantum_option, false, parse_quantum_ns);
   r.quantum_ns = quantum_ns.value_or(default_quantum_ns);
   r.handover = pick_option(opts.handover, env, "GPUSHARE_HANDOVER", handover_forms, parse_handover,
                            [](handover_point) {})
@@ -303,6 +298,20 @@ inline resolved_options resolve_options(const session_options& opts,
   detail::resolve_memory(opts, env, r);
   detail::resolve_capacity(opts, env, r);
   return r;
+}
+
+/// The domain GPUSHARE_DOMAIN names in `env`, checked as a session checks it (for a program that
+/// looks at the tables of the domain its sessions would use); nullopt when it is unset. A value
+/// that is empty or no valid domain throws errc::invalid_environment naming the variable.
+inline std::optional<std::string>
+domain_from_environment(const env_lookup& env = process_environment) {
+  return detail::pick_option(
+      std::optional<std::string>(), env, "GPUSHARE_DOMAIN", detail::domain_forms,
+      [](std::string_view s) {
+        detail::validate_domain(s);
+        return std::string(s);
+      },
+      [](const std::string&) {});
 }
 
 } // namespace v0

@@ -51,6 +51,9 @@ struct removal_options {
   std::optional<std::string> domain;
   /// How long to wait for a table that is still being initialised (then errc::table_busy).
   std::chrono::milliseconds open_timeout{1000};
+  /// How long to wait for the table's lock (then errc::table_busy); unset: 10 s, as
+  /// table_open_options::lock_timeout.
+  std::optional<std::chrono::milliseconds> lock_timeout;
   /// Root's `gpushare clean --force` on a table of another owner: open it with
   /// detail::open_intent::clean_any_owner (the object must be what its name says: owned by the uid
   /// in its name, or of the gid in its name, with no more permissions than its mode allows, one
@@ -121,6 +124,7 @@ inline removal_result remove_unused_table(const std::string& object_name,
     if (o.dry_run && ::access(path.c_str(), F_OK) == 0) r.status = removal_status::would_remove;
     return r;
   }
+  if (o.lock_timeout) core->set_lock_timeout(detail::to_ns(*o.lock_timeout));
   if (o.domain &&
       detail::read_bounded(core->header().domain, detail::domain_capacity) != *o.domain) {
     r.status = removal_status::other_domain;

@@ -43,6 +43,20 @@ enum class open_mode {
   open_or_create,
 };
 
+/// The most sessions a table holds at once (its slots are numbered from 0).
+inline constexpr std::uint32_t max_session_slots = detail::max_slot_count;
+
+/// How table::open_existing() opens a table by its name.
+struct table_open_options {
+  /// How long to wait for a table that another process is still initialising (then
+  /// errc::table_busy).
+  std::chrono::milliseconds open_timeout{5000};
+  /// How long the handle's operations (configure, evict, snapshot, ...) wait for the table's lock
+  /// before throwing errc::table_busy: the lock is held for microseconds, so only a stopped or
+  /// hung holder gets near. Unset: 10 s. A tool that reports such a table at once gives less.
+  std::optional<std::chrono::milliseconds> lock_timeout;
+};
+
 /// A handle on a table for observing and administering it (the CLI, tests, monitoring). It holds
 /// no session: opening one never appears in a snapshot.
 ///
@@ -90,7 +104,14 @@ public:
   /// Opens an existing table by its shm object name ("/gpushare.<domain>.<owner>.<key>").
   static table open_existing(const std::string& object_name,
                              std::chrono::milliseconds timeout = std::chrono::milliseconds(5000)) {
-    return table(detail::mapped_table::open_existing(object_name, detail::to_ns(timeout)));
+    return open_existing(object_name, table_open_options{timeout, std::nullopt});
+  }
+
+  /// As above, with the waits of `o`.
+  static table open_existing(const std::string& object_name, const table_open_options& o) {
+    table t(detail::mapped_table::open_existing(object_name, detail::to_ns(o.open_timeout)));
+    if (o.lock_timeout) t.core_.set_lock_timeout(detail::to_ns(*o.lock_timeout));
+    return t;
   }
 
   /// Every live session, consistent at one instant. Dead sessions are reclaimed first.

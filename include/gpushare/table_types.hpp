@@ -12,9 +12,6 @@
 #include <string>
 #include <vector>
 
-// detail/settings.hpp, which checks settings_change values, gets the parsers' bounds and messages
-// (and error.hpp) through this include; it can go once that header includes detail/parse.hpp.
-#include <gpushare/detail/parse.hpp>
 #include <gpushare/types.hpp>
 
 namespace gpushare {

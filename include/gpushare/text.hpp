@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 // The text forms of the library's values, for programs that print or read them the way the
 // library and the `gpushare` tool do: amounts of memory ("1.50 GiB", "4GiB", "30%"), percentages
-// given in parts per million, and the names of tables. Every function here is what the library
+// given in parts per million, durations ("500us", "2min"), the settings of a session as
+// GPUSHARE_* variables take them, and the names of tables. Every function here is what the library
 // itself uses for its messages and its environment variables, so a program that uses them agrees
 // with `gpushare status` and with GPUSHARE_* settings to the byte.
 #pragma once
 
 #include <gpushare/detail/require_cpp20.hpp>
 
+#include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -38,6 +41,52 @@ inline std::string format_percent(std::uint32_t ppm) { return detail::format_ppm
 inline memory_amount parse_memory_amount(std::string_view s) {
   return detail::parse_memory_amount(s);
 }
+
+/// `s` in double quotes for a message, with '"', '\' and non-printable bytes escaped; at most
+/// `max_chars` bytes of it, a longer `s` cut and its length given.
+inline std::string quote(std::string_view s, std::size_t max_chars = 60) {
+  return detail::quote(s, max_chars);
+}
+
+/// A duration in the one form every message uses: the largest unit that holds it whole ("500us",
+/// "2min", "1500ms", "24h"; 0 is "0s"). parse_duration() reads it back exactly.
+inline std::string format_duration(std::uint64_t ns) { return detail::format_duration(ns); }
+
+/// Reads a duration the way every gpushare option does, in nanoseconds: a decimal number with a
+/// unit ns, us, ms, s, min or h (any case: "500us", "2min", "0.5s"), checked against `option`
+/// (its range; "none" where it allows none; a number alone where it has a bare unit). Throws
+/// gpushare::error (invalid_argument) whose message names the option's forms and range.
+inline std::uint64_t parse_duration(std::string_view s, const duration_option& option) {
+  return detail::parse_duration(s, option);
+}
+
+/// The settings of a session as GPUSHARE_* variables and `gpushare set` take them. Each throws
+/// gpushare::error (invalid_argument) with a message that names the accepted forms.
+/// GPUSHARE_PRIORITY: "low", "normal", "high", "critical" or 0 to 7.
+inline int parse_priority(std::string_view s) { return detail::parse_priority(s); }
+/// GPUSHARE_SHARE: 1 to 1000000.
+inline std::uint32_t parse_share(std::string_view s) { return detail::parse_share(s); }
+/// GPUSHARE_COMPUTE_LIMIT: "30%", "12.5%" -> parts per million, above 0 and at most 100%.
+inline std::uint32_t parse_percent(std::string_view s) { return detail::parse_percent_ppm(s); }
+/// GPUSHARE_COMPUTE_GUARANTEE: "10%" -> parts per million; "none" -> 0.
+inline std::uint32_t parse_compute_guarantee(std::string_view s) {
+  return detail::parse_compute_guarantee_ppm(s);
+}
+/// GPUSHARE_QUANTUM: "5ms", from 1us to 10s.
+inline std::chrono::nanoseconds parse_quantum(std::string_view s) {
+  return std::chrono::nanoseconds(static_cast<std::int64_t>(detail::parse_quantum_ns(s)));
+}
+/// GPUSHARE_MAX_GUARD: "30s", from 1ms to 1h; "none" (or "off", "0") -> 0, no bound.
+inline std::chrono::nanoseconds parse_max_guard(std::string_view s) {
+  return std::chrono::nanoseconds(static_cast<std::int64_t>(detail::parse_max_guard_ns(s)));
+}
+/// GPUSHARE_HANDOVER: "guard" or "yield".
+inline handover_point parse_handover(std::string_view s) { return detail::parse_handover(s); }
+/// GPUSHARE_CAPACITY: "80GiB", "85899345920" -> bytes; "unlimited" or 0 -> 0 (unlimited).
+inline std::uint64_t parse_capacity(std::string_view s) { return detail::parse_capacity(s); }
+/// GPUSHARE_DOMAIN: throws unless `s` is a domain the library accepts (1 to 32 characters from
+/// A-Z, a-z, 0-9, '.', '_' and '-', not starting with '.').
+inline void validate_domain(std::string_view s) { detail::validate_domain(s); }
 
 /// The POSIX shared-memory name ("/gpushare.<domain>.u<uid>.<key>", or ".g<gid>." for
 /// table_access::group) of the table for `key` in `domain`, as this process's user or group

@@ -13,6 +13,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace gpushare {
 inline namespace v0 {
@@ -100,6 +101,24 @@ enum class handover_point { at_guard, at_yield };
 
 /// Who may open a table: only the creating user (0600, the default) or its group too (0660).
 enum class table_access { user, group };
+
+/// How one option that takes a duration is read and checked (parse_duration() and
+/// format_duration() in <gpushare/text.hpp>): every duration in gpushare has the same grammar, a
+/// decimal number with a unit ns, us, ms, s, min or h (case-insensitive: "500us", "2min",
+/// "0.5s"), and each option adds its range, whether "none" is allowed and what a bare number is.
+struct duration_option {
+  std::string_view name; ///< for messages: "invalid <name> "<value>": ..."
+  std::uint64_t min_ns = 0;
+  std::uint64_t max_ns = 0;
+  /// Whether "none" (or "off", "infinite") is accepted; it reads as `none_ns`, and the messages
+  /// describe it as `none_means` ("no bound", "wait without end").
+  bool allows_none = false;
+  std::uint64_t none_ns = 0;
+  std::string_view none_means;
+  /// What a number without a unit counts (1'000'000'000: seconds); 0: a unit is required.
+  std::uint64_t bare_unit_ns = 0;
+  std::string_view examples; ///< for messages: "\"500us\", \"5ms\""
+};
 
 /// The options with every field filled in: code, then environment, then defaults.
 struct resolved_options {

@@ -40,7 +40,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   guarded([&] { (void)parse_percent_ppm(in); });
   guarded([&] { (void)parse_priority(in); });
   guarded([&] { (void)parse_share(in); });
-  guarded([&] { (void)parse_duration_ns(in); });
+  guarded([&] { (void)parse_quantum_ns(in); });
+  guarded([&] { (void)parse_max_guard_ns(in); });
   guarded([&] { (void)parse_handover(in); });
   guarded([&] { (void)parse_table_access(in); });
   guarded([&] { validate_domain(in); });

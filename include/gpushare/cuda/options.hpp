@@ -97,22 +97,21 @@ inline resolved_device_options resolve_device_options(const device_options& o,
                                    });
   const auto timeout = pick_option(
       detail::timeout_in_code("allocation_timeout", o.allocation_timeout, "fail at once"), env,
-      "GPUSHARE_ALLOC_TIMEOUT", detail::timeout_forms, detail::parse_timeout_ns,
-      [](std::uint64_t) {});
+      "GPUSHARE_ALLOC_TIMEOUT", gpushare::detail::duration_forms(detail::allocation_timeout_option),
+      detail::parse_timeout_ns, [](std::uint64_t) {});
   if (timeout) r.allocation_timeout_ns = *timeout;
-  const auto in_flight = pick_option(
-      detail::to_ns(o.max_in_flight), env, "GPUSHARE_MAX_IN_FLIGHT",
-      gpushare::detail::duration_forms, gpushare::detail::parse_duration_ns, [](std::uint64_t ns) {
-        detail::check_in_code("max_in_flight",
-                              ns >= gpushare::detail::min_quantum_ns &&
-                                  ns <= gpushare::detail::max_quantum_ns,
-                              "must be from 1us to 10s");
-      });
+  const auto in_flight =
+      pick_option(detail::to_ns(o.max_in_flight), env, "GPUSHARE_MAX_IN_FLIGHT",
+                  gpushare::detail::duration_forms(detail::max_in_flight_option),
+                  detail::parse_max_in_flight_ns, [](std::uint64_t ns) {
+                    gpushare::detail::check_duration(detail::max_in_flight_option, ns,
+                                                     "device_options::max_in_flight");
+                  });
   if (in_flight) r.max_in_flight_ns = *in_flight;
-  const auto drain =
-      pick_option(detail::timeout_in_code("drain_timeout", o.drain_timeout, "hand over at once"),
-                  env, "GPUSHARE_DRAIN_TIMEOUT", detail::timeout_forms, detail::parse_timeout_ns,
-                  [](std::uint64_t) {});
+  const auto drain = pick_option(
+      detail::timeout_in_code("drain_timeout", o.drain_timeout, "hand over at once"), env,
+      "GPUSHARE_DRAIN_TIMEOUT", gpushare::detail::duration_forms(detail::drain_timeout_option),
+      detail::parse_timeout_ns, [](std::uint64_t) {});
   if (drain) r.drain_timeout_ns = *drain;
   const auto scope = pick_option(
       o.drain, env, "GPUSHARE_DRAIN", detail::drain_forms, detail::parse_drain_scope,

@@ -52,6 +52,21 @@ inline holder probe_byte(int fd, off_t byte) noexcept {
   return fl.l_type == F_UNLCK ? holder::none : holder::other;
 }
 
+/// What a table object is, as far as its init state and one probe of its init lock tell.
+enum class creation { ready, in_progress, creator_gone };
+
+/// The one rule for "is this an unfinished creation?", used by every opener (mapped_table::attach)
+/// and reader (copy_snapshot). Ready once its init state says so. Otherwise a creator is at work
+/// while the init lock is held, and also while the probe cannot tell (holder::unknown, fcntl
+/// failed): an object that may be in progress is never judged abandoned, and the caller's
+/// timeout bounds the wait. Only a free init lock means the creator is gone; what then becomes
+/// of the object is the caller's (attach waits a grace period and proves the bytes ours before it
+/// removes anything; copy_snapshot reports no such table).
+constexpr creation judge_creation(bool ready, holder init_lock) noexcept {
+  if (ready) return creation::ready;
+  return init_lock == holder::none ? creation::creator_gone : creation::in_progress;
+}
+
 /// A slot is live while its owner holds the slot's lock byte.
 inline bool slot_owner_alive(int fd, std::uint32_t slot) noexcept {
   // An unknown answer (fcntl failed) counts as alive: reclaiming a live session is far worse

@@ -82,21 +82,33 @@ inline error removed_while_joining(const session_facts& f, const table_core& t, 
 inline error guarantee_over_limit(const session_facts& f, std::uint64_t guarantee,
                                   std::uint64_t limit) {
   return error(errc::invalid_argument,
-               "session '" + f.name + "': memory guarantee " + format_bytes(guarantee) +
-                   amount_read_as(f.guarantee_given, guarantee) + " exceeds its limit " +
-                   format_capacity(limit) + amount_read_as(f.limit_given, limit));
+               guarantee_over_limit_text(
+                   "session '" + f.name + "': ",
+                   format_bytes(guarantee) + amount_read_as(f.guarantee_given, guarantee),
+                   format_capacity(limit) + amount_read_as(f.limit_given, limit)));
 }
 
-/// A session whose memory guarantee the table cannot promise (call under the lock).
+/// The one message of a memory guarantee the table cannot promise, at join and on a settings
+/// change (call under the lock): `who` is "session 'x'", `guarantee` the amount as shown,
+/// `committed` what the table's other sessions have committed.
+inline error guarantee_unavailable(const std::string& who, const std::string& guarantee,
+                                   const std::string& table, std::uint64_t capacity,
+                                   std::uint64_t committed) {
+  return error(errc::guarantee_unavailable,
+               who + ": a memory guarantee of " + guarantee + " cannot be promised in table '" +
+                   table + "': capacity " + format_capacity(capacity) + ", already committed " +
+                   format_bytes(committed) + " to other sessions; lower the guarantee or wait");
+}
+
+/// A joining session whose memory guarantee the table cannot promise (call under the lock; the
+/// joiner's slot counts nowhere yet, so all that is committed is other sessions').
 inline error guarantee_unavailable(const session_facts& f, const table_core& t,
                                    std::uint64_t guarantee) {
   const table_header& h = t.header();
-  return error(errc::guarantee_unavailable,
-               "session '" + f.name + "': a memory guarantee of " + format_bytes(guarantee) +
-                   amount_read_as(f.guarantee_given, guarantee) + " cannot be promised in table '" +
-                   t.name() + "': capacity " + format_capacity(h.capacity) +
-                   ", already committed " + format_bytes(h.committed_total) +
-                   "; lower the guarantee or wait");
+  return guarantee_unavailable("session '" + f.name + "'",
+                               format_bytes(guarantee) +
+                                   amount_read_as(f.guarantee_given, guarantee),
+                               t.name(), h.capacity, h.committed_total);
 }
 
 /// Why a session no longer holds its slot `slot` (call under the lock; `s` is that slot,

@@ -313,9 +313,9 @@ inline mapped_table::attach_result mapped_table::attach(unique_fd fd, unready_wa
     fd_ = std::move(fd);
     return attach_result::ready;
   }
-  // Not ready. While anyone holds the init lock (or we cannot tell), a creator is at work: wait.
-  // Its object may have any shape meanwhile (an older gpushare wrote its magic last).
-  if (probe_byte(fd.get(), init_lock_byte) != holder::none) {
+  // Not ready. While a creator is at work (judge_creation: its init lock held, or we cannot
+  // tell), wait. Its object may have any shape meanwhile (an older gpushare wrote its magic last).
+  if (judge_creation(false, probe_byte(fd.get(), init_lock_byte)) == creation::in_progress) {
     watch.since_ns = 0;
     return attach_result::initialising;
   }

@@ -178,7 +178,7 @@ inline unready_object inspect_unready(int fd) {
     return u;
   }
   prefix_bytes b{};
-  const ssize_t n = ::pread(fd, b.data(), b.size(), 0);
+  const ssize_t n = pread_full(fd, b.data(), b.size(), 0);
   if (n < 0) throw system_failure(errc::system_error, "cannot read a table object", errno);
   if (static_cast<std::size_t>(n) != b.size()) {
     u.why = bytes + ", of which only " + std::to_string(n) + " could be read";

@@ -97,14 +97,6 @@ inline bool name_has_owner(std::string_view name, char kind, std::uint64_t id) {
   });
 }
 
-inline bool identifier_ok(std::string_view s, std::size_t max_length) noexcept {
-  if (s.empty() || s.size() > max_length || s[0] == '.') return false;
-  return std::all_of(s.begin(), s.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-           c == '_' || c == '-';
-  });
-}
-
 /// "u<digits>" or "g<digits>" (no more than 10 digits): the owner part of a table's name.
 inline bool owner_part_ok(std::string_view s) noexcept {
   if (s.size() < 2 || s.size() > 11 || (s[0] != 'u' && s[0] != 'g')) return false;

@@ -46,12 +46,7 @@ inline constexpr std::string_view percent_forms =
 inline constexpr std::string_view priority_forms =
     "low, normal, high or critical (case-insensitive), or an integer from 0 (lowest) to 7";
 inline constexpr std::string_view share_forms = "an integer from 1 to 1000000";
-inline constexpr std::string_view duration_forms =
-    "a duration from 1us to 10s with a unit: ns, us, ms or s (e.g. \"500us\", \"5ms\", \"0.5s\")";
 inline constexpr std::string_view handover_forms = "\"guard\" or \"yield\"";
-inline constexpr std::string_view max_guard_forms =
-    "\"none\" (no bound), or a duration from 1ms to 3600s with a unit: ns, us, ms or s (e.g. "
-    "\"30s\", \"500ms\")";
 inline constexpr std::string_view guarantee_forms =
     "\"none\" (no guarantee), or a percentage greater than 0% and at most 100%, written with '%' "
     "(\"10%\", \"2.5%\")";
@@ -61,6 +56,17 @@ inline constexpr std::uint64_t max_max_guard_ns = 3'600'000'000'000; // 1 h
 inline constexpr std::uint64_t min_quantum_ns = 1'000;
 inline constexpr std::uint64_t max_quantum_ns = 10'000'000'000;
 inline constexpr std::uint64_t default_quantum_ns = 5'000'000;
+/// The duration options of a session (session_options, GPUSHARE_*, `gpushare set`).
+inline constexpr duration_option quantum_option{
+    "quantum", min_quantum_ns, max_quantum_ns, false, 0, {}, 0, "\"500us\", \"5ms\", \"0.5s\""};
+inline constexpr duration_option max_guard_option{"guard bound",
+                                                  min_max_guard_ns,
+                                                  max_max_guard_ns,
+                                                  true,
+                                                  0,
+                                                  "no bound",
+                                                  0,
+                                                  "\"30s\", \"500ms\", \"2min\""};
 inline constexpr std::string_view table_access_forms =
     "\"user\" or \"0600\" (only this user), \"group\" or \"0660\" (this user's group too)";
 inline constexpr std::string_view domain_forms =
@@ -115,6 +121,68 @@ inline bool iequals(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
            return ascii_lower(x) == ascii_lower(y);
          });
+}
+
+/// The range of a numeric setting of a session. Each is checked by check_setting() wherever a
+/// value arrives (its parser, resolve_options() for values set in code, apply_settings() for
+/// changes through table::configure and session::configure, so `gpushare set` too) and described
+/// by range_text(): the rule and its words are in one place. Durations have theirs in their
+/// duration_option (check_duration()).
+struct setting_range {
+  std::string_view name;
+  std::uint64_t min;
+  std::uint64_t max;
+  bool percent; ///< the value is in parts per million, shown as a percentage
+};
+inline constexpr setting_range priority_range{"priority", min_priority, max_priority, false};
+inline constexpr setting_range share_range{"share", min_share, max_share, false};
+inline constexpr setting_range compute_limit_range{"compute limit", 1, 1'000'000, true};
+inline constexpr setting_range compute_guarantee_range{"compute guarantee", 0, 1'000'000, true};
+/// A memory limit or guarantee given as a fraction of the capacity.
+inline constexpr setting_range memory_fraction_range{"memory fraction", 0, 1'000'000, true};
+
+/// 300000 -> "30%", 125000 -> "12.5%", 1 -> "0.0001%".
+inline std::string format_ppm_percent(std::uint32_t ppm) {
+  std::string out = std::to_string(ppm / 10'000);
+  std::uint32_t frac = ppm % 10'000;
+  if (frac != 0) {
+    std::string digits(4, '0');
+    for (int i = 3; i >= 0; --i, frac /= 10)
+      digits[static_cast<std::size_t>(i)] = static_cast<char>('0' + frac % 10);
+    digits.erase(digits.find_last_not_of('0') + 1);
+    out += "." + digits;
+  }
+  return out + "%";
+}
+
+/// `v` as `r` shows it: "7", "12.5%".
+inline std::string setting_text(const setting_range& r, std::int64_t v) {
+  if (r.percent && v >= 0 && v <= 4'000'000'000)
+    return format_ppm_percent(static_cast<std::uint32_t>(v));
+  return std::to_string(v) + (r.percent ? " ppm" : "");
+}
+
+/// "from 0 to 7", "from 0.0001% to 100%".
+inline std::string range_text(const setting_range& r) {
+  return "from " + setting_text(r, static_cast<std::int64_t>(r.min)) + " to " +
+         setting_text(r, static_cast<std::int64_t>(r.max));
+}
+
+inline bool in_range(const setting_range& r, std::int64_t v) {
+  return v >= 0 && static_cast<std::uint64_t>(v) >= r.min && static_cast<std::uint64_t>(v) <= r.max;
+}
+
+/// The one message of a value out of its range: "<subject> is <value>; it must be <range>".
+[[noreturn]] inline void throw_out_of_range(std::string_view subject, const std::string& value,
+                                            const std::string& range) {
+  throw error(errc::invalid_argument,
+              std::string(subject) + " is " + value + "; it must be " + range);
+}
+
+/// Throws invalid_argument unless `v` is in `r`; `subject` names where the value came from
+/// ("session_options::share", "share").
+inline void check_setting(const setting_range& r, std::int64_t v, std::string_view subject) {
+  if (!in_range(r, v)) throw_out_of_range(subject, setting_text(r, v), range_text(r));
 }
 
 /// A non-negative decimal number "D+" or "D+.D{1,6}", exactly: whole part and millionths.
@@ -288,7 +356,9 @@ inline int parse_priority(std::string_view s) {
   if (!s.empty() && !is_digit(s[0]) && s[0] != '-' && s[0] != '+')
     reject(kind, s, "not a priority name");
   const auto v = parse_digits(kind, s);
-  if (!v || *v > static_cast<std::uint64_t>(max_priority)) reject(kind, s, "out of range");
+  // The range is in the forms the message ends with.
+  if (!v || *v > priority_range.max || !in_range(priority_range, static_cast<std::int64_t>(*v)))
+    reject(kind, s, "out of range");
   return static_cast<int>(*v);
 }
 
@@ -296,45 +366,84 @@ inline int parse_priority(std::string_view s) {
 inline std::uint32_t parse_share(std::string_view s) {
   static constexpr value_kind kind{"share", share_forms};
   const auto v = parse_digits(kind, s);
-  if (!v || *v < min_share || *v > max_share) reject(kind, s, "out of range");
+  if (!v || *v > share_range.max || !in_range(share_range, static_cast<std::int64_t>(*v)))
+    reject(kind, s, "out of range"); // the range is in the forms the message ends with
   return static_cast<std::uint32_t>(*v);
 }
 
-/// A duration with a required unit (ns, us, ms, s) in nanoseconds, in [lo, hi]; `too_long`
-/// names hi for the message ("longer than 10s").
-inline std::uint64_t parse_ns_in_range(const value_kind& kind, std::string_view s, std::uint64_t lo,
-                                       std::uint64_t hi, std::string_view too_long) {
+/// The units of a duration, largest first, in nanoseconds.
+struct duration_unit {
+  std::string_view name;
+  std::uint64_t ns;
+};
+inline constexpr duration_unit duration_units[] = {
+    {"h", 3'600'000'000'000}, {"min", 60'000'000'000}, {"s", 1'000'000'000},
+    {"ms", 1'000'000},        {"us", 1'000},           {"ns", 1}};
+
+/// The one text form of a duration in messages: the largest unit that holds it whole ("500us",
+/// "2min", "1500ms", "24h"; 0 is "0s"). parse_duration() reads it back exactly.
+inline std::string format_duration(std::uint64_t ns) {
+  if (ns == 0) return "0s";
+  for (const auto& u : duration_units)
+    if (ns % u.ns == 0) return std::to_string(ns / u.ns) + std::string(u.name);
+  return std::to_string(ns) + "ns"; // not reached: every ns is a whole number of ns
+}
+
+/// What `o` accepts, as the end of a sentence "expected ...": "\"none\" (no bound), or a duration
+/// from 1ms to 1h with a unit ns, us, ms, s, min or h (e.g. \"30s\", \"500ms\")".
+inline std::string duration_forms(const duration_option& o) {
+  std::string out = o.allows_none ? "\"none\" (" + std::string(o.none_means) + "), or " : "";
+  out += "a duration from " + format_duration(o.min_ns) + " to " + format_duration(o.max_ns) +
+         " with a unit ns, us, ms, s, min or h";
+  if (o.bare_unit_ns != 0)
+    out += ", or a number alone, in " + (o.bare_unit_ns == 1'000'000'000
+                                             ? std::string("seconds")
+                                             : "units of " + format_duration(o.bare_unit_ns));
+  if (!o.examples.empty()) out += " (e.g. " + std::string(o.examples) + ")";
+  return out;
+}
+
+/// Reads a duration of option `o` in nanoseconds: a decimal number (at most 6 decimals) with a
+/// unit (any case), or alone where `o` has a bare unit, from o.min_ns to o.max_ns; "none", "off"
+/// or "infinite" (any case) where `o` allows none. Fractions below 1 ns round down.
+inline std::uint64_t parse_duration(std::string_view s, const duration_option& o) {
+  const std::string forms = duration_forms(o);
+  const value_kind kind{o.name, forms};
+  if (o.allows_none && (iequals(s, "none") || iequals(s, "off") || iequals(s, "infinite")))
+    return o.none_ns;
   const decimal d = parse_decimal(kind, s, s);
   const std::string_view unit = s.substr(d.length);
-  std::uint64_t per = 0;
-  if (iequals(unit, "ns"))
-    per = 1;
-  else if (iequals(unit, "us"))
-    per = 1'000;
-  else if (iequals(unit, "ms"))
-    per = 1'000'000;
-  else if (iequals(unit, "s"))
-    per = 1'000'000'000;
-  else
-    reject(kind, s, unit.empty() ? "a unit is required" : "unknown unit");
-  if (d.whole > hi / per) reject(kind, s, too_long);
+  std::uint64_t per = unit.empty() ? o.bare_unit_ns : 0;
+  for (const auto& u : duration_units)
+    if (!unit.empty() && iequals(unit, u.name)) per = u.ns;
+  if (per == 0)
+    reject(kind, s, unit.empty() ? "a unit is required" : "unknown unit " + quote(unit, 20));
+  const std::string too_long = "longer than " + format_duration(o.max_ns);
+  if (d.whole > o.max_ns / per) reject(kind, s, too_long);
+  // whole * per <= max_ns and micros * per < 10^6 * 3.6e12: no overflow.
   const std::uint64_t ns = d.whole * per + static_cast<std::uint64_t>(d.micros) * per / 1'000'000;
-  if (ns < lo || ns > hi) reject(kind, s, "out of range");
+  if (ns > o.max_ns) reject(kind, s, too_long);
+  if (ns < o.min_ns) reject(kind, s, "shorter than " + format_duration(o.min_ns));
   return ns;
 }
 
-/// "500us", "5ms", "0.5s", "250000ns": nanoseconds in [1 us, 10 s] (a unit is required).
-inline std::uint64_t parse_duration_ns(std::string_view s) {
-  static constexpr value_kind kind{"duration", duration_forms};
-  return parse_ns_in_range(kind, s, min_quantum_ns, max_quantum_ns, "longer than 10s");
+/// Throws invalid_argument unless `ns` is in the range of `o` (the message of check_setting():
+/// "<subject> is 10ns; it must be from 1us to 10s").
+inline void check_duration(const duration_option& o, std::uint64_t ns, std::string_view subject) {
+  if (ns < o.min_ns || ns > o.max_ns)
+    throw_out_of_range(subject, format_duration(ns),
+                       "from " + format_duration(o.min_ns) + " to " + format_duration(o.max_ns));
 }
 
-/// "none" (or "off", "0"): 0, no bound; else a duration from 1 ms to 3600 s with a unit (ns, us,
-/// ms, s), in nanoseconds.
+/// A quantum: "500us", "5ms", "0.5s", from 1us to 10s (a unit is required).
+inline std::uint64_t parse_quantum_ns(std::string_view s) {
+  return parse_duration(s, quantum_option);
+}
+
+/// A guard bound: "none" (or "off", "0"): 0, no bound; else a duration from 1ms to 1h.
 inline std::uint64_t parse_max_guard_ns(std::string_view s) {
-  static constexpr value_kind kind{"guard bound", max_guard_forms};
-  if (iequals(s, "none") || iequals(s, "off") || s == "0") return 0;
-  return parse_ns_in_range(kind, s, min_max_guard_ns, max_max_guard_ns, "longer than 3600s");
+  if (s == "0") return 0;
+  return parse_duration(s, max_guard_option);
 }
 
 /// "none" (or "0%"): 0, no guarantee; else a percentage in (0%, 100%], in ppm.
@@ -363,19 +472,31 @@ inline table_access parse_table_access(std::string_view s) {
   reject(kind, s, s.empty() ? "the value is empty" : "not a table mode");
 }
 
-/// Shared rules of domains and keys: 1..max_length of [A-Za-z0-9._-], not starting with '.'.
+/// A character a domain or a key may hold: [A-Za-z0-9._-].
+inline bool identifier_char_ok(char c) noexcept {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c) || c == '.' || c == '_' ||
+         c == '-';
+}
+
+/// The one rule of domains and keys (the parts of a table's name): 1..max_length of
+/// [A-Za-z0-9._-], not starting with '.'. validate_identifier() throws with the reason; the
+/// readers of object names (object_name.hpp, discovery.hpp) use the predicate.
+inline bool identifier_ok(std::string_view s, std::size_t max_length) noexcept {
+  if (s.empty() || s.size() > max_length || s[0] == '.') return false;
+  return std::all_of(s.begin(), s.end(), identifier_char_ok);
+}
+
+/// identifier_ok(), throwing with the reason when it is false.
 inline void validate_identifier(const value_kind& kind, std::string_view s,
                                 std::size_t max_length) {
+  if (identifier_ok(s, max_length)) return;
   if (s.empty()) reject(kind, s, "it is empty");
   if (s.size() > max_length)
     reject(kind, s,
            "it is " + std::to_string(s.size()) + " characters long; the limit is " +
                std::to_string(max_length));
   for (std::size_t i = 0; i < s.size(); ++i) {
-    const char c = s[i];
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c) || c == '.' ||
-                    c == '_' || c == '-';
-    if (!ok)
+    if (!identifier_char_ok(s[i]))
       reject(kind, s,
              "the character " + quote(std::string_view(&s[i], 1)) + " at position " +
                  std::to_string(i) + " (counting from 0) is not allowed");
@@ -449,18 +570,15 @@ inline std::string amount_read_as(std::string_view given, std::uint64_t bytes) {
   return out + ")";
 }
 
-/// 300000 -> "30%", 125000 -> "12.5%", 1 -> "0.0001%".
-inline std::string format_ppm_percent(std::uint32_t ppm) {
-  std::string out = std::to_string(ppm / 10'000);
-  std::uint32_t frac = ppm % 10'000;
-  if (frac != 0) {
-    std::string digits(4, '0');
-    for (int i = 3; i >= 0; --i, frac /= 10)
-      digits[static_cast<std::size_t>(i)] = static_cast<char>('0' + frac % 10);
-    digits.erase(digits.find_last_not_of('0') + 1);
-    out += "." + digits;
-  }
-  return out + "%";
+/// The one message of a memory guarantee above its memory limit, whichever check finds it
+/// (resolve_options() when both are in the same unit, the join when they resolve against the
+/// capacity, a settings change): "<who>the memory guarantee <guarantee> is greater than the memory
+/// limit <limit>; lower the guarantee or raise the limit". `who` is "" or "session 'x': "; the
+/// amounts are as shown ("2.79 GiB (GPUSHARE_MEMORY_GUARANTEE=3gb, read as ...)").
+inline std::string guarantee_over_limit_text(std::string_view who, const std::string& guarantee,
+                                             const std::string& limit) {
+  return std::string(who) + "the memory guarantee " + guarantee +
+         " is greater than the memory limit " + limit + "; lower the guarantee or raise the limit";
 }
 
 } // namespace detail

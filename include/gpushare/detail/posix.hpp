@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -98,6 +99,21 @@ inline std::uint64_t process_start_ticks() noexcept {
     if (*p == ' ') ++field;
   while (*p >= '0' && *p <= '9') value = value * 10 + static_cast<std::uint64_t>(*p++ - '0');
   return value;
+}
+
+/// pread of up to `size` bytes at `offset` into `buf`, retried on EINTR and continued after a
+/// short read until `size` bytes or the end of the file: the bytes read, or -1 with errno set.
+inline ssize_t pread_full(int fd, void* buf, std::size_t size, off_t offset) noexcept {
+  std::size_t got = 0;
+  while (got < size) {
+    const ssize_t n =
+        ::pread(fd, static_cast<char*>(buf) + got, size - got, offset + static_cast<off_t>(got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return -1;
+    if (n == 0) break; // end of file
+    got += static_cast<std::size_t>(n);
+  }
+  return static_cast<ssize_t>(got);
 }
 
 /// Clamp a std::chrono duration to whole nanoseconds in [0, max].

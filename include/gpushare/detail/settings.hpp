@@ -3,6 +3,7 @@
 // for every caller), and the record of an eviction. Called under the table lock.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -11,6 +12,9 @@
 #include <utility>
 
 #include <gpushare/detail/budget.hpp>
+#include <gpushare/detail/messages.hpp>
+
+#include <gpushare/detail/parse.hpp>
 #include <gpushare/detail/posix.hpp>
 #include <gpushare/detail/scheduler.hpp>
 #include <gpushare/table_types.hpp>
@@ -19,14 +23,12 @@ namespace gpushare {
 inline namespace v0 {
 namespace detail {
 
-/// Throws invalid_argument unless `bound` is unset, 0 (none) or from 1 ms to 3600 s.
+/// Throws invalid_argument unless `bound` is unset, 0 (none) or in max_guard_option's range.
 inline void check_max_guard(const std::optional<std::chrono::nanoseconds>& bound) {
   if (!bound || bound->count() == 0) return;
-  if (bound->count() < static_cast<std::int64_t>(min_max_guard_ns) ||
-      bound->count() > static_cast<std::int64_t>(max_max_guard_ns))
-    throw error(errc::invalid_argument,
-                "max_guard must be from 1ms to 3600s (or 0 for none), not " +
-                    std::to_string(bound->count()) + " ns");
+  check_duration(max_guard_option,
+                 static_cast<std::uint64_t>(std::max<std::int64_t>(bound->count(), 0)),
+                 "max_guard (0 for none)");
 }
 
 /// Refuses (errc::invalid_argument) a fraction of an unlimited capacity: 20% of 2^63 bytes is a
@@ -64,6 +66,31 @@ inline void write_settings(slot_settings& s, const settings_change& c) noexcept 
   if (c.compute_guarantee_ppm) s.compute_guarantee_ppm = *c.compute_guarantee_ppm;
 }
 
+/// Throws invalid_argument for a setting of `c` out of its range (the ranges and the message of
+/// detail/parse.hpp, as session_options and GPUSHARE_* get them); `who` is "session 'x'".
+inline void check_settings_ranges(const settings_change& c, const std::string& who) {
+  const std::string of = who + ": ";
+  if (c.priority) check_setting(priority_range, *c.priority, of + "priority");
+  if (c.share) check_setting(share_range, *c.share, of + "share");
+  if (c.compute_limit_ppm)
+    check_setting(compute_limit_range, *c.compute_limit_ppm, of + "compute limit");
+  if (c.quantum)
+    check_duration(quantum_option,
+                   static_cast<std::uint64_t>(std::max<std::int64_t>(c.quantum->count(), 0)),
+                   of + "quantum");
+  check_max_guard(c.max_guard);
+  if (c.compute_guarantee_ppm)
+    check_setting(compute_guarantee_range, *c.compute_guarantee_ppm, of + "compute guarantee");
+  // A fraction of the capacity must be at most 100% (as in session_options): checked here, for
+  // every caller (table::configure, session::configure, `gpushare set`), before anything resolves.
+  for (const auto& [field, amount] : {std::pair{"memory limit", &c.memory_limit},
+                                      std::pair{"memory guarantee", &c.memory_guarantee}})
+    if (*amount && (*amount)->kind == memory_amount::unit::fraction)
+      check_setting(memory_fraction_range,
+                    static_cast<std::int64_t>(std::min<std::uint64_t>((*amount)->value, INT64_MAX)),
+                    of + field);
+}
+
 /// Validates a change and applies it to slot `i`. Call under the table lock. Returns the slot to
 /// wake after unlocking (its waiting threads re-check under the new settings), or nobody.
 inline std::int64_t apply_settings(const table_view& t, std::uint32_t i, const settings_change& c,
@@ -71,30 +98,7 @@ inline std::int64_t apply_settings(const table_view& t, std::uint32_t i, const s
                                    std::uint64_t now = monotonic_ns()) {
   table_header& h = *t.header;
   slot_record& s = t.slots[i];
-  if (c.priority && (*c.priority < min_priority || *c.priority > max_priority))
-    throw error(errc::invalid_argument, "priority " + std::to_string(*c.priority) +
-                                            " is out of range " + std::to_string(min_priority) +
-                                            ".." + std::to_string(max_priority));
-  if (c.share && (*c.share < min_share || *c.share > max_share))
-    throw error(errc::invalid_argument, "share " + std::to_string(*c.share) +
-                                            " is out of range 1.." + std::to_string(max_share));
-  if (c.compute_limit_ppm && (*c.compute_limit_ppm == 0 || *c.compute_limit_ppm > 1'000'000))
-    throw error(errc::invalid_argument, "compute limit must be in (0%, 100%]");
-  if (c.quantum && (c.quantum->count() < static_cast<std::int64_t>(min_quantum_ns) ||
-                    c.quantum->count() > static_cast<std::int64_t>(max_quantum_ns)))
-    throw error(errc::invalid_argument, "quantum must be from 1us to 10s");
-  check_max_guard(c.max_guard);
-  if (c.compute_guarantee_ppm && *c.compute_guarantee_ppm > 1'000'000)
-    throw error(errc::invalid_argument, "compute guarantee must be from 0% (none) to 100%");
-  // A fraction of the capacity must be at most 100% (as in session_options): checked here, for
-  // every caller (table::configure, session::configure, `gpushare set`), before anything resolves.
-  for (const auto& [field, amount] : {std::pair{"memory limit", &c.memory_limit},
-                                      std::pair{"memory guarantee", &c.memory_guarantee}})
-    if (*amount && (*amount)->kind == memory_amount::unit::fraction && (*amount)->value > 1'000'000)
-      throw error(errc::invalid_argument,
-                  who + ": " + field + " of " + std::to_string((*amount)->value) + " ppm (" +
-                      std::to_string((*amount)->value / 10'000) +
-                      "%) of the capacity is out of range; a fraction must be from 0% to 100%");
+  check_settings_ranges(c, who);
   check_fraction_has_capacity(who, "memory limit", c.memory_limit, h.capacity, table);
   check_fraction_has_capacity(who, "memory guarantee", c.memory_guarantee, h.capacity, table);
   const std::uint64_t limit =
@@ -102,15 +106,12 @@ inline std::int64_t apply_settings(const table_view& t, std::uint32_t i, const s
   const std::uint64_t guarantee =
       c.memory_guarantee ? c.memory_guarantee->resolve(h.capacity) : s.settings.memory_guarantee;
   if (guarantee > limit)
-    throw error(errc::invalid_argument, who + ": memory guarantee " + format_bytes(guarantee) +
-                                            " would exceed its memory limit " +
-                                            format_bytes(limit));
+    throw error(
+        errc::invalid_argument,
+        guarantee_over_limit_text(who + ": ", format_bytes(guarantee), format_capacity(limit)));
   if (guarantee != s.settings.memory_guarantee && !guarantee_fits(h, s, guarantee))
-    throw error(errc::guarantee_unavailable,
-                who + ": a memory guarantee of " + format_bytes(guarantee) +
-                    " cannot be promised: the table's capacity is " + format_capacity(h.capacity) +
-                    " and " + format_bytes(sat_sub(h.committed_total, commitment(s))) +
-                    " is already committed to other sessions");
+    throw guarantee_unavailable(who, format_bytes(guarantee), table, h.capacity,
+                                sat_sub(h.committed_total, commitment(s)));
   // Settings change how its guards are scheduled (a compute limit needs the lock): end a lease.
   const std::int64_t settled = settle_lease(t, i, now);
   if (c.priority) change_class(t, i, *c.priority); // re-based on the new class's clock

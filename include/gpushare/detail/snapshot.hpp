@@ -200,22 +200,16 @@ inline table_snapshot copy_snapshot(const std::string& name, std::uint64_t timeo
     std::unique_ptr<std::byte[], table_copy_deleter> buf(static_cast<std::byte*>(
         ::operator new[](std::max<std::size_t>(size, sizeof(table_header)), std::align_val_t{64})));
     std::memset(buf.get(), 0, std::max<std::size_t>(size, sizeof(table_header)));
-    std::size_t got = 0;
-    while (got < size) {
-      const ssize_t n = ::pread(fd.get(), buf.get() + got, size - got, static_cast<off_t>(got));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0)
-        throw system_failure(errc::system_error, "cannot read table '" + name + "'", errno);
-      if (n == 0) break; // shrunk meanwhile: checked below
-      got += static_cast<std::size_t>(n);
-    }
+    const ssize_t n = pread_full(fd.get(), buf.get(), size, 0); // short if it shrank: below
+    if (n < 0) throw system_failure(errc::system_error, "cannot read table '" + name + "'", errno);
+    const auto got = static_cast<std::size_t>(n);
     const auto* h = reinterpret_cast<const table_header*>(buf.get());
     const table_prefix& pre = h->prefix;
     const bool ready = got >= sizeof(table_prefix) && pre.magic == table_magic &&
                        pre.init_state.load(std::memory_order_relaxed) == init_state_ready;
     if (!ready && (got < sizeof(table_prefix) || pre.magic == table_magic)) {
-      // An unfinished creation: wait while its creator holds the init lock, else leave it.
-      if (probe_byte(fd.get(), init_lock_byte) != holder::other)
+      // An unfinished creation: wait while a creator is at work (judge_creation), else leave it.
+      if (judge_creation(false, probe_byte(fd.get(), init_lock_byte)) == creation::creator_gone)
         throw error(errc::no_such_table,
                     "table '" + name + "' is a creation abandoned by its creator");
       if (monotonic_ns() > deadline)

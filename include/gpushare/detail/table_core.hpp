@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -26,10 +27,12 @@ namespace gpushare {
 inline namespace v0 {
 namespace detail {
 
-/// How long a locker waits for the table lock before reporting a stuck (stopped) holder.
-/// Critical sections are a few hundred nanoseconds, so only a stopped or hung process gets near.
-/// A variable, not a constant, only so that tests can lower it (in a forked child) to reach the
-/// lock-timeout paths quickly; nothing else writes it.
+/// How long a locker waits for the table lock before reporting a stuck (stopped) holder, unless
+/// its table_core was given a timeout of its own (set_lock_timeout: table_open_options and
+/// removal_options::lock_timeout, which the CLI uses). Critical sections are a few hundred
+/// nanoseconds, so only a stopped or hung process gets near. A test hook: a variable, not a
+/// constant, only so that tests can lower it (in a forked child) to reach the lock-timeout paths
+/// of sessions quickly; the library and its tools never write it.
 inline std::uint64_t lock_timeout_ns = 10'000'000'000ull;
 inline constexpr std::int64_t no_slot = -1;
 
@@ -39,11 +42,13 @@ public:
   explicit table_core(mapped_table m) : map_(std::move(m)), pid_(::getpid()) {}
   table_core(table_core&& o) noexcept
       : map_(std::move(o.map_)), own_slot_(o.own_slot_), pid_(o.pid_),
-        locker_id_(o.locker_id_.exchange(0)), claim_mutex_(std::move(o.claim_mutex_)) {}
+        lock_timeout_ns_(o.lock_timeout_ns_), locker_id_(o.locker_id_.exchange(0)),
+        claim_mutex_(std::move(o.claim_mutex_)) {}
   table_core& operator=(table_core&& o) noexcept {
     map_ = std::move(o.map_);
     own_slot_ = o.own_slot_;
     pid_ = o.pid_;
+    lock_timeout_ns_ = o.lock_timeout_ns_;
     locker_id_.store(o.locker_id_.exchange(0));
     claim_mutex_ = std::move(o.claim_mutex_);
     return *this;
@@ -62,6 +67,10 @@ public:
   void set_own_slot(std::int64_t s) noexcept { own_slot_ = s; }
   std::int64_t own_slot() const noexcept { return own_slot_; }
 
+  /// How long this handle's lockers wait for the table lock; unset: lock_timeout_ns.
+  void set_lock_timeout(std::optional<std::uint64_t> ns) noexcept { lock_timeout_ns_ = ns; }
+  std::uint64_t lock_timeout() const noexcept { return lock_timeout_ns_.value_or(lock_timeout_ns); }
+
   /// RAII holder of the table lock, and the one way to wake after unlocking. If the previous
   /// holder died inside its critical section, the state it protected is repaired before the lock
   /// is handed to the caller. What the critical section calls for (released_memory(),
@@ -74,7 +83,7 @@ public:
   public:
     explicit guard(table_core& t) : t_(&t), me_(t.locker_id()) {
       table_header& h = t.header();
-      if (lock_table(&h.lock, me_, t.fd(), lock_timeout_ns, t.name(), &h.lock_holder_pid) ==
+      if (lock_table(&h.lock, me_, t.fd(), t.lock_timeout(), t.name(), &h.lock_holder_pid) ==
           lock_outcome::owner_died)
         t.repair_locked(*this);
       h.lock_holder_pid.store(t.pid_, std::memory_order_relaxed);
@@ -204,6 +213,7 @@ private:
   mapped_table map_;
   std::int64_t own_slot_ = no_slot;
   std::int32_t pid_ = 0;
+  std::optional<std::uint64_t> lock_timeout_ns_; ///< unset: lock_timeout_ns
   std::atomic<std::uint32_t> locker_id_{0}; ///< 0 until claimed; its byte's lock goes with fd()
   std::unique_ptr<std::mutex> claim_mutex_ = std::make_unique<std::mutex>();
 };

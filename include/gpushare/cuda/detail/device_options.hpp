@@ -53,33 +53,29 @@ struct state_options {
   drain_scope drain = drain_scope::stream;
 };
 
-inline constexpr std::string_view timeout_forms =
-    "a duration with a unit: ms, s, min or h, at most 24h (\"500ms\", \"30s\", \"2min\"), or "
-    "\"none\" to wait without end";
+/// The duration options of a device session (device_options, GPUSHARE_*): the one grammar of
+/// <gpushare/detail/parse.hpp>, each with its range.
+inline constexpr duration_option allocation_timeout_option{"timeout",
+                                                           0,
+                                                           86'400'000'000'000,
+                                                           true,
+                                                           no_timeout,
+                                                           "wait without end",
+                                                           0,
+                                                           "\"500ms\", \"30s\", \"2min\""};
+inline constexpr duration_option drain_timeout_option = allocation_timeout_option;
+inline constexpr duration_option max_in_flight_option{
+    "in-flight bound", 1'000, 10'000'000'000, false, 0, {}, 0, "\"500us\", \"2ms\""};
 
-/// "500ms", "30s", "2min", "1.5h" (at most 24 h) or "none"/"infinite" (no_timeout).
+/// GPUSHARE_ALLOC_TIMEOUT, GPUSHARE_DRAIN_TIMEOUT: "500ms", "30s", "2min", "1.5h" (at most 24 h)
+/// or "none" (no_timeout).
 inline std::uint64_t parse_timeout_ns(std::string_view s) {
-  using gpushare::detail::iequals;
-  static constexpr gpushare::detail::value_kind kind{"timeout", timeout_forms};
-  if (iequals(s, "none") || iequals(s, "infinite")) return no_timeout;
-  const auto d = gpushare::detail::parse_decimal(kind, s, s);
-  const std::string_view unit = s.substr(d.length);
-  std::uint64_t per = 0;
-  if (iequals(unit, "ms"))
-    per = 1'000'000;
-  else if (iequals(unit, "s"))
-    per = 1'000'000'000;
-  else if (iequals(unit, "min"))
-    per = 60'000'000'000;
-  else if (iequals(unit, "h"))
-    per = 3'600'000'000'000;
-  else
-    gpushare::detail::reject(kind, s, unit.empty() ? "a unit is required" : "unknown unit");
-  constexpr std::uint64_t day_ns = 86'400'000'000'000;
-  if (d.whole > day_ns / per) gpushare::detail::reject(kind, s, "longer than 24h");
-  const std::uint64_t ns = d.whole * per + static_cast<std::uint64_t>(d.micros) * (per / 1'000'000);
-  if (ns > day_ns) gpushare::detail::reject(kind, s, "longer than 24h");
-  return ns;
+  return gpushare::detail::parse_duration(s, allocation_timeout_option);
+}
+
+/// GPUSHARE_MAX_IN_FLIGHT: "500us", "2ms", from 1us to 10s.
+inline std::uint64_t parse_max_in_flight_ns(std::string_view s) {
+  return gpushare::detail::parse_duration(s, max_in_flight_option);
 }
 
 /// A byte count: "1073741824", "512MiB", "1.5GB" (percentages are not accepted: the overhead is
