@@ -26,8 +26,8 @@
 
 // The demos' own judgement of their measurement conditions, and their no-GPU reason: plain
 // functions, tested here with given numbers.
-#include "../examples/demo/conditions.hpp"
-#include "../examples/demo/no_gpu.hpp"
+#include <harness/conditions.hpp>
+#include <harness/no_gpu.hpp>
 
 TEST_CASE("demo conditions: judge() trusts a quiet run and says why it does not trust a busy one") {
   // The figures of a quiet run on the 2-vCPU VM: workers waited 0.7% of the time for a CPU, a

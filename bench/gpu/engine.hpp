@@ -35,6 +35,9 @@
 #include <vector>
 
 #include <gpushare/gpushare.hpp>
+#include <harness/context.hpp>
+#include <harness/sim_device.hpp>
+#include <harness/worker.hpp>
 #ifdef GPUSHARE_BENCH_CUDA
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -45,9 +48,6 @@
 #endif
 
 #include "config.hpp"
-#include "demo/context.hpp"
-#include "demo/sim_device.hpp"
-#include "demo/worker.hpp"
 
 namespace bench {
 

@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "demo/conditions.hpp"
+#include <harness/conditions.hpp>
 
 namespace bench {
 

@@ -22,7 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "demo/stats.hpp"
+#include <harness/stats.hpp>
+
 #include "engine.hpp"
 #include "figures.hpp"
 #include "phase.hpp"

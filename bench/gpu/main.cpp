@@ -19,8 +19,8 @@
 #include <vector>
 
 #include <gpushare/gpushare.hpp>
+#include <json_writer.hpp>
 
-#include "cli_json.hpp" // the gpushare tool's JSON writer (tools/)
 #include "config.hpp"
 #include "figures.hpp"
 #include "handover.hpp"
@@ -147,7 +147,7 @@ void print_figures(const std::string& name, int repeat, const figures& f, double
   std::fflush(stdout);
 }
 
-void write_config(gpushare::cli::json_writer& j, const config& c) {
+void write_config(gpushare::json::json_writer& j, const config& c) {
   j.key("config");
   j.begin_object();
   j.field("quick", c.quick);
@@ -186,7 +186,7 @@ void write_config(gpushare::cli::json_writer& j, const config& c) {
 std::string to_json(const config& cfg, const device_info& dev, const std::string& started,
                     const std::string& command,
                     const std::map<std::string, std::vector<figures>>& results) {
-  gpushare::cli::json_writer j;
+  gpushare::json::json_writer j;
   j.begin_object();
   j.field("schema", "gpushare-bench-gpu/1");
   j.field("started_utc", started);

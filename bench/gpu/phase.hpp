@@ -14,11 +14,11 @@
 #include <vector>
 
 #include <gpushare/gpushare.hpp>
+#include <harness/conditions.hpp>
+#include <harness/context.hpp>
+#include <harness/processes.hpp>
 
 #include "config.hpp"
-#include "demo/conditions.hpp"
-#include "demo/context.hpp"
-#include "demo/processes.hpp"
 
 namespace bench {
 

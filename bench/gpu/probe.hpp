@@ -15,12 +15,12 @@
 #include <cuda_runtime_api.h>
 
 #include <gpushare/cuda.hpp>
-
-#include "demo/simulated_runtime.hpp"
+#include <harness/simulated_runtime.hpp>
 #endif
 
-#include "demo/no_gpu.hpp"
-#include "demo/run_in_child.hpp"
+#include <harness/no_gpu.hpp>
+#include <harness/run_in_child.hpp>
+
 #include "phase.hpp"
 
 namespace bench {

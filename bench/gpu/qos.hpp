@@ -17,8 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "demo/qos_scenario.hpp"
-#include "demo/stats.hpp"
+#include <harness/qos_scenario.hpp>
+#include <harness/stats.hpp>
+
 #include "engine.hpp"
 #include "figures.hpp"
 #include "phase.hpp"

@@ -7,10 +7,10 @@
 #include <cstdio>
 #include <exception>
 
-#include "demo/cli.hpp"
-#include "demo/context.hpp"
-#include "demo/fair_share_scenario.hpp"
-#include "demo/mode.hpp"
+#include <harness/cli.hpp>
+#include <harness/context.hpp>
+#include <harness/fair_share_scenario.hpp>
+#include <harness/mode.hpp>
 
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0); // keep lines in order when piped

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// Host-side GPU helpers for the demos (built only with GPUSHARE_DEMO_CUDA): checking CUDA calls,
+// Host-side GPU helpers for the demos (built only with GPUSHARE_HARNESS_CUDA): checking CUDA calls,
 // turning a wanted kernel duration into work for the busy kernel, and the probe that a forked
 // child runs to find out whether a usable GPU is here.
 #pragma once
 
-#ifdef GPUSHARE_DEMO_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
 
 #include <cuda_runtime_api.h>
 
@@ -115,4 +115,4 @@ inline probe_report probe() {
 
 } // namespace demo::gpu
 
-#endif // GPUSHARE_DEMO_CUDA
+#endif // GPUSHARE_HARNESS_CUDA

@@ -24,12 +24,12 @@ struct device_mode {
   std::string simulator;
   std::string device_name, uuid;
   std::uint64_t memory = 0;
-#ifdef GPUSHARE_DEMO_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
   gpu::busy_kernel_rate rate;
 #endif
 };
 
-#ifdef GPUSHARE_DEMO_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
 /// Runs gpu::probe() in a child and reads its report (usable = 0, with a reason, on failure).
 inline gpu::probe_report probe_in_child() {
   if (const auto r = run_in_child<gpu::probe_report>([] { return gpu::probe(); })) return *r;
@@ -46,7 +46,7 @@ inline device_mode detect_mode(bool simulate) {
     m.why_simulated = "--simulate";
     return m;
   }
-#ifdef GPUSHARE_DEMO_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
   const gpu::probe_report r = probe_in_child();
   if (!r.usable) {
     m.why_simulated = r.reason;

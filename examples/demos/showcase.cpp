@@ -6,12 +6,12 @@
 #include <cstdio>
 #include <exception>
 
-#include "demo/cli.hpp"
-#include "demo/context.hpp"
-#include "demo/fair_share_scenario.hpp"
-#include "demo/mode.hpp"
-#include "demo/qos_scenario.hpp"
-#include "demo/report.hpp"
+#include <harness/cli.hpp>
+#include <harness/context.hpp>
+#include <harness/fair_share_scenario.hpp>
+#include <harness/mode.hpp>
+#include <harness/qos_scenario.hpp>
+#include <harness/report.hpp>
 
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0); // keep lines in order when piped

@@ -19,7 +19,7 @@
 #include <utility>
 
 #include <gpushare/gpushare.hpp>
-#ifdef GPUSHARE_DEMO_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
 #include <gpushare/cuda.hpp>
 #endif
 
@@ -78,7 +78,7 @@ public:
       if (with_gpushare) host_.emplace(run.key(), *with_gpushare);
       return;
     }
-#ifdef GPUSHARE_DEMO_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
     // The session first: it measures this process's context overhead only if it creates the
     // context itself.
     if (with_gpushare) device_.emplace(0, *with_gpushare);
@@ -87,7 +87,7 @@ public:
 #endif
   }
   ~worker_device() {
-#ifdef GPUSHARE_DEMO_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
     if (stream_) {
       cudaStreamSynchronize(stream_);
       device_.reset();
@@ -99,7 +99,7 @@ public:
   worker_device& operator=(const worker_device&) = delete;
 
   bool with_gpushare() const {
-#ifdef GPUSHARE_DEMO_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
     if (device_) return true;
 #endif
     return host_.has_value();
@@ -112,14 +112,14 @@ public:
       run_.sim()->run_kernel(ns);
       return;
     }
-#ifdef GPUSHARE_DEMO_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
     run_.mode().rate.launch(stream_, ns);
 #endif
   }
 
   /// Waits until the kernels put on the device so far have finished.
   void sync() {
-#ifdef GPUSHARE_DEMO_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
     if (stream_) gpu::check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
 #endif
   }
@@ -127,7 +127,7 @@ public:
   /// An iteration boundary: with gpushare, a moment to give way to a waiting peer.
   void yield() {
     if (host_) host_->yield();
-#ifdef GPUSHARE_DEMO_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
     if (device_) device_->yield();
 #endif
   }
@@ -136,7 +136,7 @@ public:
   /// (the table's count; 0 without gpushare).
   std::uint64_t reserve_waits() {
     if (host_) return host_->info().reserve_waits;
-#ifdef GPUSHARE_DEMO_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
     if (device_) return device_->info().reserve_waits;
 #endif
     return 0;
@@ -147,7 +147,7 @@ public:
   /// waiting up to 60 s for other sessions to release memory.
   buffer allocate(std::uint64_t bytes) {
     if (!run_.gpu()) return allocate_simulated(run_.sim(), bytes, host_ ? &*host_ : nullptr);
-#ifdef GPUSHARE_DEMO_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
     const std::string what = gpushare::detail::format_bytes(bytes);
     if (device_) {
       void* p = device_->malloc(bytes); // reserves, then cudaMalloc
@@ -170,7 +170,7 @@ private:
   friend class region;
   const run_context& run_;
   std::optional<gpushare::session> host_; ///< simulated device, with gpushare
-#ifdef GPUSHARE_DEMO_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
   cudaStream_t stream_ = nullptr;
   std::optional<gpushare::cuda::device_session> device_; ///< GPU, with gpushare
 #endif
@@ -182,7 +182,7 @@ class region {
 public:
   explicit region(worker_device& d) {
     if (d.host_) host_.emplace(*d.host_);
-#ifdef GPUSHARE_DEMO_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
     if (d.device_) device_.emplace(*d.device_, d.stream_);
 #endif
   }
@@ -191,7 +191,7 @@ public:
 
 private:
   std::optional<gpushare::scoped_kernel> host_;
-#ifdef GPUSHARE_DEMO_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
   std::optional<gpushare::cuda::scoped_kernel> device_;
 #endif
 };

@@ -13,12 +13,12 @@
 #include <optional>
 #include <string>
 
-#include "demo/cli.hpp"
-#include "demo/context.hpp"
-#include "demo/mode.hpp"
-#include "demo/processes.hpp"
-#include "demo/report.hpp"
-#include "demo/worker.hpp"
+#include <harness/cli.hpp>
+#include <harness/context.hpp>
+#include <harness/mode.hpp>
+#include <harness/processes.hpp>
+#include <harness/report.hpp>
+#include <harness/worker.hpp>
 
 namespace {
 

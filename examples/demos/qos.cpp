@@ -6,10 +6,10 @@
 #include <cstdio>
 #include <exception>
 
-#include "demo/cli.hpp"
-#include "demo/context.hpp"
-#include "demo/mode.hpp"
-#include "demo/qos_scenario.hpp"
+#include <harness/cli.hpp>
+#include <harness/context.hpp>
+#include <harness/mode.hpp>
+#include <harness/qos_scenario.hpp>
 
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0); // keep lines in order when piped

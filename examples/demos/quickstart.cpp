@@ -15,15 +15,15 @@
 #include <string>
 
 #include <gpushare/gpushare.hpp>
-#ifdef GPUSHARE_DEMO_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
 #include <gpushare/cuda.hpp>
 #endif
 
-#include "demo/cli.hpp"
-#include "demo/interrupt_cleanup.hpp"
-#include "demo/mode.hpp"
-#include "demo/report.hpp"
-#include "demo/sim_device.hpp"
+#include <harness/cli.hpp>
+#include <harness/interrupt_cleanup.hpp>
+#include <harness/mode.hpp>
+#include <harness/report.hpp>
+#include <harness/sim_device.hpp>
 
 using namespace std::chrono_literals;
 constexpr std::uint64_t GiB = 1ull << 30;
@@ -63,7 +63,7 @@ void run_simulated(gpushare::session_options o, double seconds) {
   device.free(1 * GiB);
 } // the reservation is released, then the session leaves the table
 
-#ifdef GPUSHARE_DEMO_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
 // A GPU: a device session (its table is named by the GPU's UUID) and stream guards.
 void run_on_gpu(const gpushare::session_options& o, const demo::gpu::busy_kernel_rate& kernel,
                 double seconds) {
@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
   demo::remove_on_interrupt(table);
   int rc = 0;
   try {
-#ifdef GPUSHARE_DEMO_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
     if (mode.gpu) run_on_gpu(o, mode.rate, cli.duration_s);
 #endif
     if (!mode.gpu) run_simulated(o, cli.duration_s);
