@@ -338,7 +338,7 @@ public:
       const cudaError_t e = cudaMalloc(&p, bytes);
       if (e == cudaErrorMemoryAllocation) {
         (void)cudaGetLastError();
-        throw out_of_memory("cudaMalloc of " + gpushare::detail::format_bytes(bytes) +
+        throw out_of_memory("cudaMalloc of " + gpushare::format_bytes(bytes) +
                             " failed: cudaErrorMemoryAllocation");
       }
       gpu::check(e, "cudaMalloc");

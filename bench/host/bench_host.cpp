@@ -41,9 +41,28 @@ namespace {
 constexpr std::uint64_t GiB = 1ull << 30;
 constexpr const char* bench_domain = "gpusharebench";
 
-std::uint64_t now_ns() { return gpushare::detail::monotonic_ns(); }
+std::uint64_t now_ns() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::steady_clock::now().time_since_epoch())
+                                        .count());
+}
 
-// A table private to this benchmark process (its key includes the pid); unlinked on destruction.
+// Cross-process waiting on a word in MAP_SHARED memory: the Linux futex system call itself
+// (FUTEX_WAIT and FUTEX_WAKE, not their _PRIVATE forms, so that it works across processes). The
+// futex ping-pong benchmark below measures exactly this as the floor of any handoff.
+void futex_wait_for(std::atomic<std::uint32_t>* word, std::uint32_t expected,
+                    std::uint64_t timeout_ns) {
+  timespec timeout{static_cast<time_t>(timeout_ns / 1'000'000'000),
+                   static_cast<long>(timeout_ns % 1'000'000'000)};
+  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAIT, expected, &timeout,
+            nullptr, 0);
+}
+void futex_wake_all(std::atomic<std::uint32_t>* word) {
+  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr,
+            nullptr, 0);
+}
+
+// A table private to this benchmark process (its key includes the pid); removed on destruction.
 class bench_table {
 public:
   explicit bench_table(const std::string& what) {
@@ -52,10 +71,11 @@ public:
     opts_.domain = bench_domain;
     opts_.capacity = GiB;
   }
-  ~bench_table() {
-    ::shm_unlink(
-        gpushare::detail::table_object_name(bench_domain, key_, gpushare::table_access::user)
-            .c_str());
+  ~bench_table() { // its sessions have left by now; remove() keeps a table still in use
+    try {
+      gpushare::table::remove(key_, opts_);
+    } catch (const gpushare::error&) {
+    }
   }
   bench_table(const bench_table&) = delete;
   bench_table& operator=(const bench_table&) = delete;
@@ -119,26 +139,25 @@ struct join_stage {
 
 // Blocks while `word` is below `target` (futex waits on shared memory, so across processes).
 void wait_until_at_least(std::atomic<std::uint32_t>& word, std::uint32_t target) {
-  for (std::uint32_t v; (v = word.load()) < target;)
-    gpushare::detail::futex_wait(&word, v, 1'000'000'000);
+  for (std::uint32_t v; (v = word.load()) < target;) futex_wait_for(&word, v, 1'000'000'000);
 }
 
 // One forked joiner: waits for "go", joins, reports, stays joined until all have, then leaves.
 [[noreturn]] void joiner(join_stage& st, std::uint32_t i, const gpushare::session_options& opts,
                          const std::string& key) {
-  if (st.ready.fetch_add(1) + 1 == joiners) gpushare::detail::futex_wake(&st.ready);
-  while (st.go.load() == 0) gpushare::detail::futex_wait(&st.go, 0, 1'000'000'000);
+  if (st.ready.fetch_add(1) + 1 == joiners) futex_wake_all(&st.ready);
+  while (st.go.load() == 0) futex_wait_for(&st.go, 0, 1'000'000'000);
   int rc = 0;
   if (st.go.load() == 1) {
     try {
       const std::uint64_t start = now_ns();
       gpushare::session s(key, opts);
       st.join_ns[i] = now_ns() - start;
-      if (st.joined.fetch_add(1) + 1 == joiners) gpushare::detail::futex_wake(&st.joined);
+      if (st.joined.fetch_add(1) + 1 == joiners) futex_wake_all(&st.joined);
       wait_until_at_least(st.joined, joiners);
     } catch (...) {
       st.failed.fetch_add(1);
-      if (st.joined.fetch_add(1) + 1 == joiners) gpushare::detail::futex_wake(&st.joined);
+      if (st.joined.fetch_add(1) + 1 == joiners) futex_wake_all(&st.joined);
       rc = 1;
     }
   }
@@ -169,7 +188,7 @@ void join_256(benchmark::State& state) {
     if (children.size() == joiners) wait_until_at_least(st->ready, joiners);
     const std::uint64_t go = now_ns();
     st->go = children.size() == joiners ? 1 : 2;
-    gpushare::detail::futex_wake(&st->go);
+    futex_wake_all(&st->go);
     if (st->go == 1) wait_until_at_least(st->joined, joiners);
     const std::uint64_t all_joined = now_ns();
     bool ok = st->go == 1 && st->failed == 0;
@@ -292,7 +311,7 @@ bool wait_at_least_for(std::atomic<std::uint32_t>& word, std::uint32_t target,
   for (std::uint32_t v; (v = word.load()) < target;) {
     const std::uint64_t now = now_ns();
     if (now >= deadline) return false;
-    gpushare::detail::futex_wait(&word, v, std::min<std::uint64_t>(deadline - now, 100'000'000));
+    futex_wait_for(&word, v, std::min<std::uint64_t>(deadline - now, 100'000'000));
   }
   return true;
 }
@@ -300,7 +319,7 @@ bool wait_at_least_for(std::atomic<std::uint32_t>& word, std::uint32_t target,
 // Adds 1 to `word` and wakes whoever waits for it.
 void count_up(std::atomic<std::uint32_t>& word) {
   word.fetch_add(1);
-  gpushare::detail::futex_wake(&word);
+  futex_wake_all(&word);
 }
 
 // Makes this process multi-threaded for good, as every CUDA process is (the runtime starts
@@ -569,16 +588,6 @@ int guard_handoff_worker(handoff_stage& st, int me, const bench_table& t) {
 // The raw futex calls of the baseline (shared, not private: the word is in MAP_SHARED memory
 // that two processes map, as gpushare's are), spelled out here so that the baseline does not
 // depend on the library. The wait is bounded like gpushare's and the wake wakes all, as its do.
-void raw_futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected) {
-  timespec timeout{0, 100'000'000};
-  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAIT, expected, &timeout,
-            nullptr, 0);
-}
-void raw_futex_wake(std::atomic<std::uint32_t>* word) {
-  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr,
-            nullptr, 0);
-}
-
 // One process of a futex ping-pong run: the same turns as guard_handoff_worker (2 us of spinning
 // between t_run and t_release), but a turn passes by storing the other's number in one shared word
 // and waking it, and is awaited by FUTEX_WAIT on that word: the floor of any cross-process handoff.
@@ -592,7 +601,7 @@ int futex_pingpong_worker(handoff_stage& st, int me) {
   while (st.stop.load(std::memory_order_relaxed) == 0) {
     for (std::uint32_t v; (v = st.turn.load(std::memory_order_acquire)) != mine;) {
       if (st.stop.load(std::memory_order_relaxed) != 0) break;
-      raw_futex_wait(&st.turn, v);
+      futex_wait_for(&st.turn, v, 100'000'000);
     }
     if (st.turn.load(std::memory_order_acquire) != mine) break; // stopped while waiting
     const std::uint64_t t_run = now_ns();
@@ -601,7 +610,7 @@ int futex_pingpong_worker(handoff_stage& st, int me) {
     spin_for(handoff_guard_ns);
     mark_release(st, me);
     st.turn.store(1 - mine, std::memory_order_release);
-    raw_futex_wake(&st.turn);
+    futex_wake_all(&st.turn);
     if (now_ns() > deadline) st.stop = 1;
   }
   switches.finish(st, turns);
@@ -640,7 +649,7 @@ handoff_figures run_handoffs(bool guards, const bench_table& t, const int (&cpus
   ok = ok && wait_at_least_for(st->ready, 2, 10'000'000'000);
   st->stop = ok ? 0 : 1;
   st->go = 1;
-  gpushare::detail::futex_wake(&st->go);
+  futex_wake_all(&st->go);
   for (pid_t pid : pids) ok = reap(pid) && ok;
   if (!ok) {
     f.error = "a handoff process failed";

@@ -154,9 +154,9 @@ int main(int argc, char** argv) {
     const int kernels = std::max(5, static_cast<int>(cli.duration_s / 6 * 1e9 / kernel_ns));
     std::printf("Memory budget: %d jobs each need %s of device memory (%s in all);\nthe device "
                 "has %s. Each job then runs %d kernels of %.0f ms.\n",
-                jobs, gpushare::detail::format_bytes(bytes).c_str(),
-                gpushare::detail::format_bytes(bytes * jobs).c_str(),
-                gpushare::detail::format_bytes(run.device_memory()).c_str(), kernels,
+                jobs, gpushare::format_bytes(bytes).c_str(),
+                gpushare::format_bytes(bytes * jobs).c_str(),
+                gpushare::format_bytes(run.device_memory()).c_str(), kernels,
                 static_cast<double>(kernel_ns) / 1e6);
     const phase_summary without = run_phase(run, bytes, kernels, false);
     const phase_summary with = run_phase(run, bytes, kernels, true);

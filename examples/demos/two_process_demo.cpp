@@ -25,7 +25,7 @@
 #include <harness/report.hpp>
 
 using namespace std::chrono_literals;
-using gpushare::detail::format_bytes;
+using gpushare::format_bytes;
 
 namespace {
 

@@ -97,10 +97,10 @@ inline const char* simulation_note(const device_mode& m) {
 inline std::string mode_line(const device_mode& m) {
   if (on_simulated_runtime(m))
     return "mode: GPU mode on the simulated CUDA runtime (" + m.simulator + ": " + m.device_name +
-           ", " + gpushare::detail::format_bytes(m.memory) +
+           ", " + gpushare::format_bytes(m.memory) +
            ") — no GPU: kernels are simulated, device time from simulated CUDA events";
   if (m.gpu)
-    return "mode: GPU (" + m.device_name + ", " + gpushare::detail::format_bytes(m.memory) +
+    return "mode: GPU (" + m.device_name + ", " + gpushare::format_bytes(m.memory) +
            ") — real kernels, device time from CUDA events";
   return "mode: simulated (" + m.why_simulated + ") — kernels are simulated on the CPU";
 }

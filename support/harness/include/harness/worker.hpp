@@ -59,9 +59,9 @@ inline buffer allocate_simulated(sim_device* sim, std::uint64_t bytes,
     budget = std::make_shared<gpushare::reservation>(
         budget_from->reserve(bytes, std::chrono::seconds(60)));
   if (!sim->try_allocate(bytes))
-    throw out_of_memory("out of memory allocating " + gpushare::detail::format_bytes(bytes) + " (" +
-                        gpushare::detail::format_bytes(sim->memory_used.load()) + " of " +
-                        gpushare::detail::format_bytes(sim->memory_capacity) + " in use)");
+    throw out_of_memory("out of memory allocating " + gpushare::format_bytes(bytes) + " (" +
+                        gpushare::format_bytes(sim->memory_used.load()) + " of " +
+                        gpushare::format_bytes(sim->memory_capacity) + " in use)");
   return buffer([sim, bytes, budget] {
     sim->free(bytes);
     if (budget) budget->release();
@@ -148,7 +148,7 @@ public:
   buffer allocate(std::uint64_t bytes) {
     if (!run_.gpu()) return allocate_simulated(run_.sim(), bytes, host_ ? &*host_ : nullptr);
 #ifdef GPUSHARE_HARNESS_CUDA
-    const std::string what = gpushare::detail::format_bytes(bytes);
+    const std::string what = gpushare::format_bytes(bytes);
     if (device_) {
       void* p = device_->malloc(bytes); // reserves, then cudaMalloc
       return buffer([d = &*device_, p] { d->free(p); });
