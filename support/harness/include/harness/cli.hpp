@@ -1,12 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// The demos' command line: --duration SECONDS, --simulate, --help. A bad option prints what was
-// wrong, the usage line and a hint to run --help, and exits with status 2.
+// The demos' command line: --duration SECONDS, --simulate, --help, on the harness's option table
+// (options.hpp). A bad option prints what was wrong, the usage line and a hint to run --help, and
+// exits with status 2.
 #pragma once
 
-#include <cstdio>
-#include <cstdlib>
-#include <string>
-#include <string_view>
+#include "options.hpp"
 
 namespace demo {
 
@@ -23,57 +21,23 @@ struct cli_spec {
   const char* simulate_help = "simulate the GPU on the CPU even if a CUDA device is here";
 };
 
-inline void print_usage(std::FILE* to, const char* program, const cli_spec& spec) {
-  std::fprintf(to,
-               "usage: %s [--duration SECONDS] [--simulate] [--help]\n"
-               "%s\n"
-               "  --duration SECONDS  %s (default %g)\n"
-               "  --simulate          %s\n"
-               "  --help              show this text\n",
-               program, spec.summary, spec.duration_help, spec.default_duration,
-               spec.simulate_help);
-}
-
-/// Parses the command line; on --help prints the usage and exits 0. On a bad option prints to
-/// stderr "<program>: <what was wrong>", the usage line and "run '<program> --help' for the
-/// options", and exits 2.
+/// Parses the command line (harness/options.hpp); on --help prints the usage and exits 0. On a
+/// bad option prints to stderr "<program>: <what was wrong>", the usage line and "run '<program>
+/// --help' for the options", and exits 2.
 inline cli_options parse_cli(int argc, char** argv, const cli_spec& spec) {
+  using opt = option<cli_options>;
+  const opt options[] = {
+      opt("--duration", "SECONDS", &cli_options::duration_s, spec.duration_help)
+          .range(0.5, 3600)
+          .noun("number of seconds"),
+      opt("--simulate", "", &cli_options::simulate, spec.simulate_help),
+  };
   cli_options o;
   o.duration_s = spec.default_duration;
-  const char* program = argc > 0 ? argv[0] : "demo";
-  const auto fail = [&](const std::string& why) {
-    std::fprintf(stderr,
-                 "%s: %s\nusage: %s [--duration SECONDS] [--simulate] [--help]\nrun '%s --help' "
-                 "for the options\n",
-                 program, why.c_str(), program, program);
-    std::exit(2);
-  };
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      print_usage(stdout, program, spec);
-      std::exit(0);
-    } else if (arg == "--simulate") {
-      o.simulate = true;
-    } else if (arg == "--duration" || arg.starts_with("--duration=")) {
-      std::string value;
-      if (arg == "--duration") {
-        if (i + 1 >= argc) fail("--duration needs a number of seconds");
-        value = argv[++i];
-      } else {
-        value = std::string(arg.substr(std::string_view("--duration=").size()));
-      }
-      char* end = nullptr;
-      const double seconds = std::strtod(value.c_str(), &end);
-      if (value.empty() || end == nullptr || *end != '\0' || !(seconds >= 0.5) ||
-          !(seconds <= 3600))
-        fail(std::string("--duration must be a number of seconds from 0.5 to 3600, not '") + value +
-             "'");
-      o.duration_s = seconds;
-    } else {
-      fail(std::string("unknown option '") + std::string(arg) + "'");
-    }
-  }
+  command_line<cli_options> cl;
+  cl.summary = spec.summary;
+  cl.options = options;
+  parse(cl, argc, argv, o);
   return o;
 }
 
