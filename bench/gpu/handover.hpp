@@ -64,7 +64,7 @@ inline void inference_worker(phase& ph, const config& cfg, board& b, bool manage
            inference, n);
   const auto request = [&](std::size_t slot) {
     {
-      engine::guard g(e);
+      const demo::region g = e.guard();
       e.stamp(slot);
       for (int l = 0; l < cfg.infer_layers; ++l) e.infer_layer();
     }
@@ -105,7 +105,7 @@ inline void training_worker(phase& ph, const config& cfg, board& b, int guard_st
   std::uint64_t guards = 0;
   const auto iteration = [&] {
     for (int g = 0; g < guards_per_iteration; ++g) {
-      engine::guard held(e);
+      const demo::region held = e.guard();
       for (int s = 0; s < guard_steps; ++s) e.train_step();
       ++guards;
     }

@@ -45,11 +45,11 @@ inline void worker(phase& ph, const config& cfg, board& b, variant v, bool manag
     if (!managed) {
       for (int i = 0; i < batch; ++i) launch();
     } else if (v == variant::small_batched) {
-      engine::guard g(e);
+      const demo::region g = e.guard();
       for (int i = 0; i < batch; ++i) launch();
     } else {
       for (int i = 0; i < batch; ++i) {
-        engine::guard g(e);
+        const demo::region g = e.guard();
         launch();
       }
     }

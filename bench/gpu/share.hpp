@@ -56,7 +56,7 @@ inline void trainer(phase& ph, const config& cfg, board& b, int index, std::uint
   const int steps = 3 * cfg.train_layers;
   const auto iteration = [&] {
     for (int s = 0; s < steps; ++s) {
-      engine::guard g(e);
+      const demo::region g = e.guard();
       e.train_step();
     }
     e.sync();

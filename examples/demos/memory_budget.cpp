@@ -13,8 +13,8 @@
 #include <optional>
 #include <string>
 
-#include <harness/cli.hpp>
 #include <harness/context.hpp>
+#include <harness/demo_main.hpp>
 #include <harness/mode.hpp>
 #include <harness/processes.hpp>
 #include <harness/report.hpp>
@@ -59,7 +59,7 @@ void job(const demo::run_context& run, board& b, int index, std::uint64_t bytes,
     me.blocked = dev.reserve_waits() > 0;
     for (int k = 0; k < kernels; ++k) {
       {
-        demo::region r(dev);
+        const demo::region r = dev.guard();
         dev.kernel(kernel_ns);
       }
       if (k % 5 == 4) {
@@ -135,52 +135,49 @@ phase_summary run_phase(const demo::run_context& run, std::uint64_t bytes, int k
 } // namespace
 
 int main(int argc, char** argv) {
-  std::setvbuf(stdout, nullptr, _IOLBF, 0); // keep lines in order when piped
-  const auto cli = demo::parse_cli(
-      argc, argv, "Jobs asking for 150% of the device's memory, with and without gpushare.", 3);
-  const demo::device_mode mode = demo::detect_mode(cli.simulate);
-  std::printf("%s\n", demo::mode_line(mode).c_str());
-  if (!mode.gpu)
-    std::printf("The simulated device's memory is a shared counter with a capacity.\n");
-  else if (demo::on_simulated_runtime(mode))
-    std::printf("The CUDA runtime here is cudasim, a simulation: its device memory is a counter "
-                "that processes\nshare, charged by cudaMalloc (no GPU).\n");
-  std::printf("\n");
-  try {
-    demo::run_context run(mode, "memory", 8 * demo::GiB);
-    // 3/8 of the device each: two jobs fit, four need 150% of it.
-    const std::uint64_t bytes = run.device_memory() / 8 * 3;
-    // Two jobs share the device at a time, so each phase takes about two jobs' device time.
-    const int kernels = std::max(5, static_cast<int>(cli.duration_s / 6 * 1e9 / kernel_ns));
-    std::printf("Memory budget: %d jobs each need %s of device memory (%s in all);\nthe device "
-                "has %s. Each job then runs %d kernels of %.0f ms.\n",
-                jobs, gpushare::format_bytes(bytes).c_str(),
-                gpushare::format_bytes(bytes * jobs).c_str(),
-                gpushare::format_bytes(run.device_memory()).c_str(), kernels,
-                static_cast<double>(kernel_ns) / 1e6);
-    const phase_summary without = run_phase(run, bytes, kernels, false);
-    const phase_summary with = run_phase(run, bytes, kernels, true);
-    std::printf("\n  without gpushare: %d of %d jobs failed with out-of-memory, %d finished\n",
-                without.out_of_memory, jobs, without.finished);
-    std::printf("  with gpushare:    %d of %d jobs finished, %d waited for memory (longest "
-                "%.2f s), %d failed\n",
-                with.finished, jobs, with.waited, with.max_wait_ms / 1e3,
-                with.out_of_memory + with.failed);
-    std::printf("  (a job waited for memory when its reservation found the memory held by other "
-                "jobs and\n  blocked until one released it, as the table counts it; the others "
-                "got theirs at once)\n\n");
-    demo::result_line("mode", demo::mode_key(mode));
-    demo::result_line("memory_budget.jobs", jobs);
-    demo::result_line("memory_budget.without_finished", without.finished);
-    demo::result_line("memory_budget.without_oom", without.out_of_memory);
-    demo::result_line("memory_budget.without_errors", without.failed);
-    demo::result_line("memory_budget.with_finished", with.finished);
-    demo::result_line("memory_budget.with_failed", with.out_of_memory + with.failed);
-    demo::result_line("memory_budget.with_waited", with.waited);
-    demo::result_line("memory_budget.with_max_wait_ms", with.max_wait_ms);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "memory_budget: FAILED: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+  return demo::demo_main(
+      argc, argv, "memory_budget",
+      "Jobs asking for 150% of the device's memory, with and without gpushare.", 3,
+      [](const demo::device_mode& mode, double duration_s) {
+        std::printf("%s\n", demo::mode_line(mode).c_str());
+        if (!mode.gpu)
+          std::printf("The simulated device's memory is a shared counter with a capacity.\n");
+        else if (demo::on_simulated_runtime(mode))
+          std::printf(
+              "The CUDA runtime here is cudasim, a simulation: its device memory is a counter "
+              "that processes\nshare, charged by cudaMalloc (no GPU).\n");
+        std::printf("\n");
+        demo::run_context run(mode, "memory", 8 * demo::GiB);
+        // 3/8 of the device each: two jobs fit, four need 150% of it.
+        const std::uint64_t bytes = run.device_memory() / 8 * 3;
+        // Two jobs share the device at a time, so each phase takes about two jobs' device time.
+        const int kernels = std::max(5, static_cast<int>(duration_s / 6 * 1e9 / kernel_ns));
+        std::printf("Memory budget: %d jobs each need %s of device memory (%s in all);\nthe device "
+                    "has %s. Each job then runs %d kernels of %.0f ms.\n",
+                    jobs, gpushare::format_bytes(bytes).c_str(),
+                    gpushare::format_bytes(bytes * jobs).c_str(),
+                    gpushare::format_bytes(run.device_memory()).c_str(), kernels,
+                    static_cast<double>(kernel_ns) / 1e6);
+        const phase_summary without = run_phase(run, bytes, kernels, false);
+        const phase_summary with = run_phase(run, bytes, kernels, true);
+        std::printf("\n  without gpushare: %d of %d jobs failed with out-of-memory, %d finished\n",
+                    without.out_of_memory, jobs, without.finished);
+        std::printf("  with gpushare:    %d of %d jobs finished, %d waited for memory (longest "
+                    "%.2f s), %d failed\n",
+                    with.finished, jobs, with.waited, with.max_wait_ms / 1e3,
+                    with.out_of_memory + with.failed);
+        std::printf(
+            "  (a job waited for memory when its reservation found the memory held by other "
+            "jobs and\n  blocked until one released it, as the table counts it; the others "
+            "got theirs at once)\n\n");
+        demo::result_line("mode", demo::mode_key(mode));
+        demo::result_line("memory_budget.jobs", jobs);
+        demo::result_line("memory_budget.without_finished", without.finished);
+        demo::result_line("memory_budget.without_oom", without.out_of_memory);
+        demo::result_line("memory_budget.without_errors", without.failed);
+        demo::result_line("memory_budget.with_finished", with.finished);
+        demo::result_line("memory_budget.with_failed", with.out_of_memory + with.failed);
+        demo::result_line("memory_budget.with_waited", with.waited);
+        demo::result_line("memory_budget.with_max_wait_ms", with.max_wait_ms);
+      });
 }

@@ -65,7 +65,7 @@ inline void worker(const run_context& run, const params& p, board& b, int index,
                              : std::nullopt);
   const auto iteration = [&] {
     for (int k = 0; k < p.kernels; ++k) {
-      region r(dev);
+      const region r = dev.guard();
       dev.kernel(p.kernel_ns);
     }
     dev.sync();

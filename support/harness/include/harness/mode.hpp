@@ -31,8 +31,10 @@ struct device_mode {
 
 #ifdef GPUSHARE_HARNESS_CUDA
 /// Runs gpu::probe() in a child and reads its report (usable = 0, with a reason, on failure).
-inline gpu::probe_report probe_in_child() {
-  if (const auto r = run_in_child<gpu::probe_report>([] { return gpu::probe(); })) return *r;
+inline gpu::probe_report probe_in_child(bool calibrate_busy_kernel) {
+  if (const auto r = run_in_child<gpu::probe_report>(
+          [calibrate_busy_kernel] { return gpu::probe(calibrate_busy_kernel); }))
+    return *r;
   gpu::probe_report r;
   std::snprintf(r.reason, sizeof r.reason, "the GPU probe process failed");
   return r;
@@ -47,7 +49,7 @@ inline device_mode detect_mode(bool simulate) {
     return m;
   }
 #ifdef GPUSHARE_HARNESS_CUDA
-  const gpu::probe_report r = probe_in_child();
+  const gpu::probe_report r = probe_in_child(true);
   if (!r.usable) {
     m.why_simulated = r.reason;
     return m;

@@ -25,6 +25,7 @@
 
 #include "context.hpp"
 #include "gpu.hpp"
+#include "region.hpp"
 
 namespace demo {
 
@@ -124,6 +125,16 @@ public:
 #endif
   }
 
+  /// A region of device work (region.hpp): the guard of this worker's session, if it has one.
+  region guard() {
+    gpushare::session* host = host_ ? &*host_ : nullptr;
+#ifdef GPUSHARE_HARNESS_CUDA
+    return region(host, device_ ? &*device_ : nullptr, stream_);
+#else
+    return region(host);
+#endif
+  }
+
   /// An iteration boundary: with gpushare, a moment to give way to a waiting peer.
   void yield() {
     if (host_) host_->yield();
@@ -167,32 +178,11 @@ public:
   }
 
 private:
-  friend class region;
   const run_context& run_;
   std::optional<gpushare::session> host_; ///< simulated device, with gpushare
 #ifdef GPUSHARE_HARNESS_CUDA
   cudaStream_t stream_ = nullptr;
   std::optional<gpushare::cuda::device_session> device_; ///< GPU, with gpushare
-#endif
-};
-
-/// A region of device work: with gpushare, a scoped_kernel guard (it waits for this worker's
-/// turn and accounts the device time); without, nothing.
-class region {
-public:
-  explicit region(worker_device& d) {
-    if (d.host_) host_.emplace(*d.host_);
-#ifdef GPUSHARE_HARNESS_CUDA
-    if (d.device_) device_.emplace(*d.device_, d.stream_);
-#endif
-  }
-  region(const region&) = delete;
-  region& operator=(const region&) = delete;
-
-private:
-  std::optional<gpushare::scoped_kernel> host_;
-#ifdef GPUSHARE_HARNESS_CUDA
-  std::optional<gpushare::cuda::scoped_kernel> device_;
 #endif
 };
 
