@@ -51,6 +51,10 @@ public:
   demo::verdict judged() const { return measured ? demo::judge(*measured) : demo::verdict{}; }
   bool trustworthy() const { return judged().trustworthy; }
 
+  /// A timing scenario's conditions from its phases' CPU waits (%): the worst of them becomes
+  /// the figure `<scenario>.cpu_wait_pct` and what `measured` judges.
+  void measured_cpu_waits(const std::string& scenario, const std::vector<double>& phase_waits);
+
 private:
   std::vector<std::pair<std::string, double>> values_;
   std::vector<std::pair<std::string, std::vector<double>>> series_;
@@ -80,6 +84,14 @@ inline double worst_cpu_wait(const std::vector<double>& phases) {
     worst = std::max(worst, x);
   }
   return worst;
+}
+
+inline void figures::measured_cpu_waits(const std::string& scenario,
+                                        const std::vector<double>& phase_waits) {
+  demo::conditions c;
+  c.cpu_wait_pct = worst_cpu_wait(phase_waits);
+  set(scenario + ".cpu_wait_pct", c.cpu_wait_pct);
+  measured = c;
 }
 
 /// a / b, or NaN when b is not positive (a ratio that cannot be formed is not a figure).

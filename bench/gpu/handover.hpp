@@ -182,10 +182,7 @@ inline figures run(const device_info& dev, const config& cfg, int repeat) {
   }
   f.set("handover.clock_uncertainty_us", uncertainty);
   // Start latencies on busy CPUs are the CPUs' wake-up latencies, whatever the guard length.
-  demo::conditions c;
-  c.cpu_wait_pct = worst_cpu_wait(cpu_waits);
-  f.set("handover.cpu_wait_pct", c.cpu_wait_pct);
-  f.measured = c;
+  f.measured_cpu_waits("handover", cpu_waits);
   return f;
 }
 

@@ -191,10 +191,7 @@ inline figures run(const device_info& dev, const config& cfg, int repeat) {
     f.add_series(base + ".windows_events_pct.gpushare", flatten(managed, true));
   }
   // Busy CPUs delay the workers' iterations unevenly, and the splits show that.
-  demo::conditions c;
-  c.cpu_wait_pct = worst_cpu_wait(cpu_waits);
-  f.set("share.cpu_wait_pct", c.cpu_wait_pct);
-  f.measured = c;
+  f.measured_cpu_waits("share", cpu_waits);
   return f;
 }
 
