@@ -14,6 +14,7 @@
 #include <vector>
 
 #include <harness/conditions.hpp>
+#include <harness/stats.hpp>
 
 namespace bench {
 
@@ -60,13 +61,10 @@ private:
   std::vector<std::pair<std::string, std::vector<double>>> series_;
 };
 
-/// The p-th percentile (0 < p <= 100) by the nearest-rank method; NaN for no samples.
+/// The p-th percentile (0 < p <= 100), the harness's (nearest rank); NaN for no samples: a figure
+/// that could not be measured is not a figure.
 inline double percentile(std::vector<double> samples, double p) {
-  if (samples.empty()) return NAN;
-  std::sort(samples.begin(), samples.end());
-  const double rank = std::ceil(p / 100.0 * static_cast<double>(samples.size()));
-  const auto index = static_cast<std::size_t>(std::max(rank, 1.0)) - 1;
-  return samples[std::min(index, samples.size() - 1)];
+  return samples.empty() ? NAN : demo::percentile(std::move(samples), p);
 }
 
 inline double median(std::vector<double> v) {
