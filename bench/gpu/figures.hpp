@@ -74,15 +74,7 @@ inline double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-/// The largest of some phases' CPU waits (%), or NaN when any could not be measured.
-inline double worst_cpu_wait(const std::vector<double>& phases) {
-  double worst = 0;
-  for (double x : phases) {
-    if (std::isnan(x)) return NAN;
-    worst = std::max(worst, x);
-  }
-  return worst;
-}
+using demo::worst_cpu_wait; // the worst of some phases' CPU waits (harness/conditions.hpp)
 
 inline void figures::measured_cpu_waits(const std::string& scenario,
                                         const std::vector<double>& phase_waits) {

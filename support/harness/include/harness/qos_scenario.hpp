@@ -214,12 +214,8 @@ inline phase_result run_phase(const run_context& run, const params& p, bool infe
 /// nominal kernel time of a request.
 inline conditions measure_conditions(const result& r) {
   conditions c;
-  c.cpu_wait_pct = 0;
-  for (const phase_result* x :
-       {&r.inference_alone, &r.training_alone, &r.without_gpushare, &r.with_gpushare})
-    c.cpu_wait_pct = std::isnan(x->cpu_wait_pct) || std::isnan(c.cpu_wait_pct)
-                         ? NAN
-                         : std::max(c.cpu_wait_pct, x->cpu_wait_pct);
+  c.cpu_wait_pct = worst_cpu_wait({r.inference_alone.cpu_wait_pct, r.training_alone.cpu_wait_pct,
+                                   r.without_gpushare.cpu_wait_pct, r.with_gpushare.cpu_wait_pct});
   if (r.nominal_service_ms > 0) c.service_over_nominal = r.service_ms / r.nominal_service_ms;
   return c;
 }
