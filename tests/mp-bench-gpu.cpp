@@ -71,7 +71,7 @@ bool trusted(const bench_run& r, const std::string& scenario) {
   CHECK(wait >= 0); // measured (NaN fails): /proc/<pid>/schedstat is there on Linux
   const std::string warning = "WARNING: these " + scenario + " figures are NOT trustworthy";
   if (ok) {
-    CHECK(wait <= 10); // the limit (examples/demo/conditions.hpp)
+    CHECK(wait <= 10); // the limit (support/harness/include/harness/conditions.hpp)
     CHECK(r.output.find(warning) == std::string::npos);
   } else {
     CHECK(r.json.find("\"not_trustworthy_because\"", at) != std::string::npos);

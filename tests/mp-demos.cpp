@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// The demos in examples/, run as programs in simulated mode with short durations. Each test reads
-// the demo's "result <key>=<value>" lines and checks the key figures within generous bounds (the
-// demos measure timing on a machine that other work may load).
+// The demos in examples/demos/, run as programs in simulated mode with short durations. Each test
+// reads the demo's "result <key>=<value>" lines and checks the key figures within generous bounds
+// (the demos measure timing on a machine that other work may load).
 #include <doctest/doctest.h>
 
 #include "test_util.hpp"
@@ -26,8 +26,8 @@
 
 // The demos' own judgement of their measurement conditions, and their no-GPU reason: plain
 // functions, tested here with given numbers.
-#include "../examples/demo/conditions.hpp"
-#include "../examples/demo/no_gpu.hpp"
+#include <harness/conditions.hpp>
+#include <harness/no_gpu.hpp>
 
 TEST_CASE("demo conditions: judge() trusts a quiet run and says why it does not trust a busy one") {
   // The figures of a quiet run on the 2-vCPU VM: workers waited 0.7% of the time for a CPU, a
@@ -202,15 +202,6 @@ private:
 
 } // namespace
 
-TEST_CASE("quickstart: runs its guarded steps on the simulated device and exits 0") {
-  const demo_run r = run_demo("quickstart", "--simulate --duration 0.5");
-  CHECK(r.exit_code == 0);
-  CHECK(says_simulated(r));
-  CHECK(r.number("quickstart.steps") >= 10); // 4 ms a step: about 125 in 0.5 s
-  CHECK(r.number("quickstart.guards") == r.number("quickstart.steps"));
-  CHECK(r.number("quickstart.device_ms") >= 40);
-}
-
 TEST_CASE("qos: gpushare lowers the inference p99 next to training, and training keeps going") {
   const demo_run r = run_demo("qos", "--simulate --duration 4");
   REQUIRE(r.exit_code == 0);
@@ -340,8 +331,9 @@ TEST_CASE("showcase: runs both scenarios, says it is simulated on its first line
 
 TEST_CASE("demos without --simulate: the no-GPU reason does not suggest upgrading a driver") {
   // CUDA_VISIBLE_DEVICES= hides every GPU, on a GPU machine too, so this runs simulated anywhere.
-  const test::command_result ran = test::run_command(
-      "CUDA_VISIBLE_DEVICES= " + std::string(GPUSHARE_EXAMPLES_DIR) + "/quickstart --duration 0.5");
+  const test::command_result ran =
+      test::run_command("CUDA_VISIBLE_DEVICES= " + std::string(GPUSHARE_EXAMPLES_DIR) +
+                        "/memory_budget --duration 0.5");
   CHECK(ran.exit_code == 0);
   const std::string first = ran.output.substr(0, ran.output.find('\n'));
   CAPTURE(first);
@@ -360,8 +352,7 @@ TEST_CASE("demos without --simulate: the no-GPU reason does not suggest upgradin
 }
 
 TEST_CASE("demo flags: --help exits 0, a bad flag or duration exits 2 with the usage") {
-  for (const char* name :
-       {"quickstart", "qos", "fair_share", "memory_budget", "showcase", "two_process_demo"}) {
+  for (const char* name : {"qos", "fair_share", "memory_budget", "showcase", "two_process_demo"}) {
     CAPTURE(name);
     const demo_run help = run_demo(name, "--help");
     CHECK(help.exit_code == 0);

@@ -17,7 +17,7 @@ then runs, each step under a timeout and the next one even if it failed:
   cuda      ctest -L '^cuda$'   the CUDA tests on the real runtime
   cudasim   ctest -L cudasim    the same tests on cudasim, compared test by test with the above
   bench     gpushare_bench_gpu  every scenario, one short repeat (about 1.5 min of measuring)
-  demos     quickstart and showcase in GPU mode
+  demos     example_cuda_quickstart (examples/) and the showcase in GPU mode
   torch     PyTorch's version and a small matmul timing, if torch sees the GPU (installs nothing)
 and writes one record: device, driver, CUDA versions, commit, every command with its exit status
 and wall time, test counts and failures, the benchmark's table, and the tests on which the real
@@ -190,7 +190,7 @@ fi
 # ---- build -----------------------------------------------------------------------------------
 # What the selected tests, the benchmark and the demos need; not the host benchmarks or the rest.
 # gpushare_cuda_tests (tests/CMakeLists.txt) is every program of `ctest -L cuda` and `-L cudasim`.
-targets=(gpushare_cuda_tests gpushare_cudasim_cublas gpushare_bench_gpu quickstart showcase memory_budget)
+targets=(gpushare_cuda_tests gpushare_cudasim_cublas gpushare_bench_gpu example_cuda_quickstart showcase memory_budget)
 cache_value() { [[ -f "$B/CMakeCache.txt" ]] && sed -n "s/^$1:[A-Z]*=//p" "$B/CMakeCache.txt" | head -n1; return 0; }
 if wants build; then
   options=(-DCMAKE_BUILD_TYPE=Release -DGPUSHARE_BUILD_TESTS=ON -DGPUSHARE_BUILD_EXAMPLES=ON
@@ -274,7 +274,7 @@ fi
 
 # ---- the demos in GPU mode -------------------------------------------------------------------
 if wants demos; then
-  for demo in "quickstart --duration 1" "showcase --duration 6"; do
+  for demo in "example_cuda_quickstart" "showcase --duration 6"; do
     read -r -a d <<<"$demo"
     if $simulated; then
       run_step "demo-${d[0]}" 120 "${sim_env[@]}" LD_LIBRARY_PATH="$cudasim_lib" CUDASIM_STATE="$cudasim_state" \
@@ -421,15 +421,16 @@ log_lines() { if [[ -f "$work/$1.log" ]]; then grep -E "$2" "$work/$1.log" || tr
     echo '```'
   fi
   # The demos' key figures (all of them are in the logs).
-  demo_keys='quickstart[.][a-z_]+|mode|qos[.]p(50|99)_(alone|without|with)_ms|qos[.]training_kept|'
+  demo_keys='mode|qos[.]p(50|99)_(alone|without|with)_ms|qos[.]training_kept|'
   demo_keys+='fair_share[.](shares|capped)_max_error_pp|fair_share[.]capped_of_wall_pct|[a-z_]+[.]trustworthy'
-  for demo in quickstart showcase; do
+  for demo in example_cuda_quickstart showcase; do
     [[ -f "$work/demo-$demo.log" ]] || continue
     echo
     echo "## Demo: $demo$sim_tag"
     echo
     echo '```text'
     head -n1 "$work/demo-$demo.log"
+    if [[ $demo == example_* ]]; then tail -n +2 "$work/demo-$demo.log"; fi # its few lines
     log_lines "demo-$demo" "^(result ($demo_keys)=|.*conditions (OK|NOT)|.*NOT trustworthy)"
     echo '```'
   done

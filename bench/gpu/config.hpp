@@ -1,19 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
 // The GPU benchmark's settings: what to run, for how long, and the workloads' sizes, with
-// defaults for a real GPU and for the simulated one, and the command line that changes them.
-// A bad flag or value prints what was wrong and the usage, and exits with status 2.
+// defaults for a real GPU and for the simulated one, and the command line that changes them: one
+// table (config_options) on the harness's option parser (harness/options.hpp). A bad flag or
+// value prints what was wrong and the usage, and exits with status 2.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <optional>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <harness/options.hpp>
 
 namespace bench {
 
@@ -64,26 +63,7 @@ struct config {
 
   /// Fills in what depends on the mode and --quick. `on_cudasim`: GPU mode runs on the simulated
   /// CUDA runtime (tools/cudasim); its settings are the GPU's.
-  void resolve(bool real_gpu, bool on_cudasim = false) {
-    gpu = real_gpu;
-    simulated_runtime = real_gpu && on_cudasim;
-    if (repeats == 0) repeats = gpu ? 3 : 1;
-    if (infer_layers == 0) infer_layers = gpu ? 16 : 4;
-    if (train_layers == 0) train_layers = gpu ? 8 : 2;
-    const auto pick = [&](double& v, double on_gpu, double simulated, double short_run) {
-      if (v == 0) v = quick ? short_run : gpu ? on_gpu : simulated;
-    };
-    pick(phase_s, 10, 2, 0.6);
-    pick(window_s, 10, 1, 0.5);
-    pick(settle_s, 2, 0.3, 0.2);
-    pick(overhead_s, 5, 1, 0.3);
-    pick(handover_s, 10, 1.5, 0.6);
-    pick(handover_rate, 50, 40, 40);
-    pick(memory_hold_s, 3, 0.6, 0.3);
-    if (windows == 0) windows = quick ? 2 : 3;
-    if (guard_steps.empty())
-      guard_steps = quick ? std::vector<int>{1, 4} : std::vector<int>{1, 4, 16};
-  }
+  void resolve(bool real_gpu, bool on_cudasim = false);
 
   /// Seconds of measuring per repeat that the settings ask for (process start-up, warm-up and
   /// calibration come on top).
@@ -105,182 +85,118 @@ struct config {
   }
 };
 
-inline void print_usage(std::FILE* to, const char* program) {
-  std::fprintf(
-      to,
-      "usage: %s [options]\n"
-      "Runs gpushare's GPU benchmark scenarios, each against unmanaged sharing in the same run,\n"
-      "prints a table (scenario, metric, unmanaged, gpushare, goal, met?) and, with --json,\n"
-      "writes every raw figure as JSON. Without a usable GPU it runs on a simulated GPU and says "
-      "so.\n"
-      "\n"
-      "  --scenarios LIST       comma-separated, from qos,share,overhead,handover,memory (all)\n"
-      "  --repeats N            repeat each scenario N times (default 3 on a GPU, 1 simulated)\n"
-      "  --json PATH            write every raw figure as JSON to PATH (default: no JSON)\n"
-      "  --simulate             use the simulated GPU even if a CUDA device is here\n"
-      "  --require-gpu          exit 1 instead of simulating when no GPU is usable\n"
-      "  --quick                short phases: checks the harness, figures are rough\n"
-      "  --phase-seconds S      qos: each phase (GPU 10, simulated 2)\n"
-      "  --window-seconds S     share: each accuracy window (GPU 10, simulated 1)\n"
-      "  --windows N            share: windows per configuration (3)\n"
-      "  --overhead-seconds S   overhead: each phase (GPU 5, simulated 1)\n"
-      "  --handover-seconds S   handover: each phase (GPU 10, simulated 1.5)\n"
-      "  --guard-steps LIST     handover: training steps per low-priority guard (1,4,16)\n"
-      "  --load F               qos: inference load, fraction of its solo capacity (0.5)\n"
-      "  --memory-jobs N        memory: processes (4)\n"
-      "  --memory-fraction F    memory: each job's need, fraction of device memory (0.35)\n"
-      "  --train-size N         training GEMM dimension (4096)\n"
-      "  --train-layers N       training layers; an iteration is 3N steps (GPU 8, sim. 2)\n"
-      "  --infer-batch N        inference batch (256)\n"
-      "  --infer-hidden N       inference hidden size (8192)\n"
-      "  --infer-layers N       GEMMs per inference request (GPU 16, simulated 4)\n"
-      "  --help                 show this text\n",
-      program);
+/// Every setting, declared once: its flag, help, range, default by mode and JSON key. The table
+/// drives the parser, --help, the settings line a run prints and the JSON's "config".
+using config_option = demo::option<config>;
+inline constexpr config_option config_options[] = {
+    config_option("--scenarios", "LIST", &config::scenarios,
+                  "comma-separated, from qos,share,overhead,handover,memory (all)")
+        .json("scenarios")
+        .words("scenario", all_scenarios),
+    config_option("--repeats", "N", &config::repeats, "repeat each scenario N times")
+        .json("repeats")
+        .range(1, 100)
+        .by_mode(3, 1),
+    config_option("--json", "PATH", &config::json_path,
+                  "write every raw figure as JSON to PATH (default: no JSON)")
+        .noun("file name"),
+    config_option("--simulate", "", &config::simulate,
+                  "use the simulated GPU even if a CUDA device is here"),
+    config_option("--require-gpu", "", &config::require_gpu,
+                  "exit 1 instead of simulating when no GPU is usable"),
+    config_option("--quick", "", &config::quick,
+                  "short phases: checks the harness, figures are rough")
+        .json("quick"),
+    config_option("--phase-seconds", "S", &config::phase_s, "qos: each phase")
+        .json("phase_s")
+        .range(0.2, 3600)
+        .by_mode(10, 2, 0.6),
+    config_option("--window-seconds", "S", &config::window_s, "share: each accuracy window")
+        .json("window_s")
+        .range(0.2, 3600)
+        .by_mode(10, 1, 0.5),
+    config_option("--windows", "N", &config::windows, "share: windows per configuration")
+        .json("windows")
+        .range(1, 1000)
+        .by_mode(3, 3, 2),
+    config_option::setting(&config::settle_s).json("settle_s").by_mode(2, 0.3, 0.2),
+    config_option("--overhead-seconds", "S", &config::overhead_s, "overhead: each phase")
+        .json("overhead_s")
+        .range(0.1, 3600)
+        .by_mode(5, 1, 0.3),
+    config_option("--handover-seconds", "S", &config::handover_s, "handover: each phase")
+        .json("handover_s")
+        .range(0.2, 3600)
+        .by_mode(10, 1.5, 0.6),
+    config_option::setting(&config::handover_rate).json("handover_rate_per_s").by_mode(50, 40, 40),
+    config_option("--guard-steps", "LIST", &config::guard_steps,
+                  "handover: training steps per low-priority guard (1,4,16; --quick 1,4)")
+        .json("guard_steps")
+        .range(1, 1000)
+        .noun("number"),
+    config_option::setting(&config::memory_hold_s).json("memory_hold_s").by_mode(3, 0.6, 0.3),
+    config_option("--load", "F", &config::load,
+                  "qos: inference load, fraction of its solo capacity")
+        .json("load")
+        .range(0.01, 0.95),
+    config_option("--memory-jobs", "N", &config::memory_jobs, "memory: processes")
+        .json("memory_jobs")
+        .range(2, 16),
+    config_option("--memory-fraction", "F", &config::memory_fraction,
+                  "memory: each job's need, fraction of device memory")
+        .json("memory_fraction")
+        .range(0.05, 0.8),
+    config_option("--train-size", "N", &config::train_size, "training GEMM dimension")
+        .json("train_size")
+        .range(64, 32768),
+    config_option("--train-layers", "N", &config::train_layers,
+                  "training layers; an iteration is 3N steps")
+        .json("train_layers")
+        .range(1, 256)
+        .by_mode(8, 2),
+    config_option("--infer-batch", "N", &config::infer_batch, "inference batch")
+        .json("infer_batch")
+        .range(1, 65536),
+    config_option("--infer-hidden", "N", &config::infer_hidden, "inference hidden size")
+        .json("infer_hidden")
+        .range(64, 32768),
+    config_option("--infer-layers", "N", &config::infer_layers, "GEMMs per inference request")
+        .json("infer_layers")
+        .range(1, 1024)
+        .by_mode(16, 4),
+    config_option::setting(&config::small_elements).json("small_elements"),
+    config_option::setting(&config::sim_gemm_us).json("sim_gemm_us"),
+    config_option::setting(&config::sim_act_us).json("sim_act_us"),
+    config_option::setting(&config::sim_infer_us).json("sim_infer_us"),
+    config_option::setting(&config::sim_small_us).json("sim_small_us"),
+    config_option::setting(&config::sim_large_us).json("sim_large_us"),
+};
+
+inline constexpr demo::command_line<config> config_command_line{
+    "Runs gpushare's GPU benchmark scenarios, each against unmanaged sharing in the same run,\n"
+    "prints a table (scenario, metric, unmanaged, gpushare, goal, met?) and, with --json,\n"
+    "writes every raw figure as JSON. Without a usable GPU it runs on a simulated GPU and says "
+    "so.\n",
+    config_options, false, true};
+
+inline void config::resolve(bool real_gpu, bool on_cudasim) {
+  gpu = real_gpu;
+  simulated_runtime = real_gpu && on_cudasim;
+  demo::resolve_defaults<config>(config_options, *this, gpu, quick);
+  if (guard_steps.empty())
+    guard_steps = quick ? std::vector<int>{1, 4} : std::vector<int>{1, 4, 16};
 }
-
-namespace detail {
-
-inline bool parse_double(const std::string& s, double& out) {
-  char* end = nullptr;
-  out = std::strtod(s.c_str(), &end);
-  return !s.empty() && end != nullptr && *end == '\0' && std::isfinite(out);
-}
-
-inline bool parse_int(const std::string& s, int& out) {
-  char* end = nullptr;
-  const long v = std::strtol(s.c_str(), &end, 10);
-  if (s.empty() || end == nullptr || *end != '\0' || v < -1'000'000'000 || v > 1'000'000'000)
-    return false;
-  out = static_cast<int>(v);
-  return true;
-}
-
-inline std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> parts;
-  std::stringstream in(s);
-  for (std::string part; std::getline(in, part, ',');) parts.push_back(part);
-  if (!s.empty() && s.back() == ',') parts.emplace_back();
-  return parts;
-}
-
-} // namespace detail
 
 /// Parses the command line. --help prints the usage and exits 0; a bad flag or value prints the
 /// problem and the usage to stderr and exits 2.
 inline config parse_command_line(int argc, char** argv) {
   config c;
-  const char* program = argc > 0 ? argv[0] : "gpushare_bench_gpu";
-  const auto fail = [&](const std::string& why) {
-    std::fprintf(stderr, "%s: %s\n", program, why.c_str());
-    print_usage(stderr, program);
-    std::exit(2);
-  };
-  for (int i = 1; i < argc; ++i) {
-    std::string flag = argv[i];
-    std::optional<std::string> inline_value;
-    if (const auto eq = flag.find('='); flag.starts_with("--") && eq != std::string::npos) {
-      inline_value = flag.substr(eq + 1);
-      flag.resize(eq);
-    }
-    const auto value = [&]() -> std::string {
-      if (inline_value) return *inline_value;
-      if (i + 1 >= argc) fail(flag + " needs a value");
-      return argv[++i];
-    };
-    const auto number = [&](double lo, double hi, double& out) {
-      const std::string v = value();
-      double d = 0;
-      if (!detail::parse_double(v, d) || d < lo || d > hi) {
-        std::ostringstream why;
-        why << flag << " must be a number from " << lo << " to " << hi << ", not '" << v << "'";
-        fail(why.str());
-      }
-      out = d;
-    };
-    const auto integer = [&](int lo, int hi, int& out) {
-      const std::string v = value();
-      int n = 0;
-      if (!detail::parse_int(v, n) || n < lo || n > hi)
-        fail(flag + " must be an integer from " + std::to_string(lo) + " to " + std::to_string(hi) +
-             ", not '" + v + "'");
-      out = n;
-    };
-    const auto no_value = [&] {
-      if (inline_value) fail(flag + " takes no value");
-    };
-
-    if (flag == "--help" || flag == "-h") {
-      print_usage(stdout, program);
-      std::exit(0);
-    } else if (flag == "--simulate") {
-      no_value();
-      c.simulate = true;
-    } else if (flag == "--require-gpu") {
-      no_value();
-      c.require_gpu = true;
-    } else if (flag == "--quick") {
-      no_value();
-      c.quick = true;
-    } else if (flag == "--scenarios") {
-      const std::string v = value();
-      c.scenarios.clear();
-      for (const std::string& s : detail::split(v)) {
-        if (std::find(std::begin(all_scenarios), std::end(all_scenarios), s) ==
-            std::end(all_scenarios))
-          fail("--scenarios: unknown scenario '" + s +
-               "' (choose from qos,share,overhead,handover,memory)");
-        if (!c.runs(s)) c.scenarios.push_back(s);
-      }
-      if (c.scenarios.empty()) fail("--scenarios needs at least one scenario");
-    } else if (flag == "--repeats") {
-      integer(1, 100, c.repeats);
-    } else if (flag == "--json") {
-      c.json_path = value();
-      if (c.json_path.empty()) fail("--json needs a file name");
-    } else if (flag == "--phase-seconds") {
-      number(0.2, 3600, c.phase_s);
-    } else if (flag == "--window-seconds") {
-      number(0.2, 3600, c.window_s);
-    } else if (flag == "--windows") {
-      integer(1, 1000, c.windows);
-    } else if (flag == "--overhead-seconds") {
-      number(0.1, 3600, c.overhead_s);
-    } else if (flag == "--handover-seconds") {
-      number(0.2, 3600, c.handover_s);
-    } else if (flag == "--guard-steps") {
-      const std::string v = value();
-      c.guard_steps.clear();
-      for (const std::string& s : detail::split(v)) {
-        int n = 0;
-        if (!detail::parse_int(s, n) || n < 1 || n > 1000)
-          fail("--guard-steps: each entry must be an integer from 1 to 1000, not '" + s + "'");
-        c.guard_steps.push_back(n);
-      }
-      if (c.guard_steps.empty()) fail("--guard-steps needs at least one number");
-    } else if (flag == "--load") {
-      number(0.01, 0.95, c.load);
-    } else if (flag == "--memory-jobs") {
-      integer(2, 16, c.memory_jobs);
-    } else if (flag == "--memory-fraction") {
-      number(0.05, 0.8, c.memory_fraction);
-    } else if (flag == "--train-size") {
-      integer(64, 32768, c.train_size);
-    } else if (flag == "--train-layers") {
-      integer(1, 256, c.train_layers);
-    } else if (flag == "--infer-batch") {
-      integer(1, 65536, c.infer_batch);
-    } else if (flag == "--infer-hidden") {
-      integer(64, 32768, c.infer_hidden);
-    } else if (flag == "--infer-layers") {
-      integer(1, 1024, c.infer_layers);
-    } else {
-      fail("unknown option '" + flag + "'");
-    }
-  }
+  demo::parse(config_command_line, argc, argv, c);
   if (c.memory_jobs * c.memory_fraction <= 1.0)
-    fail("--memory-jobs x --memory-fraction must exceed 1 (the scenario needs more memory than "
-         "the device has), got " +
-         std::to_string(c.memory_jobs * c.memory_fraction));
+    demo::refuse(config_command_line, argc > 0 ? argv[0] : "gpushare_bench_gpu",
+                 "--memory-jobs x --memory-fraction must exceed 1 (the scenario needs more "
+                 "memory than the device has), got " +
+                     std::to_string(c.memory_jobs * c.memory_fraction));
   return c;
 }
 

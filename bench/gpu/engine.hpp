@@ -35,7 +35,11 @@
 #include <vector>
 
 #include <gpushare/gpushare.hpp>
-#ifdef GPUSHARE_BENCH_CUDA
+#include <harness/context.hpp>
+#include <harness/region.hpp>
+#include <harness/sim_device.hpp>
+#include <harness/worker.hpp>
+#ifdef GPUSHARE_HARNESS_CUDA
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
@@ -45,9 +49,6 @@
 #endif
 
 #include "config.hpp"
-#include "demo/context.hpp"
-#include "demo/sim_device.hpp"
-#include "demo/worker.hpp"
 
 namespace bench {
 
@@ -61,7 +62,7 @@ using demo::out_of_memory; // the device's memory is used up (cudaErrorMemoryAll
 /// Which workloads an engine prepares buffers for.
 enum uses : unsigned { training = 1, inference = 2, small = 4, large = 8 };
 
-#ifdef GPUSHARE_BENCH_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
 namespace gpu {
 
 inline void check(cudaError_t e, const char* what) {
@@ -92,7 +93,7 @@ public:
       if (with_gpushare) host_.emplace(run.key(), *with_gpushare);
       return;
     }
-#ifdef GPUSHARE_BENCH_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
     // The session first: it measures this process's context overhead only if it creates the
     // context itself.
     if (with_gpushare) device_.emplace(0, *with_gpushare);
@@ -158,7 +159,7 @@ public:
   }
 
   ~engine() {
-#ifdef GPUSHARE_BENCH_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
     if (!stream_) return;
     (void)cudaStreamSynchronize(stream_);
     for (void* p : allocated_) {
@@ -177,7 +178,7 @@ public:
   engine& operator=(const engine&) = delete;
 
   bool with_gpushare() const {
-#ifdef GPUSHARE_BENCH_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
     if (device_) return true;
 #endif
     return host_.has_value();
@@ -185,7 +186,7 @@ public:
 
   /// This worker's gpushare session (host sessions, or the device session's host()).
   gpushare::session& session() {
-#ifdef GPUSHARE_BENCH_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
     if (device_) return device_->host();
 #endif
     if (!host_) throw std::logic_error("this benchmark worker has no gpushare session");
@@ -198,21 +199,21 @@ public:
       sim_kernel(cfg_.sim_act_us);
       return;
     }
-#ifdef GPUSHARE_BENCH_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
     layer(cfg_.train_size, cfg_.train_size, cfg_.train_size, train_);
 #endif
   }
 
   void infer_layer() {
     if (!run_.gpu()) return sim_kernel(cfg_.sim_infer_us);
-#ifdef GPUSHARE_BENCH_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
     layer(cfg_.infer_hidden, cfg_.infer_batch, cfg_.infer_hidden, infer_);
 #endif
   }
 
   void small_kernel() {
     if (!run_.gpu()) return sim_kernel(cfg_.sim_small_us);
-#ifdef GPUSHARE_BENCH_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
     gpu::check(
         gpu::launch_activation(stream_, small_, static_cast<std::size_t>(cfg_.small_elements)),
         "launching the small kernel");
@@ -221,7 +222,7 @@ public:
 
   void large_kernel() {
     if (!run_.gpu()) return sim_kernel(cfg_.sim_large_us);
-#ifdef GPUSHARE_BENCH_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
     const int s = cfg_.train_size;
     gemm(s, s, s, train_.w[parity_], train_.x, train_.y);
     parity_ ^= 1;
@@ -235,7 +236,7 @@ public:
       stamps_[slot] = run_.sim()->run_kernel(static_cast<std::uint64_t>(cfg_.sim_stamp_us * 1e3));
       return;
     }
-#ifdef GPUSHARE_BENCH_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
     gpu::check(gpu::launch_stamp(stream_, device_stamps_ + slot), "launching the stamp kernel");
 #endif
   }
@@ -246,7 +247,7 @@ public:
   /// Each measurement takes the best of 25 round trips; its uncertainty is half that round
   /// trip (see clock_uncertainty_ns()).
   void calibrate_clock() {
-#ifdef GPUSHARE_BENCH_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
     if (!run_.gpu() || !gpu_stamps_) return;
     std::uint64_t best_rtt = std::numeric_limits<std::uint64_t>::max();
     std::int64_t best_offset = 0;
@@ -278,7 +279,7 @@ public:
     n = std::min(n, stamps_.size());
     if (!run_.gpu()) return {stamps_.begin(), stamps_.begin() + static_cast<std::ptrdiff_t>(n)};
     std::vector<std::uint64_t> out(n, 0);
-#ifdef GPUSHARE_BENCH_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
     if (n == 0) return out;
     if (clock_points_.empty()) throw std::logic_error("calibrate_clock() was never called");
     const clock_point& a = clock_points_.front();
@@ -302,7 +303,7 @@ public:
   /// Waits for this worker's guarded work still in flight and accounts it, so the session's
   /// device time (session().info().device_ns) is complete. Without gpushare, sync().
   void settle() {
-#ifdef GPUSHARE_BENCH_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
     if (device_) return device_->synchronize();
 #endif
     sync();
@@ -310,7 +311,7 @@ public:
 
   /// Waits until the work put on the device so far has finished.
   void sync() {
-#ifdef GPUSHARE_BENCH_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
     if (stream_) gpu::check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
 #endif
   }
@@ -318,7 +319,7 @@ public:
   /// An iteration boundary: with gpushare, a moment to give way to a waiting peer.
   void yield() {
     if (host_) host_->yield();
-#ifdef GPUSHARE_BENCH_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
     if (device_) device_->yield();
 #endif
   }
@@ -330,7 +331,7 @@ public:
   /// is short).
   buffer allocate(std::uint64_t bytes) {
     if (!run_.gpu()) return demo::allocate_simulated(run_.sim(), bytes, host_ ? &*host_ : nullptr);
-#ifdef GPUSHARE_BENCH_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
     void* p = nullptr;
     if (device_) {
       p = device_->malloc(bytes); // reserves, then cudaMalloc
@@ -338,7 +339,7 @@ public:
       const cudaError_t e = cudaMalloc(&p, bytes);
       if (e == cudaErrorMemoryAllocation) {
         (void)cudaGetLastError();
-        throw out_of_memory("cudaMalloc of " + gpushare::detail::format_bytes(bytes) +
+        throw out_of_memory("cudaMalloc of " + gpushare::format_bytes(bytes) +
                             " failed: cudaErrorMemoryAllocation");
       }
       gpu::check(e, "cudaMalloc");
@@ -357,30 +358,20 @@ public:
 #endif
   }
 
-  /// A region of device work: with gpushare a scoped_kernel guard (it waits for this worker's
-  /// turn and accounts the device time); without, nothing.
-  class guard {
-  public:
-    explicit guard(engine& e) {
-      if (e.host_) host_.emplace(*e.host_);
-#ifdef GPUSHARE_BENCH_CUDA
-      if (e.device_) device_.emplace(*e.device_, e.stream_);
+  /// A region of device work (harness/region.hpp): the guard of this engine's session, if any.
+  demo::region guard() {
+    gpushare::session* host = host_ ? &*host_ : nullptr;
+#ifdef GPUSHARE_HARNESS_CUDA
+    return demo::region(host, device_ ? &*device_ : nullptr, stream_);
+#else
+    return demo::region(host);
 #endif
-    }
-    guard(const guard&) = delete;
-    guard& operator=(const guard&) = delete;
-
-  private:
-    std::optional<gpushare::scoped_kernel> host_;
-#ifdef GPUSHARE_BENCH_CUDA
-    std::optional<gpushare::cuda::scoped_kernel> device_;
-#endif
-  };
+  }
 
 private:
   void sim_kernel(double us) { run_.sim()->run_kernel(static_cast<std::uint64_t>(us * 1e3)); }
 
-#ifdef GPUSHARE_BENCH_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
   /// C (m x n) = A (m x k) B (k x n), column-major bf16, fp32 accumulation; alpha = 1/sqrt(k)
   /// keeps the values of a chain of layers near their starting scale.
   void gemm(int m, int n, int k, const void* a, const void* b, void* c) {

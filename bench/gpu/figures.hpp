@@ -13,7 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "demo/conditions.hpp"
+#include <harness/conditions.hpp>
+#include <harness/stats.hpp>
 
 namespace bench {
 
@@ -51,18 +52,19 @@ public:
   demo::verdict judged() const { return measured ? demo::judge(*measured) : demo::verdict{}; }
   bool trustworthy() const { return judged().trustworthy; }
 
+  /// A timing scenario's conditions from its phases' CPU waits (%): the worst of them becomes
+  /// the figure `<scenario>.cpu_wait_pct` and what `measured` judges.
+  void measured_cpu_waits(const std::string& scenario, const std::vector<double>& phase_waits);
+
 private:
   std::vector<std::pair<std::string, double>> values_;
   std::vector<std::pair<std::string, std::vector<double>>> series_;
 };
 
-/// The p-th percentile (0 < p <= 100) by the nearest-rank method; NaN for no samples.
+/// The p-th percentile (0 < p <= 100), the harness's (nearest rank); NaN for no samples: a figure
+/// that could not be measured is not a figure.
 inline double percentile(std::vector<double> samples, double p) {
-  if (samples.empty()) return NAN;
-  std::sort(samples.begin(), samples.end());
-  const double rank = std::ceil(p / 100.0 * static_cast<double>(samples.size()));
-  const auto index = static_cast<std::size_t>(std::max(rank, 1.0)) - 1;
-  return samples[std::min(index, samples.size() - 1)];
+  return samples.empty() ? NAN : demo::percentile(std::move(samples), p);
 }
 
 inline double median(std::vector<double> v) {
@@ -72,14 +74,14 @@ inline double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-/// The largest of some phases' CPU waits (%), or NaN when any could not be measured.
-inline double worst_cpu_wait(const std::vector<double>& phases) {
-  double worst = 0;
-  for (double x : phases) {
-    if (std::isnan(x)) return NAN;
-    worst = std::max(worst, x);
-  }
-  return worst;
+using demo::worst_cpu_wait; // the worst of some phases' CPU waits (harness/conditions.hpp)
+
+inline void figures::measured_cpu_waits(const std::string& scenario,
+                                        const std::vector<double>& phase_waits) {
+  demo::conditions c;
+  c.cpu_wait_pct = worst_cpu_wait(phase_waits);
+  set(scenario + ".cpu_wait_pct", c.cpu_wait_pct);
+  measured = c;
 }
 
 /// a / b, or NaN when b is not positive (a ratio that cannot be formed is not a figure).

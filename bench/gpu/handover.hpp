@@ -22,7 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "demo/stats.hpp"
+#include <harness/stats.hpp>
+
 #include "engine.hpp"
 #include "figures.hpp"
 #include "phase.hpp"
@@ -63,7 +64,7 @@ inline void inference_worker(phase& ph, const config& cfg, board& b, bool manage
            inference, n);
   const auto request = [&](std::size_t slot) {
     {
-      engine::guard g(e);
+      const demo::region g = e.guard();
       e.stamp(slot);
       for (int l = 0; l < cfg.infer_layers; ++l) e.infer_layer();
     }
@@ -104,7 +105,7 @@ inline void training_worker(phase& ph, const config& cfg, board& b, int guard_st
   std::uint64_t guards = 0;
   const auto iteration = [&] {
     for (int g = 0; g < guards_per_iteration; ++g) {
-      engine::guard held(e);
+      const demo::region held = e.guard();
       for (int s = 0; s < guard_steps; ++s) e.train_step();
       ++guards;
     }
@@ -181,10 +182,7 @@ inline figures run(const device_info& dev, const config& cfg, int repeat) {
   }
   f.set("handover.clock_uncertainty_us", uncertainty);
   // Start latencies on busy CPUs are the CPUs' wake-up latencies, whatever the guard length.
-  demo::conditions c;
-  c.cpu_wait_pct = worst_cpu_wait(cpu_waits);
-  f.set("handover.cpu_wait_pct", c.cpu_wait_pct);
-  f.measured = c;
+  f.measured_cpu_waits("handover", cpu_waits);
   return f;
 }
 

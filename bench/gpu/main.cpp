@@ -19,8 +19,8 @@
 #include <vector>
 
 #include <gpushare/gpushare.hpp>
+#include <json_writer.hpp>
 
-#include "cli_json.hpp" // the gpushare tool's JSON writer (tools/)
 #include "config.hpp"
 #include "figures.hpp"
 #include "handover.hpp"
@@ -78,13 +78,13 @@ void print_device(const device_info& dev) {
                 "(docs/cudasim.md); the figures check the harness and are NOT GPU "
                 "measurements\n",
                 dev.mode.simulator.c_str(), dev.mode.device_name.c_str(),
-                gpushare::detail::format_bytes(dev.mode.memory).c_str(), dev.multiprocessors,
+                gpushare::format_bytes(dev.mode.memory).c_str(), dev.multiprocessors,
                 dev.compute_major, dev.compute_minor);
   } else if (dev.mode.gpu) {
     std::printf("mode: GPU - %s (%s), %s, %d SMs, compute %d.%d; driver %s, CUDA driver API %d, "
                 "runtime %d\n",
                 dev.mode.device_name.c_str(), dev.mode.uuid.c_str(),
-                gpushare::detail::format_bytes(dev.mode.memory).c_str(), dev.multiprocessors,
+                gpushare::format_bytes(dev.mode.memory).c_str(), dev.multiprocessors,
                 dev.compute_major, dev.compute_minor,
                 dev.driver.empty() ? "(NVML unavailable)" : dev.driver.c_str(), dev.cuda_driver,
                 dev.cuda_runtime);
@@ -108,6 +108,7 @@ void print_config(const config& c, bool gpu) {
   std::printf("; %d repeat%s%s; about %.0f s of measuring per repeat, plus process start-up\n",
               c.repeats, c.repeats == 1 ? "" : "s", c.quick ? "; --quick" : "",
               c.planned_seconds());
+  std::printf("settings: %s\n", demo::settings_line<config>(bench::config_options, c).c_str());
   if (gpu)
     std::printf("workloads: training %d^3 bf16 GEMM + activation per step, %d steps per "
                 "iteration; inference %d GEMM%s of (%d x %d) x (%d x %d) per request; small "
@@ -147,46 +148,17 @@ void print_figures(const std::string& name, int repeat, const figures& f, double
   std::fflush(stdout);
 }
 
-void write_config(gpushare::cli::json_writer& j, const config& c) {
+void write_config(gpushare::json::json_writer& j, const config& c) {
   j.key("config");
   j.begin_object();
-  j.field("quick", c.quick);
-  j.field("repeats", c.repeats);
-  j.key("scenarios");
-  j.begin_array();
-  for (const auto& s : c.scenarios) j.string(s);
-  j.end_array();
-  j.real_field("phase_s", c.phase_s);
-  j.real_field("window_s", c.window_s);
-  j.field("windows", c.windows);
-  j.real_field("settle_s", c.settle_s);
-  j.real_field("overhead_s", c.overhead_s);
-  j.real_field("handover_s", c.handover_s);
-  j.real_field("handover_rate_per_s", c.handover_rate);
-  std::vector<double> guards(c.guard_steps.begin(), c.guard_steps.end());
-  j.real_array("guard_steps", guards);
-  j.real_field("memory_hold_s", c.memory_hold_s);
-  j.real_field("load", c.load);
-  j.field("memory_jobs", c.memory_jobs);
-  j.real_field("memory_fraction", c.memory_fraction);
-  j.field("train_size", c.train_size);
-  j.field("train_layers", c.train_layers);
-  j.field("infer_batch", c.infer_batch);
-  j.field("infer_hidden", c.infer_hidden);
-  j.field("infer_layers", c.infer_layers);
-  j.field("small_elements", c.small_elements);
-  j.real_field("sim_gemm_us", c.sim_gemm_us);
-  j.real_field("sim_act_us", c.sim_act_us);
-  j.real_field("sim_infer_us", c.sim_infer_us);
-  j.real_field("sim_small_us", c.sim_small_us);
-  j.real_field("sim_large_us", c.sim_large_us);
+  demo::write_json<config>(j, bench::config_options, c);
   j.end_object();
 }
 
 std::string to_json(const config& cfg, const device_info& dev, const std::string& started,
                     const std::string& command,
                     const std::map<std::string, std::vector<figures>>& results) {
-  gpushare::cli::json_writer j;
+  gpushare::json::json_writer j;
   j.begin_object();
   j.field("schema", "gpushare-bench-gpu/1");
   j.field("started_utc", started);

@@ -60,7 +60,7 @@ inline void job(phase& ph, const config& cfg, board& b, int index, std::uint64_t
     const std::uint64_t until = now_ns() + static_cast<std::uint64_t>(cfg.memory_hold_s * 1e9);
     while (now_ns() < until) {
       for (int k = 0; k < 20; ++k) {
-        engine::guard g(e);
+        const demo::region g = e.guard();
         e.small_kernel();
       }
       e.sync();

@@ -45,11 +45,11 @@ inline void worker(phase& ph, const config& cfg, board& b, variant v, bool manag
     if (!managed) {
       for (int i = 0; i < batch; ++i) launch();
     } else if (v == variant::small_batched) {
-      engine::guard g(e);
+      const demo::region g = e.guard();
       for (int i = 0; i < batch; ++i) launch();
     } else {
       for (int i = 0; i < batch; ++i) {
-        engine::guard g(e);
+        const demo::region g = e.guard();
         launch();
       }
     }
@@ -114,10 +114,7 @@ inline figures run(const device_info& dev, const config& cfg, int repeat) {
     f.add_series(base + ".rounds_per_s.gpushare", with);
   }
   // A worker kept waiting for a CPU launches less, by chance more in one round than another.
-  demo::conditions c;
-  c.cpu_wait_pct = worst_cpu_wait(cpu_waits);
-  f.set("overhead.cpu_wait_pct", c.cpu_wait_pct);
-  f.measured = c;
+  f.measured_cpu_waits("overhead", cpu_waits);
   return f;
 }
 

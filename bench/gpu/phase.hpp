@@ -2,7 +2,7 @@
 // One phase of a scenario: a fresh gpushare table (its own domain, removed at the end), the
 // simulated device when there is no GPU, and the worker processes, which get ready, start
 // together at the gate, and are reaped (or killed, if the phase fails). From the gate to their
-// end, the phase measures how long its workers waited for a CPU (demo/conditions.hpp): the
+// end, the phase measures how long its workers waited for a CPU (harness/conditions.hpp): the
 // timing figures of a phase whose workers were kept waiting show the machine's load.
 #pragma once
 
@@ -14,11 +14,11 @@
 #include <vector>
 
 #include <gpushare/gpushare.hpp>
+#include <harness/conditions.hpp>
+#include <harness/context.hpp>
+#include <harness/processes.hpp>
 
 #include "config.hpp"
-#include "demo/conditions.hpp"
-#include "demo/context.hpp"
-#include "demo/processes.hpp"
 
 namespace bench {
 

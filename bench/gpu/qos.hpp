@@ -17,8 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "demo/qos_scenario.hpp"
-#include "demo/stats.hpp"
+#include <harness/qos_scenario.hpp>
+#include <harness/stats.hpp>
+
 #include "engine.hpp"
 #include "figures.hpp"
 #include "phase.hpp"
@@ -50,7 +51,7 @@ inline void inference_worker(phase& ph, const config& cfg, board& b, bool calibr
            inference);
   const auto request = [&] {
     {
-      engine::guard g(e);
+      const demo::region g = e.guard();
       for (int l = 0; l < cfg.infer_layers; ++l) e.infer_layer();
     }
     e.sync();
@@ -59,16 +60,7 @@ inline void inference_worker(phase& ph, const config& cfg, board& b, bool calibr
   b.gate.arrive_and_wait();
   const auto phase_ns = static_cast<std::uint64_t>(cfg.phase_s * 1e9);
   std::uint64_t start = b.gate.go_ns.load() + warm_up_ns;
-  if (calibrate) {
-    for (int i = 0; i < 10; ++i) request();
-    constexpr int n = 50;
-    const std::uint64_t t0 = now_ns();
-    for (int i = 0; i < n; ++i) request();
-    const double service_s = static_cast<double>(now_ns() - t0) / 1e9 / n;
-    b.service_ms = service_s * 1e3;
-    b.rate_per_s = cfg.load / service_s;
-    start = now_ns() + warm_up_ns;
-  }
+  if (calibrate) start = demo::qos::calibrate_service(b, cfg.load, 50, warm_up_ns, request);
   sleep_until_ns(start);
   if (managed) e.settle(); // the warm-up's device time in, before the first reading
   const std::uint64_t device_ns_before = managed ? e.session().info().device_ns : 0;
@@ -88,7 +80,7 @@ inline void training_worker(phase& ph, const config& cfg, board& b, bool managed
            training);
   const auto iteration = [&] {
     for (int s = 0; s < 3 * cfg.train_layers; ++s) {
-      engine::guard g(e);
+      const demo::region g = e.guard();
       e.train_step();
     }
     e.sync();
@@ -187,7 +179,7 @@ inline figures run(const device_info& dev, const config& cfg, int repeat) {
   f.set("qos.inference_busy.gpushare", managed.inference_busy);
   f.set("qos.training_ceiling.gpushare", 1 - managed.inference_busy);
   // The conditions: on a machine busy with other work the workers wait for a CPU at every
-  // wake-up, and the latencies and throughputs above show that load (demo/conditions.hpp).
+  // wake-up, and the latencies and throughputs above show that load (harness/conditions.hpp).
   demo::conditions c;
   c.cpu_wait_pct = worst_cpu_wait(
       {solo.cpu_wait_pct, train.cpu_wait_pct, unmanaged.cpu_wait_pct, managed.cpu_wait_pct});

@@ -56,7 +56,7 @@ inline void trainer(phase& ph, const config& cfg, board& b, int index, std::uint
   const int steps = 3 * cfg.train_layers;
   const auto iteration = [&] {
     for (int s = 0; s < steps; ++s) {
-      engine::guard g(e);
+      const demo::region g = e.guard();
       e.train_step();
     }
     e.sync();
@@ -191,10 +191,7 @@ inline figures run(const device_info& dev, const config& cfg, int repeat) {
     f.add_series(base + ".windows_events_pct.gpushare", flatten(managed, true));
   }
   // Busy CPUs delay the workers' iterations unevenly, and the splits show that.
-  demo::conditions c;
-  c.cpu_wait_pct = worst_cpu_wait(cpu_waits);
-  f.set("share.cpu_wait_pct", c.cpu_wait_pct);
-  f.measured = c;
+  f.measured_cpu_waits("share", cpu_waits);
   return f;
 }
 

@@ -5,7 +5,9 @@
 // is CPU spinning inside a scoped_kernel). Each benchmark states its target. The guard and the
 // handoff are also measured next to their physical limits in the same run (an uncontended
 // process-shared pthread_mutex, a raw futex ping-pong between two processes); main() prints the
-// ratios and their goals at the end.
+// ratios and their goals at the end. This file holds the memory, join, snapshot and guard
+// benchmarks and main(); handoff.cpp the cross-process handoff, shares.cpp the achieved shares,
+// support.hpp what they share (one program: bench/CMakeLists.txt).
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
@@ -36,47 +38,11 @@
 
 #include <gpushare/gpushare.hpp>
 
+#include "support.hpp"
+
 namespace {
 
-constexpr std::uint64_t GiB = 1ull << 30;
-constexpr const char* bench_domain = "gpusharebench";
-
-std::uint64_t now_ns() { return gpushare::detail::monotonic_ns(); }
-
-// A table private to this benchmark process (its key includes the pid); unlinked on destruction.
-class bench_table {
-public:
-  explicit bench_table(const std::string& what) {
-    static std::atomic<int> counter{0};
-    key_ = "bench-" + what + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
-    opts_.domain = bench_domain;
-    opts_.capacity = GiB;
-  }
-  ~bench_table() {
-    ::shm_unlink(
-        gpushare::detail::table_object_name(bench_domain, key_, gpushare::table_access::user)
-            .c_str());
-  }
-  bench_table(const bench_table&) = delete;
-  bench_table& operator=(const bench_table&) = delete;
-
-  const std::string& key() const { return key_; }
-  gpushare::session_options options(const std::string& name) const {
-    gpushare::session_options o = opts_;
-    o.name = name;
-    return o;
-  }
-  gpushare::session join(const std::string& name) const {
-    return gpushare::session(key_, options(name));
-  }
-  gpushare::table open() const {
-    return gpushare::table::open(key_, gpushare::open_mode::open_or_create, opts_);
-  }
-
-private:
-  std::string key_;
-  gpushare::session_options opts_;
-};
+using namespace bench_host;
 
 // The loop shared by both reserve/release benchmarks: try_reserve(4 KiB), then release it.
 void reserve_release_loop(benchmark::State& state, gpushare::session& s) {
@@ -119,26 +85,25 @@ struct join_stage {
 
 // Blocks while `word` is below `target` (futex waits on shared memory, so across processes).
 void wait_until_at_least(std::atomic<std::uint32_t>& word, std::uint32_t target) {
-  for (std::uint32_t v; (v = word.load()) < target;)
-    gpushare::detail::futex_wait(&word, v, 1'000'000'000);
+  for (std::uint32_t v; (v = word.load()) < target;) futex_wait_for(&word, v, 1'000'000'000);
 }
 
 // One forked joiner: waits for "go", joins, reports, stays joined until all have, then leaves.
 [[noreturn]] void joiner(join_stage& st, std::uint32_t i, const gpushare::session_options& opts,
                          const std::string& key) {
-  if (st.ready.fetch_add(1) + 1 == joiners) gpushare::detail::futex_wake(&st.ready);
-  while (st.go.load() == 0) gpushare::detail::futex_wait(&st.go, 0, 1'000'000'000);
+  if (st.ready.fetch_add(1) + 1 == joiners) futex_wake_all(&st.ready);
+  while (st.go.load() == 0) futex_wait_for(&st.go, 0, 1'000'000'000);
   int rc = 0;
   if (st.go.load() == 1) {
     try {
       const std::uint64_t start = now_ns();
       gpushare::session s(key, opts);
       st.join_ns[i] = now_ns() - start;
-      if (st.joined.fetch_add(1) + 1 == joiners) gpushare::detail::futex_wake(&st.joined);
+      if (st.joined.fetch_add(1) + 1 == joiners) futex_wake_all(&st.joined);
       wait_until_at_least(st.joined, joiners);
     } catch (...) {
       st.failed.fetch_add(1);
-      if (st.joined.fetch_add(1) + 1 == joiners) gpushare::detail::futex_wake(&st.joined);
+      if (st.joined.fetch_add(1) + 1 == joiners) futex_wake_all(&st.joined);
       rc = 1;
     }
   }
@@ -169,7 +134,7 @@ void join_256(benchmark::State& state) {
     if (children.size() == joiners) wait_until_at_least(st->ready, joiners);
     const std::uint64_t go = now_ns();
     st->go = children.size() == joiners ? 1 : 2;
-    gpushare::detail::futex_wake(&st->go);
+    futex_wake_all(&st->go);
     if (st->go == 1) wait_until_at_least(st->joined, joiners);
     const std::uint64_t all_joined = now_ns();
     bool ok = st->go == 1 && st->failed == 0;
@@ -235,83 +200,6 @@ BENCHMARK(snapshot_16)->Name("snapshot/16_sessions")->Unit(benchmark::kMicroseco
 
 // ---- compute arbitration ----------------------------------------------------------------------
 
-// A "kernel": spins the CPU for `ns`.
-void spin_for(std::uint64_t ns) {
-  const std::uint64_t end = now_ns() + ns;
-  while (now_ns() < end) {
-  }
-}
-
-// A T in anonymous MAP_SHARED memory, so that forked children and the parent see the same one.
-template <class T> class shared_block {
-public:
-  shared_block() {
-    void* mem =
-        ::mmap(nullptr, sizeof(T), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (mem != MAP_FAILED) value_ = new (mem) T;
-  }
-  ~shared_block() {
-    if (value_ != nullptr) ::munmap(value_, sizeof(T));
-  }
-  shared_block(const shared_block&) = delete;
-  shared_block& operator=(const shared_block&) = delete;
-
-  explicit operator bool() const { return value_ != nullptr; }
-  T* operator->() const { return value_; }
-  T& operator*() const { return *value_; }
-
-private:
-  T* value_ = nullptr;
-};
-
-// Forks a child that runs `body` (returning its exit code; an exception is exit code 2) and leaves
-// with std::_Exit: no benchmark teardown, no static destructors. Returns the pid, or -1.
-template <class Body> pid_t spawn(Body body) {
-  const pid_t pid = ::fork();
-  if (pid != 0) return pid;
-  int rc = 2;
-  try {
-    rc = body();
-  } catch (...) {
-  }
-  std::_Exit(rc);
-}
-
-// Waits for a child; true if it exited with status 0.
-bool reap(pid_t pid) {
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) return false;
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
-
-// Waits (futex, across processes) until `word` reaches `target` or `timeout_ns` passes.
-bool wait_at_least_for(std::atomic<std::uint32_t>& word, std::uint32_t target,
-                       std::uint64_t timeout_ns) {
-  const std::uint64_t deadline = now_ns() + timeout_ns;
-  for (std::uint32_t v; (v = word.load()) < target;) {
-    const std::uint64_t now = now_ns();
-    if (now >= deadline) return false;
-    gpushare::detail::futex_wait(&word, v, std::min<std::uint64_t>(deadline - now, 100'000'000));
-  }
-  return true;
-}
-
-// Adds 1 to `word` and wakes whoever waits for it.
-void count_up(std::atomic<std::uint32_t>& word) {
-  word.fetch_add(1);
-  gpushare::detail::futex_wake(&word);
-}
-
-// Makes this process multi-threaded for good, as every CUDA process is (the runtime starts
-// threads). While a process has only ever had one thread, glibc says so (__libc_single_threaded)
-// and libstdc++ then counts shared_ptr references without atomic instructions, which makes a guard
-// cheaper than any real user sees, and a filtered run differ from a full one (where the threads
-// of reserve/release_contended ran first).
-void make_multithreaded() {
-  std::thread([] {}).join();
-}
-
 // guard/uncontended: an empty scoped_kernel made and ended, its session alone. Target: <= 100 ns.
 void guard_uncontended(benchmark::State& state) {
   make_multithreaded();
@@ -333,34 +221,6 @@ void yield_uncontended(benchmark::State& state) {
   for (auto _ : state) s.yield();
 }
 BENCHMARK(yield_uncontended)->Name("guard/yield_uncontended");
-
-// ---- ratios to the physical limit ---------------------------------------------------------------
-// Absolute nanoseconds on a shared VM say little, so the arbitration figures are also measured
-// next to a baseline in the same run: the guard against an uncontended process-shared
-// pthread_mutex (what any cross-process lock costs at least), the handoff against a raw futex
-// ping-pong between two processes (what waking another process costs at least). main() prints
-// the ratios, the goals and whether they are met after the benchmarks (see print_ratios()).
-
-// The 1-minute load average (-1 if /proc/loadavg cannot be read).
-double load1() {
-  double v = -1;
-  if (std::FILE* f = std::fopen("/proc/loadavg", "r")) {
-    if (std::fscanf(f, "%lf", &v) != 1) v = -1;
-    std::fclose(f);
-  }
-  return v;
-}
-
-// What the ratio benchmarks found, one value per repetition (they run one iteration each, so
-// Google Benchmark calls them once per repetition); print_ratios() summarises them.
-struct handoff_series {
-  std::vector<double> p50_us, p99_us, futex_p50_us, futex_p99_us, load;
-};
-struct ratio_figures {
-  handoff_series handoff[2]; // [0]: the two processes on two CPUs, [1]: on the same CPU
-  std::vector<double> guard_ns, mutex_ns, robust_mutex_ns, guard_load;
-};
-ratio_figures ratios;
 
 // An uncontended process-shared pthread_mutex in shared memory, optionally robust (the table
 // lock is both: detail/robust_lock.hpp).
@@ -392,12 +252,6 @@ template <class Op> double ns_per_op(std::uint32_t n, Op op) {
   const std::uint64_t start = now_ns();
   for (std::uint32_t i = 0; i < n; ++i) op();
   return static_cast<double>(now_ns() - start) / n;
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
 // guard/vs_mutex: the uncontended guard enter + exit next to the lock + unlock pair of an
@@ -464,394 +318,6 @@ void guard_vs_mutex(benchmark::State& state) {
   state.counters["load1"] = load_start;
 }
 BENCHMARK(guard_vs_mutex)->Name("guard/vs_mutex")->UseManualTime()->Iterations(1);
-
-// The CPUs this process may run on.
-std::vector<int> allowed_cpus() {
-  std::vector<int> cpus;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof(set), &set) == 0)
-    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
-      if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
-  return cpus;
-}
-
-// Pins the calling process to `cpu`.
-bool pin_to(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  return ::sched_setaffinity(0, sizeof(set), &set) == 0;
-}
-
-// What the two processes of a handoff run share.
-constexpr std::uint32_t handoff_target = 5000;                // samples wanted (>= 2000 required)
-constexpr std::uint64_t handoff_deadline_ns = 10'000'000'000; // stop collecting after 10 s
-constexpr std::uint64_t handoff_guard_ns = 2'000; // each guard spins 2 us > the 1 us quantum
-struct handoff_stage {
-  std::atomic<std::uint32_t> ready{0}; // processes joined
-  std::atomic<std::uint32_t> go{0};    // 1: start
-  std::atomic<std::uint32_t> stop{0};  // 1: enough samples (or the deadline passed)
-  std::atomic<std::uint32_t> count{0}; // samples taken
-  std::atomic<std::uint32_t> turn{0};  // futex ping-pong only: whose turn it is (0 or 1)
-  // Written by the holder just before it hands over, read by the next holder once it runs.
-  std::atomic<std::uint64_t> release_ns{0};
-  std::atomic<std::int32_t> releaser{-1};
-  // Added by each process when it stops: turns it had, context switches during them.
-  std::atomic<std::uint64_t> turns{0}, voluntary_switches{0}, involuntary_switches{0};
-  std::uint64_t latency_ns[handoff_target];
-};
-
-// Records a turn's handoff latency if the other process released last (t_release is its).
-void take_sample(handoff_stage& st, int me, std::uint64_t t_run) {
-  const std::uint64_t t_release = st.release_ns.load(std::memory_order_relaxed);
-  if (st.releaser.load(std::memory_order_relaxed) != 1 - me) return;
-  const std::uint32_t i = st.count.fetch_add(1);
-  if (i < handoff_target) st.latency_ns[i] = t_run - t_release;
-  if (i + 1 >= handoff_target) st.stop = 1;
-}
-
-// The end of a turn: t_release, just before the handover.
-void mark_release(handoff_stage& st, int me) {
-  st.releaser.store(me, std::memory_order_relaxed);
-  st.release_ns.store(now_ns(), std::memory_order_relaxed);
-}
-
-// Counts this process's context switches from construction to finish().
-class switch_counter {
-public:
-  switch_counter() : start_(usage()) {}
-  void finish(handoff_stage& st, std::uint64_t turns) const {
-    const rusage end = usage();
-    st.turns += turns;
-    st.voluntary_switches += static_cast<std::uint64_t>(end.ru_nvcsw - start_.ru_nvcsw);
-    st.involuntary_switches += static_cast<std::uint64_t>(end.ru_nivcsw - start_.ru_nivcsw);
-  }
-
-private:
-  static rusage usage() {
-    rusage u{};
-    ::getrusage(RUSAGE_SELF, &u);
-    return u;
-  }
-  rusage start_;
-};
-
-// One process of a guard handoff run: back-to-back 2 us guards. A sample is taken when this guard
-// had to wait (its session's device_waits grew) and the other process released last: then the
-// other's guard exit handed the device over, and t_run - t_release is the handoff latency.
-int guard_handoff_worker(handoff_stage& st, int me, const bench_table& t) {
-  gpushare::session_options o = t.options(me == 0 ? "A" : "B");
-  o.quantum = std::chrono::microseconds(1); // every guard uses it up: hand over at each exit
-  gpushare::session s(t.key(), o);
-  count_up(st.ready);
-  if (!wait_at_least_for(st.go, 1, 10'000'000'000)) return 1;
-  const std::uint64_t deadline = now_ns() + handoff_deadline_ns;
-  std::uint64_t waits = s.info().device_waits, turns = 0;
-  const switch_counter switches;
-  while (st.stop.load(std::memory_order_relaxed) == 0) {
-    {
-      gpushare::scoped_kernel k(s);
-      const std::uint64_t t_run = now_ns();
-      const std::uint64_t w = s.info().device_waits; // outside the handoff path: we hold the device
-      if (w != waits) take_sample(st, me, t_run);
-      waits = w;
-      ++turns;
-      spin_for(handoff_guard_ns);
-      mark_release(st, me); // then the guard ends
-    }
-    if (now_ns() > deadline) st.stop = 1;
-  }
-  switches.finish(st, turns);
-  return 0;
-}
-
-// The raw futex calls of the baseline (shared, not private: the word is in MAP_SHARED memory
-// that two processes map, as gpushare's are), spelled out here so that the baseline does not
-// depend on the library. The wait is bounded like gpushare's and the wake wakes all, as its do.
-void raw_futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected) {
-  timespec timeout{0, 100'000'000};
-  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAIT, expected, &timeout,
-            nullptr, 0);
-}
-void raw_futex_wake(std::atomic<std::uint32_t>* word) {
-  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr,
-            nullptr, 0);
-}
-
-// One process of a futex ping-pong run: the same turns as guard_handoff_worker (2 us of spinning
-// between t_run and t_release), but a turn passes by storing the other's number in one shared word
-// and waking it, and is awaited by FUTEX_WAIT on that word: the floor of any cross-process handoff.
-int futex_pingpong_worker(handoff_stage& st, int me) {
-  count_up(st.ready);
-  if (!wait_at_least_for(st.go, 1, 10'000'000'000)) return 1;
-  const std::uint64_t deadline = now_ns() + handoff_deadline_ns;
-  const auto mine = static_cast<std::uint32_t>(me);
-  std::uint64_t turns = 0;
-  const switch_counter switches;
-  while (st.stop.load(std::memory_order_relaxed) == 0) {
-    for (std::uint32_t v; (v = st.turn.load(std::memory_order_acquire)) != mine;) {
-      if (st.stop.load(std::memory_order_relaxed) != 0) break;
-      raw_futex_wait(&st.turn, v);
-    }
-    if (st.turn.load(std::memory_order_acquire) != mine) break; // stopped while waiting
-    const std::uint64_t t_run = now_ns();
-    take_sample(st, me, t_run);
-    ++turns;
-    spin_for(handoff_guard_ns);
-    mark_release(st, me);
-    st.turn.store(1 - mine, std::memory_order_release);
-    raw_futex_wake(&st.turn);
-    if (now_ns() > deadline) st.stop = 1;
-  }
-  switches.finish(st, turns);
-  return 0;
-}
-
-// What one handoff run measured: percentiles of the latencies, and context switches per turn.
-struct handoff_figures {
-  std::size_t samples = 0;
-  double mean_us = 0, p50_us = 0, p99_us = 0, max_us = 0;
-  double voluntary_switches = 0, involuntary_switches = 0; // per turn, both processes together
-  const char* error = nullptr;
-};
-
-// Runs two forked processes, pinned to `cpus`, that take turns (guard handoffs in `t`, or the futex
-// ping-pong) until handoff_target samples (or 10 s), and summarises their latencies.
-handoff_figures run_handoffs(bool guards, const bench_table& t, const int (&cpus)[2]) {
-  handoff_figures f;
-  shared_block<handoff_stage> st;
-  if (!st) {
-    f.error = "mmap failed";
-    return f;
-  }
-  bool ok = true;
-  std::vector<pid_t> pids;
-  for (int me = 0; me < 2; ++me) {
-    const pid_t pid = spawn([&st, me, &t, guards, cpu = cpus[me]] {
-      if (!pin_to(cpu)) return 3;
-      return guards ? guard_handoff_worker(*st, me, t) : futex_pingpong_worker(*st, me);
-    });
-    if (pid < 0)
-      ok = false;
-    else
-      pids.push_back(pid);
-  }
-  ok = ok && wait_at_least_for(st->ready, 2, 10'000'000'000);
-  st->stop = ok ? 0 : 1;
-  st->go = 1;
-  gpushare::detail::futex_wake(&st->go);
-  for (pid_t pid : pids) ok = reap(pid) && ok;
-  if (!ok) {
-    f.error = "a handoff process failed";
-    return f;
-  }
-  std::vector<std::uint64_t> ns(st->latency_ns,
-                                st->latency_ns + std::min(st->count.load(), handoff_target));
-  if (ns.empty()) {
-    f.error = "no handoff was observed";
-    return f;
-  }
-  std::sort(ns.begin(), ns.end());
-  auto us_at = [&ns](double q) {
-    return static_cast<double>(
-               ns[static_cast<std::size_t>(q * static_cast<double>(ns.size() - 1))]) /
-           1e3;
-  };
-  double sum = 0;
-  for (std::uint64_t v : ns) sum += static_cast<double>(v);
-  f.samples = ns.size();
-  f.mean_us = sum / static_cast<double>(ns.size()) / 1e3;
-  f.p50_us = us_at(0.50);
-  f.p99_us = us_at(0.99);
-  f.max_us = static_cast<double>(ns.back()) / 1e3;
-  const double turns = static_cast<double>(std::max<std::uint64_t>(st->turns, 1));
-  f.voluntary_switches = static_cast<double>(st->voluntary_switches) / turns;
-  f.involuntary_switches = static_cast<double>(st->involuntary_switches) / turns;
-  return f;
-}
-
-// handoff/cross_process: guard end in one process to the waiter running in another. p99 <= 50 us.
-// (Equal priorities, 1 us quantum, both busy: each guard uses the quantum up, so the device
-// changes hands at guard exits. Time is the mean.) The same iteration runs the futex ping-pong
-// (futex_*) between two processes forked and placed the same way, with the same turns, sample
-// count and percentiles; which of the two runs first alternates between repetitions. Goal: p99 <=
-// 1.5x the ping-pong's p99.
-// Placement decides the floor (a wake-up on another, idle CPU or a switch on the same one), and
-// the scheduler's choice for unpinned processes changes from run to run, so the processes are
-// pinned: same_cpu:0 to the first two CPUs this process may use, same_cpu:1 both to the first.
-void handoff_cross_process(benchmark::State& state) {
-  static int runs = 0; // odd repetitions run the ping-pong first
-  const bool same_cpu = state.range(0) != 0;
-  const std::vector<int> allowed = allowed_cpus();
-  if (allowed.empty() || (!same_cpu && allowed.size() < 2)) {
-    state.SkipWithError("needs two CPUs");
-    return;
-  }
-  const int cpus[2] = {allowed[0], same_cpu ? allowed[0] : allowed[1]};
-  bench_table t("handoff");
-  const double load_start = load1();
-  handoff_figures g, f;
-  for (auto _ : state) {
-    if (runs++ % 2 == 1) {
-      f = run_handoffs(false, t, cpus);
-      g = run_handoffs(true, t, cpus);
-    } else {
-      g = run_handoffs(true, t, cpus);
-      f = run_handoffs(false, t, cpus);
-    }
-    if (g.error != nullptr || f.error != nullptr) {
-      state.SkipWithError(g.error != nullptr ? g.error : f.error);
-      return;
-    }
-    state.SetIterationTime(g.mean_us / 1e6);
-  }
-  handoff_series& r = ratios.handoff[same_cpu ? 1 : 0];
-  r.p50_us.push_back(g.p50_us);
-  r.p99_us.push_back(g.p99_us);
-  r.futex_p50_us.push_back(f.p50_us);
-  r.futex_p99_us.push_back(f.p99_us);
-  r.load.push_back(load_start);
-  state.counters["samples"] = static_cast<double>(g.samples);
-  state.counters["p50_us"] = g.p50_us;
-  state.counters["p99_us"] = g.p99_us;
-  state.counters["max_us"] = g.max_us;
-  state.counters["futex_p50_us"] = f.p50_us;
-  state.counters["futex_p99_us"] = f.p99_us;
-  state.counters["futex_max_us"] = f.max_us;
-  state.counters["x_p50"] = g.p50_us / f.p50_us;
-  state.counters["x_p99"] = g.p99_us / f.p99_us;
-  state.counters["csw_per_turn"] = g.voluntary_switches;    // sleeps per turn, both processes
-  state.counters["icsw_per_turn"] = g.involuntary_switches; // preemptions per turn
-  state.counters["futex_csw_per_turn"] = f.voluntary_switches;
-  state.counters["futex_icsw_per_turn"] = f.involuntary_switches;
-  state.counters["load1"] = load_start;
-  if (std::min(g.samples, f.samples) < 2000)
-    state.SetLabel("fewer than 2000 samples before the deadline");
-}
-BENCHMARK(handoff_cross_process)
-    ->Name("handoff/cross_process")
-    ->ArgName("same_cpu")
-    ->Arg(0)
-    ->Arg(1)
-    ->UseManualTime()
-    ->Iterations(1)
-    ->Unit(benchmark::kMicrosecond);
-
-// What the busy processes of fairness/shares share with the parent.
-struct busy_control {
-  std::atomic<std::uint32_t> started{0};
-  std::atomic<std::uint32_t> stop{0};
-};
-
-// The device time each session (by name) used while the parent slept `window`.
-std::map<std::string, double> device_ns_during(gpushare::table& table,
-                                               std::chrono::milliseconds window) {
-  std::map<std::string, std::uint64_t> before;
-  for (const auto& s : table.snapshot().sessions) before[s.name] = s.device_ns;
-  std::this_thread::sleep_for(window);
-  std::map<std::string, double> used;
-  for (const auto& s : table.snapshot().sessions)
-    used[s.name] = static_cast<double>(s.device_ns - before[s.name]);
-  return used;
-}
-
-constexpr std::chrono::milliseconds shares_window{2000}; // fairness/shares measures over this
-
-// One row of the fairness table: a session, its configured share and what it got.
-struct share_row {
-  std::string name;
-  std::uint32_t share = 1;
-  double configured_pct = 0, achieved_pct = 0; // of the device time all of them used
-  double window_pct = 0;                       // its device time as a part of the window
-};
-
-// Runs one process per entry of `shares` (1 ms spinning guards, back to back) for 200 ms of
-// warm-up and then a 2 s window; returns configured and achieved percentages of device time, or
-// an empty vector if a process failed.
-std::vector<share_row>
-run_shares(const std::string& what,
-           const std::vector<std::pair<std::string, std::uint32_t>>& shares) {
-  bench_table t(what);
-  gpushare::table table = t.open();
-  shared_block<busy_control> c;
-  if (!c) return {};
-  std::vector<pid_t> pids;
-  for (const auto& [name, share] : shares) {
-    gpushare::session_options o = t.options(name);
-    o.share = share;
-    const pid_t pid = spawn([&t, o, &c] {
-      gpushare::session s(t.key(), o);
-      count_up(c->started);
-      while (c->stop.load(std::memory_order_relaxed) == 0) {
-        gpushare::scoped_kernel k(s);
-        spin_for(1'000'000);
-      }
-      return 0;
-    });
-    if (pid > 0) pids.push_back(pid);
-  }
-  bool ok =
-      pids.size() == shares.size() &&
-      wait_at_least_for(c->started, static_cast<std::uint32_t>(shares.size()), 10'000'000'000);
-  std::map<std::string, double> used;
-  if (ok) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    used = device_ns_during(table, shares_window);
-  }
-  c->stop = 1;
-  for (pid_t pid : pids) ok = reap(pid) && ok;
-  if (!ok) return {};
-  double total_used = 0;
-  std::uint32_t total_share = 0;
-  for (const auto& [name, share] : shares) {
-    total_used += used[name];
-    total_share += share;
-  }
-  const double window_ns = std::chrono::duration<double, std::nano>(shares_window).count();
-  std::vector<share_row> rows;
-  for (const auto& [name, share] : shares)
-    rows.push_back({name, share, 100.0 * share / total_share,
-                    total_used > 0 ? 100.0 * used[name] / total_used : 0,
-                    100.0 * used[name] / window_ns});
-  return rows;
-}
-
-// fairness/shares: achieved vs configured shares, 3:1 then 1:1:2 (no timing). Target: <= 5 pp off.
-void fairness_shares(benchmark::State& state) {
-  std::vector<share_row> split31, split112;
-  for (auto _ : state) {
-    split31 = run_shares("shares31", {{"three", 3}, {"one", 1}});
-    split112 = run_shares("shares112", {{"a", 1}, {"b", 1}, {"c", 2}});
-  }
-  if (split31.empty() || split112.empty()) {
-    state.SkipWithError("a busy process failed");
-    return;
-  }
-  double worst = 0, busy31 = 0, busy112 = 0;
-  std::printf("\nfairness/shares: device time over 2 s, busy processes with 1 ms guards\n");
-  std::printf("  %-6s %-8s %6s %14s %12s %10s %12s\n", "split", "session", "share", "configured %",
-              "achieved %", "error pp", "of window %");
-  for (const auto* split : {&split31, &split112})
-    for (const share_row& r : *split) {
-      const double error = r.achieved_pct - r.configured_pct;
-      worst = std::max(worst, std::abs(error));
-      (split == &split31 ? busy31 : busy112) += r.window_pct;
-      std::printf("  %-6s %-8s %6u %14.1f %12.1f %+10.1f %12.1f\n",
-                  split == &split31 ? "3:1" : "1:1:2", r.name.c_str(), r.share, r.configured_pct,
-                  r.achieved_pct, error, r.window_pct);
-    }
-  std::fflush(stdout);
-  state.counters["achieved_3of4_pct"] = split31[0].achieved_pct;
-  state.counters["achieved_1of4_pct"] = split31[1].achieved_pct;
-  state.counters["achieved_a_1of4_pct"] = split112[0].achieved_pct;
-  state.counters["achieved_b_1of4_pct"] = split112[1].achieved_pct;
-  state.counters["achieved_c_2of4_pct"] = split112[2].achieved_pct;
-  state.counters["error_pp"] = worst;       // the largest |achieved - configured| of all five
-  state.counters["busy_3to1_pct"] = busy31; // the device's busy part of each window
-  state.counters["busy_112_pct"] = busy112;
-}
-BENCHMARK(fairness_shares)->Name("fairness/shares")->Iterations(1)->Unit(benchmark::kMillisecond);
 
 // The values over the repetitions as "median [min-max]" (just the value if there is one).
 std::string spread(const std::vector<double>& x, const char* format) {

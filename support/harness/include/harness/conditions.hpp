@@ -54,6 +54,17 @@ inline double worst_cpu_wait_pct(const std::vector<std::optional<cpu_sample>>& b
   return worst;
 }
 
+/// The largest of several phases' CPU waits (%), or NaN when any could not be measured: a run's
+/// conditions are those of its worst phase.
+inline double worst_cpu_wait(const std::vector<double>& phases) {
+  double worst = 0;
+  for (const double x : phases) {
+    if (std::isnan(x)) return NAN;
+    worst = x > worst ? x : worst;
+  }
+  return worst;
+}
+
 /// The limits beyond which a demo's figures are not trustworthy.
 /// - A worker that waits for a CPU more than 10% of the wall time loses, at about a thousand
 ///   wake-ups a second, a tenth of a millisecond or more per 1 ms kernel: the delays are then of

@@ -48,7 +48,7 @@ public:
   /// The table's key: the GPU's UUID (device sessions choose it), or a fixed name.
   std::string key() const { return mode_.gpu ? mode_.uuid : std::string("simulated-gpu"); }
   std::string object_name() const {
-    return gpushare::detail::table_object_name(domain_, key(), gpushare::table_access::user);
+    return gpushare::table_name(domain_, key(), gpushare::table_access::user);
   }
   std::uint64_t device_memory() const { return mode_.gpu ? mode_.memory : sim_->memory_capacity; }
 

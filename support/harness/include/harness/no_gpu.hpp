@@ -45,4 +45,23 @@ inline std::string no_gpu_reason(std::string_view error_name, const driver_prese
   return "no usable NVIDIA GPU (" + name + ")";
 }
 
+/// The NVIDIA driver's version string from NVML, loaded at run time ("" when unavailable).
+inline std::string nvidia_driver_version() {
+  void* nvml = ::dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!nvml) return "";
+  using init_fn = int (*)();
+  using version_fn = int (*)(char*, unsigned);
+  auto init = reinterpret_cast<init_fn>(::dlsym(nvml, "nvmlInit_v2"));
+  auto version = reinterpret_cast<version_fn>(::dlsym(nvml, "nvmlSystemGetDriverVersion"));
+  auto shutdown = reinterpret_cast<init_fn>(::dlsym(nvml, "nvmlShutdown"));
+  std::string out;
+  if (init && version && shutdown && init() == 0) {
+    char buf[96] = {};
+    if (version(buf, sizeof buf) == 0) out = buf;
+    shutdown();
+  }
+  ::dlclose(nvml);
+  return out;
+}
+
 } // namespace demo

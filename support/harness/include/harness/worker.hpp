@@ -19,12 +19,13 @@
 #include <utility>
 
 #include <gpushare/gpushare.hpp>
-#ifdef GPUSHARE_DEMO_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
 #include <gpushare/cuda.hpp>
 #endif
 
 #include "context.hpp"
 #include "gpu.hpp"
+#include "region.hpp"
 
 namespace demo {
 
@@ -59,9 +60,9 @@ inline buffer allocate_simulated(sim_device* sim, std::uint64_t bytes,
     budget = std::make_shared<gpushare::reservation>(
         budget_from->reserve(bytes, std::chrono::seconds(60)));
   if (!sim->try_allocate(bytes))
-    throw out_of_memory("out of memory allocating " + gpushare::detail::format_bytes(bytes) + " (" +
-                        gpushare::detail::format_bytes(sim->memory_used.load()) + " of " +
-                        gpushare::detail::format_bytes(sim->memory_capacity) + " in use)");
+    throw out_of_memory("out of memory allocating " + gpushare::format_bytes(bytes) + " (" +
+                        gpushare::format_bytes(sim->memory_used.load()) + " of " +
+                        gpushare::format_bytes(sim->memory_capacity) + " in use)");
   return buffer([sim, bytes, budget] {
     sim->free(bytes);
     if (budget) budget->release();
@@ -78,7 +79,7 @@ public:
       if (with_gpushare) host_.emplace(run.key(), *with_gpushare);
       return;
     }
-#ifdef GPUSHARE_DEMO_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
     // The session first: it measures this process's context overhead only if it creates the
     // context itself.
     if (with_gpushare) device_.emplace(0, *with_gpushare);
@@ -87,7 +88,7 @@ public:
 #endif
   }
   ~worker_device() {
-#ifdef GPUSHARE_DEMO_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
     if (stream_) {
       cudaStreamSynchronize(stream_);
       device_.reset();
@@ -99,7 +100,7 @@ public:
   worker_device& operator=(const worker_device&) = delete;
 
   bool with_gpushare() const {
-#ifdef GPUSHARE_DEMO_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
     if (device_) return true;
 #endif
     return host_.has_value();
@@ -112,22 +113,32 @@ public:
       run_.sim()->run_kernel(ns);
       return;
     }
-#ifdef GPUSHARE_DEMO_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
     run_.mode().rate.launch(stream_, ns);
 #endif
   }
 
   /// Waits until the kernels put on the device so far have finished.
   void sync() {
-#ifdef GPUSHARE_DEMO_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
     if (stream_) gpu::check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+#endif
+  }
+
+  /// A region of device work (region.hpp): the guard of this worker's session, if it has one.
+  region guard() {
+    gpushare::session* host = host_ ? &*host_ : nullptr;
+#ifdef GPUSHARE_HARNESS_CUDA
+    return region(host, device_ ? &*device_ : nullptr, stream_);
+#else
+    return region(host);
 #endif
   }
 
   /// An iteration boundary: with gpushare, a moment to give way to a waiting peer.
   void yield() {
     if (host_) host_->yield();
-#ifdef GPUSHARE_DEMO_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
     if (device_) device_->yield();
 #endif
   }
@@ -136,7 +147,7 @@ public:
   /// (the table's count; 0 without gpushare).
   std::uint64_t reserve_waits() {
     if (host_) return host_->info().reserve_waits;
-#ifdef GPUSHARE_DEMO_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
     if (device_) return device_->info().reserve_waits;
 #endif
     return 0;
@@ -147,8 +158,8 @@ public:
   /// waiting up to 60 s for other sessions to release memory.
   buffer allocate(std::uint64_t bytes) {
     if (!run_.gpu()) return allocate_simulated(run_.sim(), bytes, host_ ? &*host_ : nullptr);
-#ifdef GPUSHARE_DEMO_CUDA
-    const std::string what = gpushare::detail::format_bytes(bytes);
+#ifdef GPUSHARE_HARNESS_CUDA
+    const std::string what = gpushare::format_bytes(bytes);
     if (device_) {
       void* p = device_->malloc(bytes); // reserves, then cudaMalloc
       return buffer([d = &*device_, p] { d->free(p); });
@@ -167,32 +178,11 @@ public:
   }
 
 private:
-  friend class region;
   const run_context& run_;
   std::optional<gpushare::session> host_; ///< simulated device, with gpushare
-#ifdef GPUSHARE_DEMO_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
   cudaStream_t stream_ = nullptr;
   std::optional<gpushare::cuda::device_session> device_; ///< GPU, with gpushare
-#endif
-};
-
-/// A region of device work: with gpushare, a scoped_kernel guard (it waits for this worker's
-/// turn and accounts the device time); without, nothing.
-class region {
-public:
-  explicit region(worker_device& d) {
-    if (d.host_) host_.emplace(*d.host_);
-#ifdef GPUSHARE_DEMO_CUDA
-    if (d.device_) device_.emplace(*d.device_, d.stream_);
-#endif
-  }
-  region(const region&) = delete;
-  region& operator=(const region&) = delete;
-
-private:
-  std::optional<gpushare::scoped_kernel> host_;
-#ifdef GPUSHARE_DEMO_CUDA
-  std::optional<gpushare::cuda::scoped_kernel> device_;
 #endif
 };
 

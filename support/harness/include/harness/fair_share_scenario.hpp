@@ -65,7 +65,7 @@ inline void worker(const run_context& run, const params& p, board& b, int index,
                              : std::nullopt);
   const auto iteration = [&] {
     for (int k = 0; k < p.kernels; ++k) {
-      region r(dev);
+      const region r = dev.guard();
       dev.kernel(p.kernel_ns);
     }
     dev.sync();
@@ -142,11 +142,8 @@ inline result run(const run_context& run, const params& p) {
   r.without_gpushare = run_phase(run, p, false, false);
   r.with_shares = run_phase(run, p, true, false);
   r.with_cap = run_phase(run, p, true, true);
-  r.measured.cpu_wait_pct = 0;
-  for (const phase_result* x : {&r.without_gpushare, &r.with_shares, &r.with_cap})
-    r.measured.cpu_wait_pct = std::isnan(x->cpu_wait_pct) || std::isnan(r.measured.cpu_wait_pct)
-                                  ? NAN
-                                  : std::max(r.measured.cpu_wait_pct, x->cpu_wait_pct);
+  r.measured.cpu_wait_pct = worst_cpu_wait(
+      {r.without_gpushare.cpu_wait_pct, r.with_shares.cpu_wait_pct, r.with_cap.cpu_wait_pct});
   r.trust = judge(r.measured);
   return r;
 }

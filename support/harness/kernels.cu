@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "kernels.hpp"
+#include <harness/kernels.hpp>
 
 #include <cudasim/cudasim.h>
 

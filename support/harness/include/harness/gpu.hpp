@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// Host-side GPU helpers for the demos (built only with GPUSHARE_DEMO_CUDA): checking CUDA calls,
+// Host-side GPU helpers for the demos (built only with GPUSHARE_HARNESS_CUDA): checking CUDA calls,
 // turning a wanted kernel duration into work for the busy kernel, and the probe that a forked
 // child runs to find out whether a usable GPU is here.
 #pragma once
 
-#ifdef GPUSHARE_DEMO_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
 
 #include <cuda_runtime_api.h>
 
@@ -76,20 +76,24 @@ inline busy_kernel_rate calibrate(int device) {
   return rate;
 }
 
-/// What the probe child found, sent to the parent through a pipe (plain bytes).
+/// What the probe child found, sent to the parent through a pipe (plain bytes): the demos and the
+/// GPU benchmark read the same report.
 struct probe_report {
   int usable = 0;
-  char reason[200] = {};    ///< why the GPU cannot be used
+  char reason[240] = {};    ///< why the GPU cannot be used
   char name[100] = {};      ///< e.g. "NVIDIA H100 80GB HBM3"
   char uuid[64] = {};       ///< the device's table key
-  std::uint64_t memory = 0; ///< bytes
+  char driver[32] = {};     ///< the NVIDIA driver's version (NVML), "" when unavailable
   char simulator[64] = {};  ///< "cudasim <version>" on the simulated CUDA runtime, else ""
-  busy_kernel_rate rate;
+  std::uint64_t memory = 0; ///< bytes
+  int cuda_driver = 0, cuda_runtime = 0, multiprocessors = 0, major = 0, minor = 0;
+  busy_kernel_rate rate; ///< when probe() was asked to calibrate the busy kernel
 };
 
-/// Looks for device 0 and calibrates the busy kernel on it. Runs in a forked child: it creates
-/// a CUDA context, which must never exist in the demo's parent.
-inline probe_report probe() {
+/// Looks for device 0, describes it and, if `calibrate_busy_kernel`, calibrates the busy kernel
+/// on it. Runs in a forked child: it creates a CUDA context, which must never exist in the
+/// parent of the workers.
+inline probe_report probe(bool calibrate_busy_kernel) {
   probe_report r;
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
@@ -104,8 +108,14 @@ inline probe_report probe() {
     std::snprintf(r.name, sizeof r.name, "%s", info.name.c_str());
     std::snprintf(r.uuid, sizeof r.uuid, "%s", info.uuid.c_str());
     std::snprintf(r.simulator, sizeof r.simulator, "%s", simulated_runtime().c_str());
+    std::snprintf(r.driver, sizeof r.driver, "%s", nvidia_driver_version().c_str());
     r.memory = info.total_memory;
-    r.rate = calibrate(0);
+    r.major = info.compute_major;
+    r.minor = info.compute_minor;
+    (void)cudaDeviceGetAttribute(&r.multiprocessors, cudaDevAttrMultiProcessorCount, 0);
+    (void)cudaDriverGetVersion(&r.cuda_driver);
+    (void)cudaRuntimeGetVersion(&r.cuda_runtime);
+    if (calibrate_busy_kernel) r.rate = calibrate(0);
     r.usable = 1;
   } catch (const std::exception& ex) {
     std::snprintf(r.reason, sizeof r.reason, "a CUDA device is here but unusable: %s", ex.what());
@@ -115,4 +125,4 @@ inline probe_report probe() {
 
 } // namespace demo::gpu
 
-#endif // GPUSHARE_DEMO_CUDA
+#endif // GPUSHARE_HARNESS_CUDA

@@ -92,6 +92,22 @@ void serve_arrivals(Board& b, const std::vector<std::uint64_t>& arrivals, std::u
   }
 }
 
+/// Measures the inference worker's solo capacity: 10 requests to warm up, then `n` back to back,
+/// timed. Sets `b.service_ms` (one request) and `b.rate_per_s` (arrivals for `load`, a fraction of
+/// that capacity), and returns when the measured part may start: `warm_up` from now. `Board` has
+/// service_ms and rate_per_s.
+template <class Board, class Request>
+std::uint64_t calibrate_service(Board& b, double load, int n, std::uint64_t warm_up,
+                                Request&& request) {
+  for (int i = 0; i < 10; ++i) request();
+  const std::uint64_t t0 = now_ns();
+  for (int i = 0; i < n; ++i) request();
+  const double service_s = static_cast<double>(now_ns() - t0) / 1e9 / n;
+  b.service_ms = service_s * 1e3;
+  b.rate_per_s = load / service_s;
+  return now_ns() + warm_up;
+}
+
 inline void inference_worker(const run_context& run, const params& p, board& b, bool calibrate,
                              bool with_gpushare) {
   worker_device dev(run, with_gpushare
@@ -99,7 +115,7 @@ inline void inference_worker(const run_context& run, const params& p, board& b, 
                              : std::nullopt);
   const auto request = [&] {
     {
-      region r(dev);
+      const region r = dev.guard();
       for (int k = 0; k < p.inference_kernels; ++k) dev.kernel(p.inference_kernel_ns);
     }
     dev.sync();
@@ -107,16 +123,7 @@ inline void inference_worker(const run_context& run, const params& p, board& b, 
   request(); // the first launch and guard pay one-time costs
   b.gate.arrive_and_wait();
   std::uint64_t start = b.gate.go_ns.load() + warm_up_ns;
-  if (calibrate) { // the solo capacity: requests back to back
-    for (int i = 0; i < 10; ++i) request();
-    const std::uint64_t t0 = now_ns();
-    constexpr int n = 40;
-    for (int i = 0; i < n; ++i) request();
-    const double service_s = static_cast<double>(now_ns() - t0) / 1e9 / n;
-    b.service_ms = service_s * 1e3;
-    b.rate_per_s = p.load / service_s;
-    start = now_ns() + warm_up_ns;
-  }
+  if (calibrate) start = calibrate_service(b, p.load, 40, warm_up_ns, request);
   sleep_until_ns(start);
   const std::vector<std::uint64_t> arrivals = poisson_arrivals(b.rate_per_s, p.phase_ns);
   const std::uint64_t give_up = start + 3 * p.phase_ns; // an overloaded phase still ends
@@ -131,7 +138,7 @@ inline void training_worker(const run_context& run, const params& p, board& b, b
                              : std::nullopt);
   const auto iteration = [&] {
     for (int k = 0; k < p.training_kernels; ++k) {
-      region r(dev);
+      const region r = dev.guard();
       dev.kernel(p.training_kernel_ns);
     }
     dev.sync();
@@ -207,12 +214,8 @@ inline phase_result run_phase(const run_context& run, const params& p, bool infe
 /// nominal kernel time of a request.
 inline conditions measure_conditions(const result& r) {
   conditions c;
-  c.cpu_wait_pct = 0;
-  for (const phase_result* x :
-       {&r.inference_alone, &r.training_alone, &r.without_gpushare, &r.with_gpushare})
-    c.cpu_wait_pct = std::isnan(x->cpu_wait_pct) || std::isnan(c.cpu_wait_pct)
-                         ? NAN
-                         : std::max(c.cpu_wait_pct, x->cpu_wait_pct);
+  c.cpu_wait_pct = worst_cpu_wait({r.inference_alone.cpu_wait_pct, r.training_alone.cpu_wait_pct,
+                                   r.without_gpushare.cpu_wait_pct, r.with_gpushare.cpu_wait_pct});
   if (r.nominal_service_ms > 0) c.service_over_nominal = r.service_ms / r.nominal_service_ms;
   return c;
 }

@@ -21,11 +21,11 @@
 
 #include <gpushare/gpushare.hpp>
 
-#include "demo/cli.hpp"
-#include "demo/report.hpp"
+#include <harness/cli.hpp>
+#include <harness/report.hpp>
 
 using namespace std::chrono_literals;
-using gpushare::detail::format_bytes;
+using gpushare::format_bytes;
 
 namespace {
 

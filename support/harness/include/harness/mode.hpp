@@ -24,15 +24,17 @@ struct device_mode {
   std::string simulator;
   std::string device_name, uuid;
   std::uint64_t memory = 0;
-#ifdef GPUSHARE_DEMO_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
   gpu::busy_kernel_rate rate;
 #endif
 };
 
-#ifdef GPUSHARE_DEMO_CUDA
+#ifdef GPUSHARE_HARNESS_CUDA
 /// Runs gpu::probe() in a child and reads its report (usable = 0, with a reason, on failure).
-inline gpu::probe_report probe_in_child() {
-  if (const auto r = run_in_child<gpu::probe_report>([] { return gpu::probe(); })) return *r;
+inline gpu::probe_report probe_in_child(bool calibrate_busy_kernel) {
+  if (const auto r = run_in_child<gpu::probe_report>(
+          [calibrate_busy_kernel] { return gpu::probe(calibrate_busy_kernel); }))
+    return *r;
   gpu::probe_report r;
   std::snprintf(r.reason, sizeof r.reason, "the GPU probe process failed");
   return r;
@@ -46,8 +48,8 @@ inline device_mode detect_mode(bool simulate) {
     m.why_simulated = "--simulate";
     return m;
   }
-#ifdef GPUSHARE_DEMO_CUDA
-  const gpu::probe_report r = probe_in_child();
+#ifdef GPUSHARE_HARNESS_CUDA
+  const gpu::probe_report r = probe_in_child(true);
   if (!r.usable) {
     m.why_simulated = r.reason;
     return m;
@@ -97,10 +99,10 @@ inline const char* simulation_note(const device_mode& m) {
 inline std::string mode_line(const device_mode& m) {
   if (on_simulated_runtime(m))
     return "mode: GPU mode on the simulated CUDA runtime (" + m.simulator + ": " + m.device_name +
-           ", " + gpushare::detail::format_bytes(m.memory) +
+           ", " + gpushare::format_bytes(m.memory) +
            ") — no GPU: kernels are simulated, device time from simulated CUDA events";
   if (m.gpu)
-    return "mode: GPU (" + m.device_name + ", " + gpushare::detail::format_bytes(m.memory) +
+    return "mode: GPU (" + m.device_name + ", " + gpushare::format_bytes(m.memory) +
            ") — real kernels, device time from CUDA events";
   return "mode: simulated (" + m.why_simulated + ") — kernels are simulated on the CPU";
 }
