@@ -1,15 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 // The leaf value types of the API and their limits: priorities, shares, memory amounts, handover
-// points, table access modes, and a session's options once resolved (resolved_options). Standard
+// points, table access modes, durations' descriptions, a session's counters and notices, and a
+// session's options as given (session_options) and once resolved (resolved_options). Standard
 // headers only, so that every other header, the library's internals included, can use them
-// without pulling in the options machinery (<gpushare/options.hpp> includes this header:
-// session_options and resolve_options() are there).
+// without pulling in the options machinery (resolve_options() is in <gpushare/options.hpp>).
 #pragma once
 
 #include <gpushare/detail/require_cpp20.hpp>
 
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <optional>
 #include <string>
@@ -140,6 +141,53 @@ struct resolved_options {
   std::uint32_t compute_guarantee_ppm = 0; ///< 0: none
   std::chrono::milliseconds open_timeout{5000};
 };
+
+/// Everything a session can be configured with. Unset (nullopt) fields take the value of the
+/// matching GPUSHARE_* environment variable if it is set, else the documented default.
+/// Precedence: a value set here in code > the environment > the default.
+struct session_options {
+  std::optional<std::string> name;    ///< shown in status; default: the program's name (comm)
+  std::optional<int> priority;        ///< GPUSHARE_PRIORITY; default priority::normal
+  std::optional<std::uint32_t> share; ///< GPUSHARE_SHARE; default 1
+  std::optional<std::uint32_t> compute_limit_ppm; ///< GPUSHARE_COMPUTE_LIMIT; default 100%
+  std::optional<memory_amount> memory_limit;      ///< GPUSHARE_MEMORY_LIMIT; default: capacity
+  std::optional<memory_amount> memory_guarantee;  ///< GPUSHARE_MEMORY_GUARANTEE; default 0
+  std::optional<std::string> domain;              ///< GPUSHARE_DOMAIN; default "default"
+  std::optional<table_access> access; ///< GPUSHARE_TABLE_MODE; default table_access::user
+  /// Capacity in bytes, used only if this process creates the table. GPUSHARE_CAPACITY
+  /// ("80GiB", "unlimited"); default: 0 = unlimited (2^63 bytes), or, for the CUDA layer's
+  /// device_session, the device's memory minus headroom.
+  std::optional<std::uint64_t> capacity;
+  /// GPUSHARE_QUANTUM (e.g. "5ms"): device time a holder may keep the device across consecutive
+  /// guards while sessions of its priority wait; default 5 ms, range 1 us .. 10 s.
+  std::optional<std::chrono::nanoseconds> quantum;
+  /// GPUSHARE_HANDOVER ("guard" or "yield"); default handover_point::at_guard.
+  std::optional<handover_point> handover;
+  /// GPUSHARE_MAX_GUARD ("30s", "none"): when this session holds the device and has gone this
+  /// long without a guard entry or exit while others wait (one of its guards stopped or hung),
+  /// its hold is revoked: peers may start guards while that guard still runs (docs/design.md,
+  /// "A stopped or hung holder"). 1 ms .. 3600 s; 0 or unset: the table's default, none unless
+  /// its owner set one (table::configure_defaults, `gpushare set --table-default`).
+  std::optional<std::chrono::nanoseconds> max_guard;
+  /// GPUSHARE_COMPUTE_GUARANTEE ("10%", "none"): the share of wall time this session keeps on
+  /// the device while it wants it, whatever priority classes above it want: a waiter owed its
+  /// guarantee counts as the highest class. Default none: priority classes are strict.
+  std::optional<std::uint32_t> compute_guarantee_ppm;
+  /// How long opening waits for another process that is initialising the table.
+  std::chrono::milliseconds open_timeout{5000};
+};
+
+/// Reads an environment variable: nullopt when unset. Tests pass a fake one.
+using env_lookup = std::function<std::optional<std::string>(const char* name)>;
+
+/// The process's environment (std::getenv). A variable that is set but empty is returned as "";
+/// resolve_options() rejects that ("set but empty; unset it or give a value") rather than silently
+/// treating it as unset.
+inline std::optional<std::string> process_environment(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr) return std::nullopt;
+  return std::string(value);
+}
 
 } // namespace v0
 } // namespace gpushare
