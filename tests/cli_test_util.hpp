@@ -23,8 +23,6 @@
 
 #include "test_util.hpp"
 
-#ifdef GPUSHARE_CLI_PATH
-
 namespace cli_test {
 
 using namespace gpushare;
@@ -381,5 +379,3 @@ inline void kill_holder(pid_t pid) {
 }
 
 } // namespace cli_test
-
-#endif // GPUSHARE_CLI_PATH

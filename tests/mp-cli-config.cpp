@@ -11,8 +11,6 @@
 #include "cli_test_util.hpp"
 #include "test_util.hpp"
 
-#ifdef GPUSHARE_CLI_PATH
-
 using namespace gpushare;
 using namespace std::chrono_literals;
 using namespace cli_test;
@@ -149,9 +147,3 @@ TEST_CASE("status shows a killed session's memory until it is reclaimed, and onl
   CHECK_FALSE(contains(after.out, "dead, not reclaimed yet"));
   CHECK(contains(after.out, "committed 0 B"));
 }
-
-#else
-TEST_CASE("mp-cli-config needs the gpushare tool") {
-  std::printf("GPUSHARE_SKIP: the gpushare tool is not built\n");
-}
-#endif

@@ -23,8 +23,6 @@
 
 #include "test_util.hpp"
 
-#ifdef GPUSHARE_CLI_PATH
-
 using namespace gpushare;
 using namespace std::chrono_literals;
 
@@ -575,9 +573,3 @@ TEST_CASE("tables whose locks a stopped process holds stall neither status nor s
   ::kill(holder, SIGKILL);
   test::wait_exit(holder);
 }
-
-#else
-TEST_CASE("mp-cli-trust needs the gpushare tool") {
-  std::printf("GPUSHARE_SKIP: the gpushare tool is not built\n");
-}
-#endif
