@@ -116,10 +116,7 @@ void clean_at_join_opened(const char* where) {
   if (done || std::string_view(where) != "join.opened") return;
   done = true;
   *race_clean_exit = run_cli({"clean", "--domain", race_domain}).code;
-  *race_removed =
-      ::access(
-          ("/dev/shm" + detail::table_object_name(race_domain, "gpu", table_access::user)).c_str(),
-          F_OK) != 0;
+  *race_removed = ::access(table_file(table_name(race_domain, "gpu")).c_str(), F_OK) != 0;
 }
 
 /// 0 if session `s` is in the table its name refers to now (found there with its id and pid).

@@ -66,7 +66,7 @@ TEST_CASE("status warns about a key that a user-mode and a group-mode table both
   session_options o = d.options("group-mode");
   o.access = table_access::group;
   session group(key, o);
-  const std::string group_table = detail::table_object_name(d.name(), key, table_access::group);
+  const std::string group_table = d.object_name(key, table_access::group);
   const cli_result r = run_cli({"status", "--domain", d.name(), "--interval", "0"});
   REQUIRE(r.code == 0);
   CHECK(contains(r.out, "warning: key \"" + key + "\" has 2 tables ("));

@@ -534,7 +534,7 @@ TEST_CASE("root may evict on another user's table, and a group member may not ev
   INFO(root.err);
   CHECK(root.code == 0);
   CHECK(contains(root.out, "evicted session \"theirs\""));
-  const std::string object = detail::table_object_name(d.name(), "mine", table_access::user);
+  const std::string object = d.object_name("mine");
   std::string theirs_object = object;
   theirs_object.replace(theirs_object.find(".u0."), 4, ".u1000.");
   const table_snapshot after = table::read_unlocked(theirs_object);

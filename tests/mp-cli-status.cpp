@@ -111,7 +111,7 @@ TEST_CASE("status --json lists each table and each live session with its setting
 
   const json& b = table_of(doc, "gpu-b");
   CHECK(b["capacity_unlimited"].boolean());
-  CHECK(b["capacity_bytes"].u64() == detail::unlimited_capacity);
+  CHECK(b["capacity_bytes"].u64() == unlimited_memory);
   REQUIRE(b["sessions"].size() == 1);
   CHECK(b["sessions"][0]["name"].str() == "gamma");
   CHECK(b["sessions"][0]["pid"].i64() == gamma);
