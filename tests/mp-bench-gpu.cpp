@@ -23,8 +23,6 @@
 #include <sstream>
 #include <string>
 
-#ifdef GPUSHARE_BENCH_GPU_PATH
-
 namespace {
 
 struct bench_run {
@@ -305,5 +303,3 @@ TEST_CASE("bench-gpu: --require-gpu fails (status 1, with the reason) instead of
   CHECK(r.output.find("--require-gpu, but no GPU is usable: ") != std::string::npos);
   CHECK(r.json.empty()); // nothing was measured, nothing written
 }
-
-#endif // GPUSHARE_BENCH_GPU_PATH

@@ -11,8 +11,6 @@
 #include "cli_test_util.hpp"
 #include "test_util.hpp"
 
-#ifdef GPUSHARE_CLI_PATH
-
 using namespace gpushare;
 using namespace std::chrono_literals;
 using namespace cli_test;
@@ -68,7 +66,7 @@ TEST_CASE("status warns about a key that a user-mode and a group-mode table both
   session_options o = d.options("group-mode");
   o.access = table_access::group;
   session group(key, o);
-  const std::string group_table = detail::table_object_name(d.name(), key, table_access::group);
+  const std::string group_table = d.object_name(key, table_access::group);
   const cli_result r = run_cli({"status", "--domain", d.name(), "--interval", "0"});
   REQUIRE(r.code == 0);
   CHECK(contains(r.out, "warning: key \"" + key + "\" has 2 tables ("));
@@ -149,9 +147,3 @@ TEST_CASE("status shows a killed session's memory until it is reclaimed, and onl
   CHECK_FALSE(contains(after.out, "dead, not reclaimed yet"));
   CHECK(contains(after.out, "committed 0 B"));
 }
-
-#else
-TEST_CASE("mp-cli-config needs the gpushare tool") {
-  std::printf("GPUSHARE_SKIP: the gpushare tool is not built\n");
-}
-#endif

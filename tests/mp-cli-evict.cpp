@@ -21,8 +21,6 @@
 #include "cli_test_util.hpp"
 #include "test_util.hpp"
 
-#ifdef GPUSHARE_CLI_PATH
-
 using namespace gpushare;
 using namespace std::chrono_literals;
 using namespace cli_test;
@@ -536,7 +534,7 @@ TEST_CASE("root may evict on another user's table, and a group member may not ev
   INFO(root.err);
   CHECK(root.code == 0);
   CHECK(contains(root.out, "evicted session \"theirs\""));
-  const std::string object = detail::table_object_name(d.name(), "mine", table_access::user);
+  const std::string object = d.object_name("mine");
   std::string theirs_object = object;
   theirs_object.replace(theirs_object.find(".u0."), 4, ".u1000.");
   const table_snapshot after = table::read_unlocked(theirs_object);
@@ -545,9 +543,3 @@ TEST_CASE("root may evict on another user's table, and a group member may not ev
   REQUIRE(after.last_eviction.has_value());
   CHECK(after.last_eviction->by_uid == 0u);
 }
-
-#else
-TEST_CASE("mp-cli-evict needs the gpushare tool") {
-  std::printf("GPUSHARE_SKIP: the gpushare tool is not built\n");
-}
-#endif

@@ -23,8 +23,6 @@
 
 #include "test_util.hpp"
 
-#ifdef GPUSHARE_CLI_PATH
-
 using namespace gpushare;
 using namespace std::chrono_literals;
 
@@ -44,24 +42,12 @@ bool become(uid_t uid) {
          ::setresuid(uid, uid, uid) == 0 && ::geteuid() == uid;
 }
 
-/// A domain of one's own; its tables are removed at the end.
-struct test_domain {
-  std::string name;
-  test_domain() {
-    static int counter = 0;
-    name = test::numbered(std::string("trust-") + std::to_string(::getpid()) + "-", counter++);
-  }
-  ~test_domain() {
-    for (const auto& e : list_tables(name)) ::shm_unlink(e.object_name.c_str());
-  }
-  test_domain(const test_domain&) = delete;
-  test_domain& operator=(const test_domain&) = delete;
+/// A domain of one's own ("trust-<pid>-<n>"), whose sessions get 64 MiB tables; its tables are
+/// removed at the end.
+struct test_domain : test::temp_domain {
+  test_domain() : temp_domain("trust-") {}
   session_options options(const std::string& session_name) const {
-    session_options o;
-    o.domain = name;
-    o.name = session_name;
-    o.capacity = 64ull << 20;
-    return o;
+    return temp_domain::options(session_name, 64ull << 20);
   }
 };
 
@@ -350,7 +336,7 @@ TEST_CASE("status, top and metrics leave another user's table unchanged, byte fo
   if (skip_unless_root()) return;
   test_domain d;
   const std::string key = "GPU-theirs";
-  const std::string object = detail::table_object_name(d.name, key, table_access::user);
+  const std::string object = d.object_name(key);
   std::string owned_name = object; // the name carries the uid of its creator
   owned_name.replace(owned_name.find(".u0."), 4, ".u1000.");
   // uid 1000 creates its table; one of its sessions lives on in a child, one dies without
@@ -377,19 +363,19 @@ TEST_CASE("status, top and metrics leave another user's table unchanged, byte fo
   const auto before = test::object_bytes(owned_name);
   REQUIRE(before.has_value());
 
-  const auto status = cli("status --interval 0 --domain " + d.name);
+  const auto status = cli("status --interval 0 --domain " + d.name());
   CHECK(status.exit_code == 0);
   CHECK(contains(status.output, owned_name));
   CHECK(contains(status.output, "1 table, 1 live session")); // the dead one is not counted...
   CHECK(contains(status.output, "alive"));
   CHECK(contains(status.output, "dead, not reclaimed yet: \"gone\"")); // ...but shown as dead
-  const auto json = cli("status --json --interval 0.01 --domain " + d.name);
+  const auto json = cli("status --json --interval 0.01 --domain " + d.name());
   CHECK(json.exit_code == 0);
   CHECK(contains(json.output, "\"alive\""));
-  const auto top = cli("top --iterations 2 --interval 0.01 --domain " + d.name);
+  const auto top = cli("top --iterations 2 --interval 0.01 --domain " + d.name());
   CHECK(top.exit_code == 0);
   CHECK(contains(top.output, owned_name));
-  const auto metrics = cli("metrics --domain " + d.name);
+  const auto metrics = cli("metrics --domain " + d.name());
   CHECK(metrics.exit_code == 0);
   CHECK(contains(metrics.output, "session=\"alive\""));
 
@@ -406,7 +392,7 @@ TEST_CASE("set refuses another user's table and leaves it unchanged") {
   if (skip_unless_root()) return;
   test_domain d;
   const std::string key = "GPU-theirs-set";
-  std::string object = detail::table_object_name(d.name, key, table_access::user);
+  std::string object = d.object_name(key);
   object.replace(object.find(".u0."), 4, ".u1000.");
   test::shared_block<std::atomic<int>> state(1);
   int gate[2];
@@ -425,7 +411,7 @@ TEST_CASE("set refuses another user's table and leaves it unchanged") {
   const auto before = test::object_bytes(object);
   REQUIRE(before.has_value());
 
-  const auto set = cli("set theirs --share 7 --domain " + d.name + " 2>&1");
+  const auto set = cli("set theirs --share 7 --domain " + d.name() + " 2>&1");
   CHECK(set.exit_code == 1);
   CHECK(contains(set.output, "refusing to change table " + object));
   CHECK(contains(set.output, "belongs to uid 1000"));
@@ -442,7 +428,7 @@ TEST_CASE("hostile bytes in a table's strings reach no output raw and every form
   test_domain d;
   const std::string key = "GPU-hostile";
   session victim(key, d.options("victim"));
-  const std::string object = detail::table_object_name(d.name, key, table_access::user);
+  const std::string object = d.object_name(key);
   // ESC sequences (set the title, clear the screen), BEL, CR, a forged row after LF, 0xff, an
   // invalid UTF-8 pair, DEL, a C1 control, a quote and a backslash.
   const std::string evil_name =
@@ -471,7 +457,7 @@ TEST_CASE("hostile bytes in a table's strings reach no output raw and every form
   const std::string key2 = "GPU-hostile-domain";
   session other(key2, d.options("plain"));
   {
-    raw_table raw(detail::table_object_name(d.name, key2, table_access::user));
+    raw_table raw(d.object_name(key2));
     write_field(raw.header().domain, detail::domain_capacity, "dom\x1b]0;X\x07\n\xff");
   }
 
@@ -532,8 +518,7 @@ TEST_CASE("tables whose locks a stopped process holds stall neither status nor s
     std::vector<detail::table_core> cores;
     std::vector<std::unique_ptr<detail::table_core::guard>> guards;
     for (int i = 0; i < 3; ++i) {
-      const std::string name =
-          detail::table_object_name(d.name, test::numbered("GPU-stuck-", i), table_access::user);
+      const std::string name = d.object_name(test::numbered("GPU-stuck-", i));
       if (i > 0)
         (void)table::open(test::numbered("GPU-stuck-", i), gpushare::open_mode::open_or_create,
                           d.options("x"));
@@ -550,22 +535,21 @@ TEST_CASE("tables whose locks a stopped process holds stall neither status nor s
   REQUIRE(WIFSTOPPED(st));
 
   auto start = test::now_ns();
-  const auto status = cli("status --domain " + d.name + " 2>&1");
+  const auto status = cli("status --domain " + d.name() + " 2>&1");
   const auto status_ns = test::now_ns() - start;
   CHECK(status.exit_code == 0);
   CHECK(status_ns < 5'000'000'000ull); // was 60 s: 10 s per lock, twice per table, 3 tables
   for (int i = 0; i < 3; ++i)
-    CHECK(contains(status.output, detail::table_object_name(d.name, test::numbered("GPU-stuck-", i),
-                                                            table_access::user)));
+    CHECK(contains(status.output, d.object_name(test::numbered("GPU-stuck-", i))));
   CHECK(contains(status.output, "mine"));
 
   start = test::now_ns();
-  const auto metrics = cli("metrics --domain " + d.name);
+  const auto metrics = cli("metrics --domain " + d.name());
   CHECK(metrics.exit_code == 0);
   CHECK(test::now_ns() - start < 5'000'000'000ull);
 
   start = test::now_ns();
-  const auto set = cli("set mine --share 3 --domain " + d.name + " 2>&1");
+  const auto set = cli("set mine --share 3 --domain " + d.name() + " 2>&1");
   const auto set_ns = test::now_ns() - start;
   CHECK(set.exit_code == 1);
   CHECK(contains(set.output, "is busy"));
@@ -575,9 +559,3 @@ TEST_CASE("tables whose locks a stopped process holds stall neither status nor s
   ::kill(holder, SIGKILL);
   test::wait_exit(holder);
 }
-
-#else
-TEST_CASE("mp-cli-trust needs the gpushare tool") {
-  std::printf("GPUSHARE_SKIP: the gpushare tool is not built\n");
-}
-#endif

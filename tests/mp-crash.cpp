@@ -44,16 +44,12 @@ TEST_CASE("SIGKILL while holding reservations: every byte comes back within a se
   test::unique_table t("crash-hold", 100 * MiB);
   session survivor = t.join("survivor");
   auto mine = survivor.reserve(10 * MiB, 0ms);
-  test::shared_block<std::atomic<int>> ready;
-  const pid_t victim = test::spawn([&] {
+  const pid_t victim = test::spawn_holding([&](const std::function<void()>& hold) {
     session s = t.join("victim");
     auto a = s.reserve(40 * MiB, 0ms);
     auto b = s.reserve(50 * MiB, 0ms);
-    ready[0] = 1;
-    ::pause();
-    return 0;
+    hold();
   });
-  REQUIRE(test::eventually([&] { return ready[0].load() == 1; }));
   CHECK_FALSE(survivor.try_reserve(1 * MiB).has_value()); // full
   ::kill(victim, SIGKILL);
   const auto killed = test::now_ns();
@@ -125,15 +121,11 @@ TEST_CASE("SIGKILL while leaving (lock held, slot cleared) is repaired") {
 
 TEST_CASE("a holder killed while another process waits for memory: the waiter proceeds") {
   test::unique_table t("crash-waiter", 100 * MiB);
-  test::shared_block<std::atomic<int>> ready;
-  const pid_t victim = test::spawn([&] {
+  const pid_t victim = test::spawn_holding([&](const std::function<void()>& hold) {
     session s = t.join("victim");
     auto r = s.reserve(80 * MiB, 0ms);
-    ready[0] = 1;
-    ::pause();
-    return 0;
+    hold();
   });
-  REQUIRE(test::eventually([&] { return ready[0].load() == 1; }));
   session waiter = t.join("waiter");
   std::thread killer([&] {
     test::eventually([&] { return waiter.info().waiting_for_memory == 1; });

@@ -87,8 +87,6 @@ TEST_CASE("no-GPU reason: a machine without a driver is not told to upgrade one"
         "no usable NVIDIA GPU (cudaErrorDevicesUnavailable)");
 }
 
-#ifdef GPUSHARE_EXAMPLES_DIR
-
 namespace {
 
 struct demo_run {
@@ -372,5 +370,3 @@ TEST_CASE("demo flags: --help exits 0, a bad flag or duration exits 2 with the u
     CHECK(run_demo(name, "--duration 2>/dev/null").exit_code == 2);
   }
 }
-
-#endif // GPUSHARE_EXAMPLES_DIR

@@ -28,17 +28,7 @@ d::table_core map_raw(const test::unique_table& t) {
 /// Runs `fn` in a child; returns its exit code, or -1 if it had not ended within `limit` (then it
 /// is killed): the hangs under test show up as -1, not as a stuck test.
 int run_bounded(const std::function<int()>& fn, std::chrono::milliseconds limit) {
-  const pid_t pid = test::spawn(fn);
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < end) {
-    int status = 0;
-    const pid_t r = ::waitpid(pid, &status, WNOHANG);
-    if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    std::this_thread::sleep_for(5ms);
-  }
-  ::kill(pid, SIGKILL);
-  test::wait_exit(pid);
-  return -1;
+  return test::wait_exit_within(test::spawn(fn), limit);
 }
 
 /// A child that takes the table lock and stops itself with it held. Returns once it is stopped.

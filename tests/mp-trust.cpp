@@ -63,26 +63,16 @@ void record(outcome& o, const gpushare::error& e) {
   std::snprintf(o.message, sizeof o.message, "%s", e.what());
 }
 
-/// A domain of its own for one test; every object of it is removed at the end.
-struct test_domain {
-  std::string name = std::string("trust") + std::to_string(::getpid()) + std::string("x") +
-                     std::to_string(counter()++);
-  static std::atomic<int>& counter() {
-    static std::atomic<int> c{0};
-    return c;
-  }
-  ~test_domain() {
-    for (const auto& e : gpushare::list_tables(name)) ::shm_unlink(e.object_name.c_str());
-  }
+/// A domain of its own for one test ("trust<pid>-<n>"); every object of it is removed at the end.
+struct test_domain : test::temp_domain {
+  test_domain() : temp_domain("trust") {}
   std::string object(const std::string& owner, const std::string& key) const {
-    return "/gpushare." + name + "." + owner + "." + key;
+    return "/gpushare." + name() + "." + owner + "." + key;
   }
   gpushare::session_options options(gpushare::table_access a = gpushare::table_access::user) const {
-    gpushare::session_options o;
-    o.domain = name;
+    gpushare::session_options o =
+        temp_domain::options(std::string("s") + std::to_string(::getpid()), 1 << 20);
     o.access = a;
-    o.capacity = 1 << 20;
-    o.name = std::string("s") + std::to_string(::getpid());
     return o;
   }
 };
@@ -280,7 +270,7 @@ TEST_CASE("root observes another user's table read-only, and refuses one planted
   auto m = gd::mapped_table::open_existing(object, 1'000'000'000, gd::abandoned_creation::keep,
                                            gd::open_intent::observer);
   CHECK(m.intent() == gd::open_intent::observer);
-  CHECK(gd::read_bounded(m.view().header->domain, gd::domain_capacity) == d.name);
+  CHECK(gd::read_bounded(m.view().header->domain, gd::domain_capacity) == d.name());
   CHECK(m.view().header->capacity == 1u << 20);
   const pid_t writer = test::spawn([&] {
     ::signal(SIGSEGV, SIG_DFL);    // not doctest's handler: just die of it
@@ -335,14 +325,14 @@ TEST_CASE("root's status, metrics and set on another user's junk delete nothing"
   if (skip_unless_root()) return;
   test_domain d;
   const auto junk = plant_junk(d);
-  const std::string status = cli("status --domain " + d.name);
+  const std::string status = cli("status --domain " + d.name());
   INFO(status);
   check_junk_intact(junk);
-  (void)cli("status --json --domain " + d.name);
+  (void)cli("status --json --domain " + d.name());
   check_junk_intact(junk);
-  (void)cli("metrics --domain " + d.name);
+  (void)cli("metrics --domain " + d.name());
   check_junk_intact(junk);
-  (void)cli("set somebody --domain " + d.name + " --share 2");
+  (void)cli("set somebody --domain " + d.name() + " --share 2");
   check_junk_intact(junk);
   // The library's open_existing, as participant and as observer, never removes either.
   for (const auto& [object, bytes] : junk) {
@@ -361,8 +351,8 @@ TEST_CASE("root's clean removes no other user's object without --force") {
   const auto junk = plant_junk(d);
   (void)make_table_as(victim, d, "GPU-unused", gpushare::table_access::user);
   const std::string unused = d.object("u1000", "GPU-unused");
-  const std::string dry = cli("clean --dry-run --domain " + d.name);
-  const std::string out = cli("clean --domain " + d.name);
+  const std::string dry = cli("clean --dry-run --domain " + d.name());
+  const std::string out = cli("clean --domain " + d.name());
   INFO(out);
   check_junk_intact(junk);
   CHECK(test::object_bytes(unused).has_value());
@@ -393,7 +383,7 @@ TEST_CASE("root's clean --force removes only another user's verified unused tabl
   const std::string planted = d.object("u1000", "GPU-other");
   REQUIRE(plant_as(nobody, nobody, planted, bytes, 0600));
 
-  const std::string out = cli("clean --force --domain " + d.name);
+  const std::string out = cli("clean --force --domain " + d.name());
   INFO(out);
   CHECK_FALSE(test::object_bytes(unused).has_value());
   CHECK(contains(out, "removed " + unused + " (no live sessions)"));
@@ -418,7 +408,7 @@ TEST_CASE("a user's clean removes its own abandoned creations, never another use
   ::usleep(300'000);
   test::shared_block<char> out(8192);
   REQUIRE(run_as(other, other, [&] {
-            const std::string r = cli("clean --force --domain " + d.name);
+            const std::string r = cli("clean --force --domain " + d.name());
             std::snprintf(out.get(), 8192, "%s", r.c_str());
             return 0;
           }) == 0);

@@ -44,8 +44,8 @@ TEST_CASE("GPUSHARE_CAPACITY gives the capacity of a table this process creates"
         4'000'000'000ull);
   for (const char* unlimited : {"unlimited", "UNLIMITED", "0"})
     CHECK(resolve_options({}, test::fake_env({{"GPUSHARE_CAPACITY", unlimited}})).capacity ==
-          detail::max_memory_bytes);
-  CHECK(resolve_options({}, test::fake_env({})).capacity == detail::max_memory_bytes);
+          unlimited_memory);
+  CHECK(resolve_options({}, test::fake_env({})).capacity == unlimited_memory);
   session_options in_code;
   in_code.capacity = 8 * GiB; // code wins over the environment
   CHECK(resolve_options(in_code, test::fake_env({{"GPUSHARE_CAPACITY", "80GiB"}})).capacity ==
@@ -84,7 +84,7 @@ TEST_CASE("a fraction of an unlimited capacity is refused, naming the ways to a 
   o.memory_guarantee = memory_amount::of_ppm(0);
   o.memory_limit = memory_amount::of_ppm(1'000'000);
   session full(t.key(), o);
-  CHECK(full.info().memory_limit == detail::max_memory_bytes);
+  CHECK(full.info().memory_limit == unlimited_memory);
   // Changing a live session's limit to a fraction is refused alike.
   settings_change c;
   c.memory_limit = memory_amount::of_ppm(500'000);
@@ -133,7 +133,7 @@ TEST_CASE("a capacity change: up wakes waiters, down never below what is committ
   CHECK_FALSE(b.try_reserve(1).has_value()); // full
   d.capacity = 0;                            // unlimited
   tab.configure_defaults(d);
-  CHECK(tab.snapshot().capacity == detail::max_memory_bytes);
+  CHECK(tab.snapshot().capacity == unlimited_memory);
   CHECK(b.try_reserve(1 * MiB).has_value());
 }
 
@@ -150,8 +150,8 @@ TEST_CASE("messages say unlimited, never 8.00 EiB, for an unlimited capacity") {
   CHECK(has(notice, "asked for a table capacity of 4.00 GiB, but table '" + t.object_name() +
                         "' already existed with a capacity of unlimited"));
   CHECK_FALSE(has(notice, "EiB"));
-  CHECK(detail::format_capacity(detail::max_memory_bytes) == "unlimited");
-  CHECK(detail::format_capacity(4 * GiB) == "4.00 GiB");
+  CHECK(format_capacity(unlimited_memory) == "unlimited");
+  CHECK(format_capacity(4 * GiB) == "4.00 GiB");
 }
 
 TEST_CASE("seeded random reservations and capacity changes keep committed <= capacity") {
@@ -186,7 +186,7 @@ TEST_CASE("seeded random reservations and capacity changes keep committed <= cap
         table_defaults d;
         d.capacity = (g() % 96) * MiB; // 0: unlimited
         const auto e = test::thrown([&] { tab.configure_defaults(d); });
-        const std::uint64_t want = *d.capacity == 0 ? detail::max_memory_bytes : *d.capacity;
+        const std::uint64_t want = *d.capacity == 0 ? unlimited_memory : *d.capacity;
         CHECK(e.has_value() == (want < before.committed_total)); // refused exactly then
         CHECK(tab.snapshot().capacity == (e ? before.capacity : want));
       }

@@ -354,15 +354,11 @@ TEST_CASE("a forked child's copy of a session is inert and does not end the pare
 
 TEST_CASE("a session whose process is gone is reclaimed by the next peer that looks") {
   test::unique_table t("reclaim", 100 * MiB);
-  test::shared_block<std::atomic<int>> ready;
-  const pid_t child = test::spawn([&] {
+  const pid_t child = test::spawn_holding([&](const std::function<void()>& hold) {
     session s = t.join("doomed");
     auto r = s.reserve(70 * MiB, 0ms);
-    ready[0] = 1;
-    ::pause();
-    return 0;
+    hold();
   });
-  REQUIRE(test::eventually([&] { return ready[0].load() == 1; }));
   session me = t.join("survivor");
   CHECK_FALSE(me.try_reserve(31 * MiB).has_value());
   ::kill(child, SIGKILL);

@@ -53,6 +53,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "../support/shared_block.hpp"
 #include "worker.hpp"
 
 namespace {
@@ -157,10 +158,13 @@ void check_idle_workers(gpushare::detail::table_core& raw, shared_state& st, con
 }
 
 int run(const options& o) {
-  void* mem = ::mmap(nullptr, sizeof(shared_state), PROT_READ | PROT_WRITE,
-                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (mem == MAP_FAILED) return 2;
-  auto& st = *new (mem) shared_state{};
+  std::optional<test::shared_block<shared_state>> shared; // what the workers report, in shm
+  try {
+    shared.emplace();
+  } catch (const std::bad_alloc&) {
+    return 2;
+  }
+  auto& st = (*shared)[0];
 
   gpushare::session_options so;
   so.domain = "gpusharechaos";

@@ -38,7 +38,13 @@ constexpr std::uint32_t max_intervals = 1u << 20;
 constexpr std::uint64_t recovery_bound_ns = 3'000'000'000;
 constexpr std::uint64_t progress_bound_ns = 15'000'000'000; // an op must complete by then
 
-inline std::uint64_t now_ns() { return gpushare::detail::monotonic_ns(); }
+/// CLOCK_MONOTONIC in nanoseconds, the clock of the table's timestamps.
+inline std::uint64_t now_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull +
+         static_cast<std::uint64_t>(ts.tv_nsec);
+}
 
 struct interval {
   std::uint64_t start, end;

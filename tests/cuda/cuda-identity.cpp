@@ -40,7 +40,7 @@ constexpr std::uint64_t GiB = 1ull << 30;
 /// The simulator's context size (CUDASIM_CONTEXT_BYTES, 500 MiB unless the environment says).
 std::uint64_t sim_context_bytes() {
   const char* v = std::getenv("CUDASIM_CONTEXT_BYTES");
-  return v ? gpushare::detail::parse_memory_amount(v).value : 500 * MiB;
+  return v ? gpushare::parse_memory_amount(v).value : 500 * MiB;
 }
 
 unsigned my_pid() { return static_cast<unsigned>(::getpid()); }
@@ -185,8 +185,8 @@ TEST_CASE("an allocation that fails on device 1 describes device 1's memory, not
     CHECK(cudaMemGetInfo(&free, &total) == cudaSuccess);
   }).join();
   CAPTURE(message);
-  CHECK(message.find("the device has " + gpushare::detail::format_bytes(free) + " free of " +
-                     gpushare::detail::format_bytes(total)) != std::string::npos);
+  CHECK(message.find("the device has " + gpushare::format_bytes(free) + " free of " +
+                     gpushare::format_bytes(total)) != std::string::npos);
   CHECK_FALSE(has_context(0)); // asking device 0 would have created a context there
   s.free(held);
 }

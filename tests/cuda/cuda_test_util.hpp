@@ -8,7 +8,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -29,6 +28,8 @@
 
 #include <cudasim/cudasim.h>
 #include <gpushare/cuda.hpp>
+
+#include "../support/process.hpp"
 
 extern char** environ;
 
@@ -156,8 +157,7 @@ public:
   }
   ~private_domain() {
     if (uuid_.empty()) return;
-    ::shm_unlink(
-        gpushare::detail::table_object_name(name_, uuid_, gpushare::table_access::user).c_str());
+    ::shm_unlink(gpushare::table_name(name_, uuid_, gpushare::table_access::user).c_str());
   }
   private_domain(const private_domain&) = delete;
   private_domain& operator=(const private_domain&) = delete;
@@ -176,96 +176,28 @@ private:
   std::string name_, uuid_;
 };
 
-/// A helper process (tests/cuda/helpers/cuda_worker) with its stdout on a pipe.
-class helper {
+/// A helper process (tests/cuda/helpers/cuda_worker) with its stdout on a pipe (the one process
+/// runner, tests/support/process.hpp).
+class helper : public test::child_process {
 public:
   helper(const std::vector<std::string>& args,
-         const std::vector<std::pair<std::string, std::string>>& env = {}) {
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
-    const std::string path = std::string(GPUSHARE_HELPER_DIR) + "/gpushare_helper_cuda_worker";
-    std::vector<std::string> argv_s{path};
-    argv_s.insert(argv_s.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& a : argv_s) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    std::vector<std::string> env_s;
-    for (char** e = environ; *e; ++e) {
-      const std::string kv(*e);
-      bool overridden = false;
-      for (const auto& [k, v] : env) overridden |= kv.rfind(k + "=", 0) == 0;
-      if (!overridden) env_s.push_back(kv);
-    }
-    for (const auto& [k, v] : env) env_s.push_back(k + "=" + v);
-    std::vector<char*> envp;
-    for (auto& e : env_s) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    const int rc = posix_spawn(&pid_, path.c_str(), &fa, nullptr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&fa);
-    ::close(fds[1]);
-    out_ = fds[0];
-    if (rc != 0) {
-      ::close(out_);
-      throw std::runtime_error("cannot start " + path);
-    }
-  }
-  ~helper() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      wait();
-    }
-    if (out_ >= 0) ::close(out_);
-  }
-  helper(const helper&) = delete;
-  helper& operator=(const helper&) = delete;
-
-  /// The next line of output, or "" if none came within `timeout` (or the helper ended).
-  std::string read_line(std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
-    const auto end = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
-      if (const auto nl = buffer_.find('\n'); nl != std::string::npos) {
-        std::string line = buffer_.substr(0, nl);
-        buffer_.erase(0, nl + 1);
-        return line;
-      }
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          end - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return "";
-      pollfd p{out_, POLLIN, 0};
-      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
-      char chunk[512];
-      const ssize_t n = ::read(out_, chunk, sizeof chunk);
-      if (n <= 0) {
-        std::string rest = std::move(buffer_);
-        buffer_.clear();
-        return rest;
-      }
-      buffer_.append(chunk, static_cast<std::size_t>(n));
-    }
-  }
-
-  void kill_now() { ::kill(pid_, SIGKILL); }
-  pid_t pid() const { return pid_; }
-
-  /// Waits for the helper to end: its exit code, or 128 + signal.
-  int wait() {
-    if (pid_ <= 0) return exit_;
-    int status = 0;
-    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-    }
-    pid_ = -1;
-    exit_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    return exit_;
-  }
+         const std::vector<std::pair<std::string, std::string>>& env = {})
+      : child_process(command(args), options(env)) {}
 
 private:
-  pid_t pid_ = -1;
-  int out_ = -1;
-  int exit_ = -1;
-  std::string buffer_;
+  static std::vector<std::string> command(const std::vector<std::string>& args) {
+    std::vector<std::string> argv{std::string(GPUSHARE_HELPER_DIR) +
+                                  "/gpushare_helper_cuda_worker"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return argv;
+  }
+  static test::process_options
+  options(const std::vector<std::pair<std::string, std::string>>& env) {
+    test::process_options o;
+    for (const auto& [k, v] : env) o.env.push_back(k + "=" + v);
+    o.err = test::stderr_to::inherited;
+    return o;
+  }
 };
 
 inline std::uint64_t unix_ms() {

@@ -5,14 +5,8 @@
 // cudaErrorNotSupported and says so once (docs/cudasim.md, "The runtime's functions").
 #include <doctest/doctest.h>
 
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstdio>
-#include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
@@ -28,10 +22,10 @@ namespace {
 std::map<std::string, std::string> exports_of(const std::string& library) {
   std::map<std::string, std::string> out;
   const std::string command = std::string(GPUSHARE_NM) + " -D --defined-only '" + library + "'";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  REQUIRE_MESSAGE(pipe != nullptr, command);
-  char line[1024];
-  while (std::fgets(line, sizeof line, pipe)) {
+  const test::command_result nm = test::run_command(command);
+  INFO(command);
+  std::istringstream lines(nm.output);
+  for (std::string line; std::getline(lines, line);) {
     std::istringstream in(line);
     std::string address, type, symbol;
     if (!(in >> address >> type >> symbol)) continue;
@@ -41,7 +35,7 @@ std::map<std::string, std::string> exports_of(const std::string& library) {
         at == std::string::npos ? "" : symbol.substr(symbol.find_first_not_of('@', at));
     out[name] = type + " " + version;
   }
-  CHECK(::pclose(pipe) == 0);
+  CHECK(nm.exit_code == 0);
   return out;
 }
 
@@ -50,44 +44,19 @@ bool is_function(const std::string& entry) {
   return t == 'T' || t == 'W' || t == 'i';
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 std::size_t occurrences(const std::string& text, const std::string& what) {
   std::size_t n = 0;
   for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
   return n;
 }
 
-/// Runs the helper `unmodelled` on the simulator, its stdout and stderr into files; returns
-/// its exit status (128 + signal when a signal ended it).
-int run_unmodelled(const std::string& state, const std::string& out, const std::string& err) {
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                   0600);
-  posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                   0600);
-  std::string path = std::string(GPUSHARE_HELPER_DIR) + "/gpushare_helper_cudasim_unmodelled";
-  std::string env_state = "CUDASIM_STATE=" + state;
-  std::vector<char*> envp;
-  for (char** e = environ; *e; ++e)
-    if (std::string(*e).rfind("CUDASIM_STATE=", 0) != 0) envp.push_back(*e);
-  envp.push_back(env_state.data());
-  envp.push_back(nullptr);
-  char* argv[] = {path.data(), nullptr};
-  pid_t pid = -1;
-  const int rc = ::posix_spawn(&pid, path.c_str(), &fa, nullptr, argv, envp.data());
-  posix_spawn_file_actions_destroy(&fa);
-  REQUIRE_MESSAGE(rc == 0, "cannot start ", path);
-  int st = 0;
-  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+/// Runs the helper `unmodelled` on the simulator state `state` to its end: its exit status (128 +
+/// signal when a signal ended it), stdout and stderr.
+test::process_result run_unmodelled(const std::string& state) {
+  test::process_options o;
+  o.env = {"CUDASIM_STATE=" + state};
+  return test::run_process(
+      {std::string(GPUSHARE_HELPER_DIR) + "/gpushare_helper_cudasim_unmodelled"}, o);
 }
 
 std::map<std::string, std::string> values(const std::string& text) {
@@ -151,12 +120,10 @@ TEST_CASE("a function cudasim does not model returns cudaErrorNotSupported, says
           "program goes on") {
   if (!stubs_built()) return;
   simtest::fresh_state st("unmodelled");
-  const std::string base = "/tmp/" + st.name();
-  const int status = run_unmodelled(st.name(), base + ".out", base + ".err");
-  const std::string err = read_file(base + ".err");
-  auto r = values(read_file(base + ".out"));
-  std::remove((base + ".out").c_str());
-  std::remove((base + ".err").c_str());
+  const test::process_result run = run_unmodelled(st.name());
+  const int status = run.code;
+  const std::string& err = run.err;
+  auto r = values(run.out);
   CAPTURE(err);
   REQUIRE(status == 0); // not "symbol lookup error" (127)
   CHECK(r["count"] == "cudaSuccess");

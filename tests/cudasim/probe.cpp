@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// A process the simulator tests start (posix_spawn, with the environment a test chooses). One
+// A process the simulator tests start (fork and exec, with the environment a test chooses). One
 // command per run; it prints "key=value" lines on stdout, then "done".
 //
 //   probe devices            count, then per device: uuid, name, memory (or the error's name)

@@ -6,7 +6,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-extern char** environ;
+#include "../support/process.hpp"
 
 namespace simtest {
 
@@ -48,55 +47,12 @@ private:
 
 using env_list = std::vector<std::pair<std::string, std::string>>;
 
-/// A probe process; stdout (and stderr, with `with_stderr`) and stdin on pipes.
-class probe {
+/// A probe process; stdout (and stderr, with `with_stderr`) and stdin on pipes (the one process
+/// runner, tests/support/process.hpp).
+class probe : public test::child_process {
 public:
-  probe(const std::vector<std::string>& args, const env_list& env, bool with_stderr = false) {
-    int out[2], in[2];
-    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(in, O_CLOEXEC) != 0)
-      throw std::runtime_error("pipe2 failed");
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
-    if (with_stderr) posix_spawn_file_actions_adddup2(&fa, out[1], STDERR_FILENO);
-    posix_spawn_file_actions_adddup2(&fa, in[0], STDIN_FILENO);
-    const std::string path = std::string(GPUSHARE_HELPER_DIR) + "/gpushare_helper_cudasim_probe";
-    std::vector<std::string> argv_s{path};
-    argv_s.insert(argv_s.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& a : argv_s) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    std::vector<std::string> env_s;
-    for (char** e = environ; *e; ++e) {
-      const std::string kv(*e);
-      bool overridden = false;
-      for (const auto& [k, v] : env) overridden |= kv.rfind(k + "=", 0) == 0;
-      if (!overridden) env_s.push_back(kv);
-    }
-    for (const auto& [k, v] : env) env_s.push_back(k + "=" + v);
-    std::vector<char*> envp;
-    for (auto& e : env_s) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    const int rc = posix_spawn(&pid_, path.c_str(), &fa, nullptr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&fa);
-    ::close(out[1]);
-    ::close(in[0]);
-    out_ = out[0];
-    in_ = in[1];
-    if (rc != 0) throw std::runtime_error("cannot start " + path);
-  }
-  ~probe() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      wait();
-    }
-    ::close(out_);
-    if (in_ >= 0) ::close(in_);
-  }
-  probe(const probe&) = delete;
-  probe& operator=(const probe&) = delete;
-
-  pid_t pid() const { return pid_; }
+  probe(const std::vector<std::string>& args, const env_list& env, bool with_stderr = false)
+      : child_process(command(args), options(env, with_stderr)) {}
 
   /// Reads key=value lines until `key` has been printed (or the probe ended, or 60 s passed).
   /// Returns everything read so far.
@@ -111,16 +67,7 @@ public:
         if (eq != std::string::npos) values_[line.substr(0, eq)] = line.substr(eq + 1);
         continue;
       }
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          end - std::chrono::steady_clock::now());
-      if (left.count() <= 0) break;
-      pollfd p{out_, POLLIN, 0};
-      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
-      char chunk[512];
-      const ssize_t n = ::read(out_, chunk, sizeof chunk);
-      if (n <= 0) break;
-      buffer_.append(chunk, static_cast<std::size_t>(n));
-      text_.append(chunk, static_cast<std::size_t>(n));
+      if (read_until(end) != read_result::more) break;
     }
     return values_;
   }
@@ -133,25 +80,22 @@ public:
   }
   /// Everything it wrote so far (read by until() and result()).
   const std::string& text() const { return text_; }
-  void close_stdin() {
-    if (in_ >= 0) ::close(in_);
-    in_ = -1;
-  }
-  void kill_now() { ::kill(pid_, SIGKILL); }
-  int wait() {
-    if (pid_ <= 0) return status_;
-    int st = 0;
-    while (::waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
-    }
-    pid_ = -1;
-    status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    return status_;
-  }
 
 private:
-  pid_t pid_ = -1;
-  int out_ = -1, in_ = -1, status_ = -1;
-  std::string buffer_, text_;
+  static std::vector<std::string> command(const std::vector<std::string>& args) {
+    std::vector<std::string> argv{std::string(GPUSHARE_HELPER_DIR) +
+                                  "/gpushare_helper_cudasim_probe"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return argv;
+  }
+  static test::process_options options(const env_list& env, bool with_stderr) {
+    test::process_options o;
+    for (const auto& [k, v] : env) o.env.push_back(k + "=" + v);
+    o.err = with_stderr ? test::stderr_to::stdout_pipe : test::stderr_to::inherited;
+    o.stdin_pipe = true;
+    return o;
+  }
+
   std::map<std::string, std::string> values_;
 };
 

@@ -25,7 +25,7 @@ const std::string& key() {
 
 const std::string& object_name() {
   static const std::string n =
-      gpushare::detail::table_object_name("gpusharefuzz", key(), gpushare::table_access::user);
+      gpushare::table_name("gpusharefuzz", key(), gpushare::table_access::user);
   return n;
 }
 
