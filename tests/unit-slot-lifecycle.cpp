@@ -97,7 +97,7 @@ struct walker {
     st.memory_limit = t.header->capacity;
     st.memory_guarantee = pick(3) == 0 ? pick(64) * mib : 0;
     if (!d::join_fits(*t.header, st.memory_guarantee)) return;
-    const std::string name = "s" + std::to_string(pick(1000));
+    const std::string name = std::string("s").append(std::to_string(pick(1000)));
     const std::uint32_t g = d::join_slot(t.view(), i, {1234, 1, 2, name}, st);
     CHECK(g == generation[i] + 1); // (slot, generation) never names an earlier session
     generation[i] = g;
