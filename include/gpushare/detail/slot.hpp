@@ -83,7 +83,7 @@ inline std::uint32_t join_slot(const table_view& t, std::uint32_t i, const slot_
   s.start_time_ticks = who.start_time_ticks;
   s.joined_unix_ns = who.joined_unix_ns;
   const std::size_t n = std::min(who.name.size(), name_capacity - 1);
-  std::memcpy(s.name, who.name.data(), n); // the rest is zero: reset above
+  if (n > 0) std::memcpy(s.name, who.name.data(), n); // the rest is zero: reset above
   s.settings = settings;
   s.settings.memory_guarantee = 0; // counts nowhere yet: set_usage() adds it to the totals
   ++s.settings_seq;
