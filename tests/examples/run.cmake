@@ -16,6 +16,11 @@ file(GLOB left /dev/shm/gpushare.${domain}.*)
 if(left)
   file(REMOVE ${left})
 endif()
+# A CUDA example runs on cudasim with a simulated device state of its own (CUDASIM_STATE, a
+# /dev/shm name set by the test): remove it too, so that no run leaves it behind.
+if(DEFINED ENV{CUDASIM_STATE} AND NOT "$ENV{CUDASIM_STATE}" STREQUAL "")
+  file(REMOVE /dev/shm/$ENV{CUDASIM_STATE})
+endif()
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "${NAME} exited with ${rc} (domain ${domain})")
 endif()
