@@ -68,6 +68,11 @@ struct device_kernel_guard {
             s, std::chrono::nanoseconds(static_cast<std::int64_t>(timeout_ns)), stream_of(stream));
     });
   }
+  /// Ends the region (idempotent), without the GIL: the exit records an event and may drain.
+  void finish() {
+    py::gil_scoped_release release;
+    guard.reset();
+  }
 };
 
 void bind_device_info(py::module_& m) {
@@ -94,8 +99,8 @@ void bind_device_guard(py::module_& m) {
     self.cast<device_kernel_guard&>().enter();
     return self;
   });
-  g.def("__exit__", [](device_kernel_guard& k, py::args) { k.guard.reset(); });
-  g.def("finish", [](device_kernel_guard& k) { k.guard.reset(); });
+  g.def("__exit__", [](device_kernel_guard& k, py::args) { k.finish(); });
+  g.def("finish", [](device_kernel_guard& k) { k.finish(); });
   g.def_property_readonly("active",
                           [](const device_kernel_guard& k) { return k.guard != nullptr; });
   g.def_readonly("stream", &device_kernel_guard::stream);
@@ -116,6 +121,26 @@ py::dict statistics_of(device_session& s) {
   return d;
 }
 
+/// What DeviceSession shares with Session: its settings, figures and membership.
+void bind_session_surface(py::class_<device_session>& s) {
+  s.def("info", &device_session::info);
+  s.def("snapshot", &device_session::snapshot);
+  s.def("configure",
+        [](device_session& x, const py::kwargs& kw) { x.configure(settings_change_from(kw)); });
+  s.def(
+      "set_external_usage",
+      [](device_session& x, py::handle b) { x.set_external_usage(bytes_from(b, "bytes")); },
+      py::arg("bytes"));
+  s.def("notices", &device_session::notices);
+  s.def("leave", &device_session::leave);
+  s.def_property_readonly("context_overhead", &device_session::context_overhead);
+  s.def_property_readonly("overhead_method", &device_session::overhead_method);
+  s.def_property_readonly("joined", &device_session::joined);
+  s.def_property_readonly("id", &device_session::id);
+  s.def_property_readonly("name", &device_session::name);
+  s.def_property_readonly("table_name", &device_session::table_name);
+}
+
 void bind_device_session(py::module_& m) {
   py::class_<device_session> s(m, "DeviceSession",
                                "A session for one CUDA device: its key is the device's UUID, the "
@@ -124,7 +149,10 @@ void bind_device_session(py::module_& m) {
   s.def(py::init([](int device, const py::kwargs& kw) {
           static const auto own = {"headroom",      "context_overhead", "allocation_timeout",
                                    "drain_timeout", "max_in_flight",    "drain"};
-          return device_session(device, session_options_from(kw, own), device_options_from(kw));
+          const gpushare::session_options o = session_options_from(kw, own);
+          const cu::device_options d = device_options_from(kw);
+          py::gil_scoped_release release; // creating the CUDA context takes a while
+          return device_session(device, o, d);
         }),
         py::arg("device") = -1);
   s.def_property_readonly("host", &device_session::host,
@@ -167,22 +195,7 @@ void bind_device_session(py::module_& m) {
   s.def("yield_", [](device_session& x) { interruptible([&] { x.yield(); }); });
   s.def("synchronize", [](device_session& x) { interruptible([&] { x.synchronize(); }); });
   s.def("statistics", &statistics_of, "The CUDA side's counters, a dict.");
-  s.def("info", &device_session::info);
-  s.def("snapshot", &device_session::snapshot);
-  s.def("configure",
-        [](device_session& x, const py::kwargs& kw) { x.configure(settings_change_from(kw)); });
-  s.def(
-      "set_external_usage",
-      [](device_session& x, py::handle b) { x.set_external_usage(bytes_from(b, "bytes")); },
-      py::arg("bytes"));
-  s.def("notices", &device_session::notices);
-  s.def("leave", &device_session::leave);
-  s.def_property_readonly("context_overhead", &device_session::context_overhead);
-  s.def_property_readonly("overhead_method", &device_session::overhead_method);
-  s.def_property_readonly("joined", &device_session::joined);
-  s.def_property_readonly("id", &device_session::id);
-  s.def_property_readonly("name", &device_session::name);
-  s.def_property_readonly("table_name", &device_session::table_name);
+  bind_session_surface(s);
   s.def("__enter__", [](py::object self) { return self; });
   s.def("__exit__", [](device_session& x, py::args) { x.leave(); });
 }

@@ -34,6 +34,11 @@ struct kernel_guard {
             s, std::chrono::nanoseconds(static_cast<std::int64_t>(timeout_ns)));
     });
   }
+  /// Ends the region (idempotent), without the GIL: the exit takes the table's lock.
+  void finish() {
+    py::gil_scoped_release release;
+    guard.reset();
+  }
   gpushare::scoped_kernel& entered() {
     if (!guard) throw py::value_error("this kernel guard is not entered: use `with s.kernel():`");
     return *guard;
@@ -95,9 +100,9 @@ void bind_kernel_guard(py::module_& m) {
     self.cast<kernel_guard&>().enter();
     return self;
   });
-  g.def("__exit__", [](kernel_guard& k, py::args) { k.guard.reset(); });
+  g.def("__exit__", [](kernel_guard& k, py::args) { k.finish(); });
   g.def(
-      "finish", [](kernel_guard& k) { k.guard.reset(); }, "Ends the region now (idempotent).");
+      "finish", [](kernel_guard& k) { k.finish(); }, "Ends the region now (idempotent).");
   g.def_property_readonly(
       "active", [](const kernel_guard& k) { return k.guard != nullptr; },
       "Whether the region is entered and not yet finished.");

@@ -47,7 +47,7 @@ gpushare::session_options place_from(const py::kwargs& kw) {
   return session_options_from(kw);
 }
 
-void bind_table_class(py::module_& m) {
+void bind_removal_result(py::module_& m) {
   py::class_<gpushare::removal_result> rr(m, "RemovalResult", "What Table.remove() did.");
   rr.def_property_readonly(
       "status", [](const gpushare::removal_result& r) { return removal_status_name(r.status); },
@@ -59,7 +59,9 @@ void bind_table_class(py::module_& m) {
            "', live_sessions=" + std::to_string(r.live_sessions) +
            ", dead_sessions=" + std::to_string(r.dead_sessions) + ")";
   });
+}
 
+void bind_table_class(py::module_& m) {
   py::class_<table> t(m, "Table",
                       "A handle on a table for observing and administering it; it "
                       "holds no session.");
@@ -140,6 +142,7 @@ void bind_text(py::module_& m) {
 } // namespace
 
 void bind_table(py::module_& m) {
+  bind_removal_result(m);
   bind_table_class(m);
   bind_text(m);
 }

@@ -41,206 +41,126 @@ template <class Cls> void record_methods(Cls& cls, const std::vector<const char*
   });
 }
 
+/// A record class being defined: each field is bound read-only and listed in `_fields`, in
+/// the order given; done() adds the record methods.
+template <class T> struct record {
+  py::class_<T> cls;
+  std::vector<const char*> names;
+
+  record(py::module_& m, const char* name, const char* doc) : cls(m, name, doc) {}
+  template <class C, class D> record& field(const char* n, const D C::*member) {
+    cls.def_readonly(n, member);
+    names.push_back(n);
+    return *this;
+  }
+  template <class F> record& computed(const char* n, F f, const char* doc) {
+    cls.def_property_readonly(n, f, doc);
+    names.push_back(n);
+    return *this;
+  }
+  void done() { record_methods(cls, names); }
+};
+
 const char* handover_name(gpushare::handover_point h) {
   return h == gpushare::handover_point::at_yield ? "yield" : "guard";
 }
 
-#define GPUSHARE_FIELD(cls, type, field) cls.def_readonly(#field, &type::field)
+#define F(type, name) field(#name, &type::name)
 
 void bind_session_id(py::module_& m) {
-  py::class_<gpushare::session_id> id(m, "SessionId",
-                                      "A session of a table: its slot and the "
-                                      "join generation of that slot.");
-  id.def(py::init([](std::uint32_t slot, std::uint32_t generation) {
-           return gpushare::session_id{slot, generation};
-         }),
-         py::arg("slot"), py::arg("generation"));
-  GPUSHARE_FIELD(id, gpushare::session_id, slot);
-  GPUSHARE_FIELD(id, gpushare::session_id, generation);
-  id.def("__eq__",
-         [](const gpushare::session_id& a, const gpushare::session_id& b) { return a == b; });
-  id.def("__hash__", [](const gpushare::session_id& a) {
+  record<gpushare::session_id> r(m, "SessionId",
+                                 "A session of a table: its slot and the join generation of "
+                                 "that slot.");
+  r.cls.def(py::init([](std::uint32_t slot, std::uint32_t generation) {
+              return gpushare::session_id{slot, generation};
+            }),
+            py::arg("slot"), py::arg("generation"));
+  r.F(gpushare::session_id, slot).F(gpushare::session_id, generation).done();
+  r.cls.def("__eq__",
+            [](const gpushare::session_id& a, const gpushare::session_id& b) { return a == b; });
+  r.cls.def("__hash__", [](const gpushare::session_id& a) {
     return py::hash(py::make_tuple(a.slot, a.generation));
   });
-  record_methods(id, {"slot", "generation"});
+}
+
+/// Who a session is and its settings.
+void session_settings(record<session_info>& r) {
+  r.F(session_info, id).F(session_info, name).F(session_info, pid);
+  r.computed(
+      "state", [](const session_info& i) { return i.state(); },
+      "\"running\" (in a guard), \"waiting\" or \"idle\".");
+  r.F(session_info, priority).F(session_info, share).F(session_info, compute_limit_ppm);
+  r.F(session_info, compute_guarantee_ppm).F(session_info, memory_limit);
+  r.F(session_info, memory_guarantee).F(session_info, quantum_ns);
+  r.computed(
+      "handover", [](const session_info& i) { return handover_name(i.handover); },
+      "\"guard\" or \"yield\": where it lets an equal-priority waiter in.");
+  r.F(session_info, max_guard_ns).F(session_info, settings_seq);
+  r.F(session_info, start_time_ticks).F(session_info, joined_unix_ns);
+}
+
+/// What a session holds and waits for now, and its counters since it joined.
+void session_state(record<session_info>& r) {
+  r.F(session_info, reserved).F(session_info, external).F(session_info, peak);
+  r.F(session_info, waiting_for_memory).F(session_info, waiting_for_device);
+  r.F(session_info, holds_device).F(session_info, active_guards).F(session_info, in_guard_ns);
+  r.F(session_info, vtime).F(session_info, reservations_granted).F(session_info, reserve_waits);
+  r.F(session_info, reserve_wait_ns).F(session_info, reserve_wait_max_ns);
+  r.F(session_info, device_ns).F(session_info, guards).F(session_info, guards_on_lease);
+  r.F(session_info, device_waits).F(session_info, device_wait_ns);
+  r.F(session_info, device_wait_max_ns).F(session_info, handovers);
+  r.F(session_info, cap_throttle_ns).F(session_info, revocations);
 }
 
 void bind_session_info(py::module_& m) {
-  py::class_<session_info> c(m, "SessionInfo",
-                             "One session as a snapshot shows it: who it is, its settings, what "
-                             "it holds, and its counters since it joined.");
-#define F(field) GPUSHARE_FIELD(c, session_info, field)
-  F(reservations_granted);
-  F(reserve_waits);
-  F(reserve_wait_ns);
-  F(reserve_wait_max_ns);
-  F(device_ns);
-  F(guards);
-  F(guards_on_lease);
-  F(device_waits);
-  F(device_wait_ns);
-  F(device_wait_max_ns);
-  F(handovers);
-  F(cap_throttle_ns);
-  F(revocations);
-  F(id);
-  F(name);
-  F(pid);
-  F(start_time_ticks);
-  F(joined_unix_ns);
-  F(priority);
-  F(share);
-  F(compute_limit_ppm);
-  F(memory_limit);
-  F(memory_guarantee);
-  F(reserved);
-  F(external);
-  F(peak);
-  F(waiting_for_memory);
-  F(settings_seq);
-  F(quantum_ns);
-  F(holds_device);
-  F(active_guards);
-  F(waiting_for_device);
-  F(vtime);
-  F(max_guard_ns);
-  F(compute_guarantee_ppm);
-  F(in_guard_ns);
-#undef F
-  c.def_property_readonly(
-      "handover", [](const session_info& i) { return handover_name(i.handover); },
-      "\"guard\" or \"yield\": where it lets an equal-priority waiter in.");
-  c.def_property_readonly(
-      "state", [](const session_info& i) { return i.state(); },
-      "\"running\" (in a guard), \"waiting\" or \"idle\".");
-  record_methods(c, {"id",
-                     "name",
-                     "pid",
-                     "state",
-                     "priority",
-                     "share",
-                     "compute_limit_ppm",
-                     "compute_guarantee_ppm",
-                     "memory_limit",
-                     "memory_guarantee",
-                     "reserved",
-                     "external",
-                     "peak",
-                     "waiting_for_memory",
-                     "waiting_for_device",
-                     "holds_device",
-                     "active_guards",
-                     "quantum_ns",
-                     "handover",
-                     "max_guard_ns",
-                     "in_guard_ns",
-                     "vtime",
-                     "settings_seq",
-                     "start_time_ticks",
-                     "joined_unix_ns",
-                     "reservations_granted",
-                     "reserve_waits",
-                     "reserve_wait_ns",
-                     "reserve_wait_max_ns",
-                     "device_ns",
-                     "guards",
-                     "guards_on_lease",
-                     "device_waits",
-                     "device_wait_ns",
-                     "device_wait_max_ns",
-                     "handovers",
-                     "cap_throttle_ns",
-                     "revocations"});
+  record<session_info> r(m, "SessionInfo",
+                         "One session as a snapshot shows it: who it is, its settings, what it "
+                         "holds, and its counters since it joined.");
+  session_settings(r);
+  session_state(r);
+  r.done();
+}
+
+void bind_eviction(py::module_& m) {
+  using eviction = table_snapshot::eviction;
+  record<eviction> r(m, "Eviction", "The last eviction of a table: which session, by whom.");
+  r.F(eviction, id).F(eviction, name).F(eviction, pid).F(eviction, by_uid).F(eviction, unix_ns);
+  r.done();
 }
 
 void bind_snapshot(py::module_& m) {
-  using eviction = table_snapshot::eviction;
-  py::class_<eviction> e(m, "Eviction", "The last eviction of a table: which session, by whom.");
-  GPUSHARE_FIELD(e, eviction, id);
-  GPUSHARE_FIELD(e, eviction, name);
-  GPUSHARE_FIELD(e, eviction, pid);
-  GPUSHARE_FIELD(e, eviction, by_uid);
-  GPUSHARE_FIELD(e, eviction, unix_ns);
-  record_methods(e, {"id", "name", "pid", "by_uid", "unix_ns"});
-
-  py::class_<table_snapshot> c(m, "TableSnapshot", "A table at one instant.");
-#define F(field) GPUSHARE_FIELD(c, table_snapshot, field)
-  F(object_name);
-  F(key);
-  F(domain);
-  F(access_mode);
-  F(creator_pid);
-  F(created_unix_ns);
-  F(slot_count);
-  F(capacity);
-  F(reserved_total);
-  F(committed_total);
-  F(available);
-  F(lock_repairs);
-  F(sessions_reclaimed);
-  F(handovers);
-  F(holder);
-  F(default_max_guard_ns);
-  F(revocations);
-  F(evictions);
-  F(last_eviction);
-  F(sessions);
-  F(dead_sessions);
-  F(device_name);
-  F(device_total);
-  F(device_free);
-  F(device_observed_unix_ns);
-  F(device_observer_pid);
-  F(device_untracked);
-  F(device_releasing);
-#undef F
-  record_methods(c, {"object_name",
-                     "key",
-                     "domain",
-                     "access_mode",
-                     "creator_pid",
-                     "created_unix_ns",
-                     "slot_count",
-                     "capacity",
-                     "reserved_total",
-                     "committed_total",
-                     "available",
-                     "lock_repairs",
-                     "sessions_reclaimed",
-                     "handovers",
-                     "holder",
-                     "default_max_guard_ns",
-                     "revocations",
-                     "evictions",
-                     "last_eviction",
-                     "sessions",
-                     "dead_sessions",
-                     "device_name",
-                     "device_total",
-                     "device_free",
-                     "device_observed_unix_ns",
-                     "device_observer_pid",
-                     "device_untracked",
-                     "device_releasing"});
+  using ts = table_snapshot;
+  record<ts> r(m, "TableSnapshot", "A table at one instant.");
+  r.F(ts, object_name).F(ts, key).F(ts, domain).F(ts, access_mode).F(ts, creator_pid);
+  r.F(ts, created_unix_ns).F(ts, slot_count).F(ts, capacity).F(ts, reserved_total);
+  r.F(ts, committed_total).F(ts, available).F(ts, lock_repairs).F(ts, sessions_reclaimed);
+  r.F(ts, handovers).F(ts, holder).F(ts, default_max_guard_ns).F(ts, revocations);
+  r.F(ts, evictions).F(ts, last_eviction).F(ts, sessions).F(ts, dead_sessions);
+  r.F(ts, device_name).F(ts, device_total).F(ts, device_free).F(ts, device_observed_unix_ns);
+  r.F(ts, device_observer_pid).F(ts, device_untracked).F(ts, device_releasing);
+  r.done();
 }
 
 void bind_notice(py::module_& m) {
-  py::class_<gpushare::notice> n(m, "Notice", "What the library has to tell that is not an error.");
-  n.def_property_readonly("severity", [](const gpushare::notice& x) {
-    return x.severity == gpushare::notice::kind::warning ? "warning" : "note";
-  });
-  GPUSHARE_FIELD(n, gpushare::notice, text);
-  n.def("__str__", [](const gpushare::notice& x) { return x.text; });
-  record_methods(n, {"severity", "text"});
+  record<gpushare::notice> r(m, "Notice", "What the library has to tell that is not an error.");
+  r.computed(
+      "severity",
+      [](const gpushare::notice& x) {
+        return x.severity == gpushare::notice::kind::warning ? "warning" : "note";
+      },
+      "\"note\" or \"warning\".");
+  r.F(gpushare::notice, text).done();
+  r.cls.def("__str__", [](const gpushare::notice& x) { return x.text; });
 }
 
-#undef GPUSHARE_FIELD
+#undef F
 
 } // namespace
 
 void bind_values(py::module_& m) {
   bind_session_id(m);
   bind_session_info(m);
+  bind_eviction(m);
   bind_snapshot(m);
   bind_notice(m);
 }
