@@ -85,8 +85,15 @@ void bind_device_info(py::module_& m) {
   i.def_readonly("compute_major", &cu::device_info::compute_major);
   i.def_readonly("compute_minor", &cu::device_info::compute_minor);
   i.def("__repr__", [](const cu::device_info& d) {
-    return "DeviceInfo(ordinal=" + std::to_string(d.ordinal) + ", uuid='" + d.uuid + "', name='" +
-           d.name + "', total_memory=" + std::to_string(d.total_memory) + ")";
+    return std::string("DeviceInfo(ordinal=")
+        .append(std::to_string(d.ordinal))
+        .append(", uuid='")
+        .append(d.uuid)
+        .append("', name='")
+        .append(d.name)
+        .append("', total_memory=")
+        .append(std::to_string(d.total_memory))
+        .append(")");
   });
 }
 

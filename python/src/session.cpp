@@ -65,8 +65,11 @@ void grow(reservation& r, py::handle bytes, py::handle timeout) {
 
 std::string session_repr(const session& s) {
   if (!s.joined()) return "Session(left)";
-  return "Session(name=" + py::repr(py::str(s.name())).cast<std::string>() +
-         ", table=" + py::repr(py::str(s.table_name())).cast<std::string>() + ")";
+  return std::string("Session(name=")
+      .append(py::repr(py::str(s.name())).cast<std::string>())
+      .append(", table=")
+      .append(py::repr(py::str(s.table_name())).cast<std::string>())
+      .append(")");
 }
 
 void bind_reservation(py::module_& m) {
@@ -87,8 +90,9 @@ void bind_reservation(py::module_& m) {
   r.def("release", &reservation::release, "Gives back everything now.");
   r.def("__enter__", [](py::object self) { return self; });
   r.def("__exit__", [](reservation& x, py::args) { x.release(); });
-  r.def("__repr__",
-        [](const reservation& x) { return "Reservation(bytes=" + std::to_string(x.size()) + ")"; });
+  r.def("__repr__", [](const reservation& x) {
+    return std::string("Reservation(bytes=").append(std::to_string(x.size())).append(")");
+  });
 }
 
 void bind_kernel_guard(py::module_& m) {

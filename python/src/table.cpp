@@ -20,9 +20,10 @@ gpushare::open_mode open_mode_from(const std::string& s) {
   if (s == "open_existing") return gpushare::open_mode::open_existing;
   if (s == "open_or_create") return gpushare::open_mode::open_or_create;
   throw gpushare::error(gpushare::errc::invalid_argument,
-                        "invalid open mode " + gpushare::quote(s) +
-                            ": give \"open_existing\" (a missing table is NoSuchTable) or "
-                            "\"open_or_create\"");
+                        std::string("invalid open mode ")
+                            .append(gpushare::quote(s))
+                            .append(": give \"open_existing\" (a missing table is NoSuchTable) "
+                                    "or \"open_or_create\""));
 }
 
 const char* removal_status_name(gpushare::removal_status s) {
@@ -41,8 +42,10 @@ gpushare::session_options place_from(const py::kwargs& kw) {
   for (const auto& [key, value] : kw) {
     const std::string k = key.cast<std::string>();
     if (k != "domain" && k != "table_mode" && k != "capacity" && k != "open_timeout")
-      throw py::type_error("Table got an unknown setting '" + k +
-                           "'; the settings are: domain, table_mode, capacity, open_timeout");
+      throw py::type_error(
+          std::string("Table got an unknown setting '")
+              .append(k)
+              .append("'; the settings are: domain, table_mode, capacity, open_timeout"));
   }
   return session_options_from(kw);
 }
@@ -109,7 +112,9 @@ void bind_table_class(py::module_& m) {
   t.def_property_readonly("object_name", &table::object_name);
   t.def_property_readonly("created", &table::created, "Whether this handle created the table.");
   t.def("__repr__", [](const table& x) {
-    return "Table(" + py::repr(py::str(x.object_name())).cast<std::string>() + ")";
+    return std::string("Table(")
+        .append(py::repr(py::str(x.object_name())).cast<std::string>())
+        .append(")");
   });
 }
 
