@@ -7,6 +7,7 @@
 
 #include <gpushare/discovery.hpp>
 #include <gpushare/error.hpp>
+#include <gpushare/interrupt.hpp>
 #include <gpushare/notices.hpp>
 #include <gpushare/options.hpp>
 #include <gpushare/reservation.hpp>

@@ -6,7 +6,8 @@
 // A waiter is counted while it waits (memory_waiting / device waiters); one that leaves its wait
 // by an exception uncounts itself, under the lock or in the slot's journal. Every waiter looks
 // for dead sessions, which may hold what it waits for and never release it, at least every
-// liveness_recheck_ns (reclaim_dead_when_due()).
+// liveness_recheck_ns (reclaim_dead_when_due()). Every sleep is followed by this thread's
+// interruption check, if any (<gpushare/interrupt.hpp>), and capped at its period.
 #pragma once
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include <optional>
 
 #include <gpushare/detail/cpu_wait.hpp>
+#include <gpushare/detail/interrupt.hpp>
 #include <gpushare/detail/session_core.hpp>
 
 namespace gpushare {
@@ -120,7 +122,9 @@ inline bool session_core::grow_loop(std::uint64_t bytes, std::uint64_t timeout_n
     crash_point("reserve.waiting");
     g.unlock();
     const std::uint64_t until = std::min(deadline, next_check);
-    if (until > now) futex_wait(&table_.header().memory_wake, seq, until - now);
+    if (until > now)
+      futex_wait(&table_.header().memory_wake, seq, interruptible_sleep_ns(until - now));
+    interruption_point(); // may throw: grow_until() uncounts this waiter
     reclaim_dead_when_due(next_check);
   }
 }
@@ -220,13 +224,14 @@ inline std::uint64_t session_core::acquire_loop(device_claim claim, std::uint64_
     if (r.what == acquire_result::pause) { // its compute limit: sleep, holding nothing
       // On the grant word, not in sleep_for: leave() wakes it.
       g.unlock();
-      futex_wait(&s.grant_word, seq, until > now ? until - now : 1);
+      futex_wait(&s.grant_word, seq, interruptible_sleep_ns(until > now ? until - now : 1));
       throttled_ns_.fetch_add(monotonic_ns() - now, std::memory_order_relaxed);
     } else {
       crash_point("guard.waiting");
       g.unlock();
-      futex_wait(&s.grant_word, seq, until > now ? until - now : 1);
+      futex_wait(&s.grant_word, seq, interruptible_sleep_ns(until > now ? until - now : 1));
     }
+    interruption_point(); // may throw: acquire_device() uncounts this waiter
     reclaim_dead_when_due(next_check);
   }
 }

@@ -1,0 +1,190 @@
+# SPDX-License-Identifier: Apache-2.0
+# One process: sessions, reservations, guards, settings, info, snapshots and tables.
+import datetime
+import threading
+
+import pytest
+
+import gpushare
+from conftest import DOMAIN, GiB, MiB
+
+
+def test_session_joins_with_its_settings_and_leaves(key, settings):
+    with gpushare.Session(key, name="alpha", priority="high", share="3", compute_limit="30%",
+                          memory_limit="512MiB", memory_guarantee="10%", quantum="500us",
+                          handover="yield", max_guard="30s", compute_guarantee=0.1,
+                          **settings) as s:
+        assert s.joined
+        assert s.name == "alpha"
+        assert s.table_name == gpushare.table_name(key, DOMAIN)
+        i = s.info()
+        assert (i.name, i.priority, i.share) == ("alpha", 2, 3)
+        assert i.compute_limit_ppm == 300_000
+        assert i.compute_guarantee_ppm == 100_000
+        assert i.memory_limit == 512 * MiB
+        assert i.memory_guarantee == GiB // 10
+        assert i.quantum_ns == 500_000
+        assert i.max_guard_ns == 30_000_000_000
+        assert i.handover == "yield"
+        assert i.state == "idle"
+        assert i.id == s.id
+        assert "name='alpha'" in repr(i)
+        assert i.as_dict()["share"] == 3
+        with pytest.raises(AttributeError):
+            i.share = 4
+    assert not s.joined
+    with pytest.raises(gpushare.SessionClosed):
+        s.reserve(MiB)
+
+
+def test_reserve_and_try_reserve(key, settings):
+    with gpushare.Session(key, name="a", **settings) as a, \
+            gpushare.Session(key, name="b", **settings) as b:
+        with a.reserve("768MiB", timeout=1) as r:
+            assert r.bytes == 768 * MiB and r
+            assert a.info().reserved == 768 * MiB
+            assert b.try_reserve(512 * MiB) is None  # does not fit now
+            small = b.try_reserve("256MiB")
+            assert small is not None and small.bytes == 256 * MiB
+            with pytest.raises(gpushare.Timeout) as e:
+                b.reserve(MiB, timeout=datetime.timedelta(milliseconds=50))
+            assert e.value.code == "timeout"
+            assert isinstance(e.value, TimeoutError)
+            small.release()
+            assert small.bytes == 0 and not small
+            assert b.info().reserved == 0
+        assert r.bytes == 0
+        assert a.info().reserved == 0
+        assert a.info().reservations_granted == 1
+
+
+def test_reservation_grows_and_shrinks(key, settings):
+    with gpushare.Session(key, **settings) as s, gpushare.Session(key, **settings) as other:
+        held = other.reserve(768 * MiB)
+        r = s.reserve(100 * MiB, timeout=0.5)
+        r.grow("28MiB", timeout="1s")
+        assert r.bytes == 128 * MiB
+        assert r.try_grow(256 * MiB) is False
+        held.release()
+        r.shrink(100 * MiB)
+        assert r.bytes == 28 * MiB
+        assert s.info().reserved == 28 * MiB
+        del r
+        assert s.info().reserved == 0
+
+
+def test_never_fitting_requests_raise_at_once(key, settings):
+    with gpushare.Session(key, memory_limit="256MiB", **settings) as s:
+        with pytest.raises(gpushare.OverLimit) as e:
+            s.reserve("512MiB")
+        assert e.value.code == "over_limit"
+        with pytest.raises(gpushare.OverLimit):
+            s.try_reserve("512MiB")
+    with gpushare.Session(key, **settings) as s:
+        with pytest.raises(gpushare.ExceedsCapacity):
+            s.reserve(2 * GiB)
+
+
+def test_kernel_guard_counts_a_guard(key, settings):
+    with gpushare.Session(key, **settings) as s:
+        with s.kernel() as g:
+            assert g.active
+            assert s.info().state == "running"
+            assert s.info().active_guards == 1
+            assert isinstance(g.waited, datetime.timedelta)
+            assert not g.revoked
+        assert not g.active
+        with s.kernel(timeout=1.0) as g2:
+            g2.set_device_time(0.25)
+        i = s.info()
+        assert i.guards == 2 and i.active_guards == 0
+        assert i.device_ns >= 250_000_000
+        s.yield_()
+
+
+def test_a_guard_waits_for_the_holder_and_times_out(key, settings):
+    with gpushare.Session(key, name="holder", **settings) as a, \
+            gpushare.Session(key, name="waiter", **settings) as b:
+        with a.kernel():
+            with pytest.raises(gpushare.Timeout):
+                with b.kernel(timeout="50ms"):
+                    pass
+            assert b.info().waiting_for_device == 0
+        with b.kernel(timeout=5):
+            assert b.info().active_guards == 1
+
+
+def test_guard_entry_releases_the_gil(key, settings):
+    """A thread blocked entering a guard lets other Python threads run, and gets in later."""
+    with gpushare.Session(key, name="holder", **settings) as a, \
+            gpushare.Session(key, name="waiter", **settings) as b:
+        entered = threading.Event()
+
+        def wait_for_device():
+            with b.kernel(timeout=60):
+                entered.set()
+
+        with a.kernel():
+            t = threading.Thread(target=wait_for_device)
+            t.start()
+            counted = False
+            for _ in range(6000):  # runs only if the waiter released the GIL
+                if b.info().waiting_for_device == 1:
+                    counted = True
+                    break
+                threading.Event().wait(0.01)
+            assert counted
+            assert not entered.is_set()
+        t.join(60)
+        assert entered.is_set()
+
+
+def test_configure_changes_settings(key, settings):
+    with gpushare.Session(key, **settings) as s:
+        s.configure(priority="critical", share=7, memory_limit="50%", compute_limit=0.5,
+                    quantum=datetime.timedelta(milliseconds=2), handover="guard",
+                    max_guard="none")
+        i = s.info()
+        assert (i.priority, i.share, i.memory_limit) == (3, 7, GiB // 2)
+        assert i.compute_limit_ppm == 500_000
+        assert i.quantum_ns == 2_000_000
+        assert i.max_guard_ns == 0
+
+
+def test_snapshot_and_table(key, settings):
+    with gpushare.Session(key, name="seen", **settings) as s:
+        r = s.reserve(64 * MiB)
+        snap = s.snapshot()
+        assert snap.key == key and snap.domain == DOMAIN
+        assert snap.capacity == GiB
+        assert snap.reserved_total == 64 * MiB
+        assert [x.name for x in snap.sessions] == ["seen"]
+        assert snap.holder is None
+        t = gpushare.Table.open(key, "open_existing", domain=DOMAIN)
+        assert t.object_name == s.table_name
+        assert not t.created
+        assert t.find("seen") == [s.id]
+        t.configure(s.id, share=9)
+        assert s.info().share == 9
+        assert t.snapshot().sessions[0].reserved == 64 * MiB
+        assert gpushare.Table.remove(key, domain=DOMAIN).status == "in_use"
+        r.release()
+    assert gpushare.Table.remove(key, domain=DOMAIN).status == "removed"
+    with pytest.raises(gpushare.NoSuchTable):
+        gpushare.Table.open(key, "open_existing", domain=DOMAIN)
+
+
+def test_notices_and_helpers(key, settings):
+    with gpushare.Session(key, **settings):
+        pass
+    other = dict(settings, capacity=2 * GiB)
+    keeper = gpushare.Session(key, **settings)
+    with gpushare.Session(key, **other) as s:  # the table keeps its capacity: a notice says so
+        assert any("capacity" in n.text for n in s.notices())
+        assert all(n.severity in ("note", "warning") for n in s.notices())
+    keeper.leave()
+    assert gpushare.format_bytes(3 * MiB // 2) == "1.50 MiB"
+    assert gpushare.format_duration(500_000) == "500us"
+    assert gpushare.format_percent(300_000) == "30%"
+    assert gpushare.parse_bytes("4GiB") == 4 * GiB
+    assert gpushare.errors_by_code["timeout"] is gpushare.Timeout
