@@ -147,7 +147,8 @@ class _Native:
         self._check(self.lib.gpushare_torch_configure(text.encode()), "configure")
 
     def open(self, device):
-        self._check(self.lib.gpushare_torch_open(device), "opening the session of device %d" % device)
+        what = "opening the session of device %d" % device
+        self._check(self.lib.gpushare_torch_open(device), what)
 
     def stats(self, device):
         out = _Stats()
@@ -190,7 +191,9 @@ def _settings_text(settings):
             value = "1" if value else "0"
         value = str(value)
         if any(c in value for c in ";,="):
-            raise ValueError("gpushare setting %s=%r may not contain ';', ',' or '='" % (key, value))
+            raise ValueError(
+                "gpushare setting %s=%r may not contain ';', ',' or '='" % (key, value)
+            )
         parts.append("%s=%s" % (key, value))
     return ";".join(parts)
 
@@ -315,8 +318,31 @@ def budgeted_pool(device=None, **settings):
     allocator = _pluggable_allocator(torch)
     pool = torch.cuda.MemPool(allocator.allocator())
     handle = BudgetedPool(index, pool, allocator)
-    with torch.cuda.use_mem_pool(pool, device=index):
+    with _without_expandable_segments(torch), torch.cuda.use_mem_pool(pool, device=index):
         yield handle
+
+
+def _expandable_segments_on():
+    for name in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"):
+        conf = os.environ.get(name, "").replace(" ", "").lower()
+        if "expandable_segments:true" in conf:
+            return True
+    return False
+
+
+@contextlib.contextmanager
+def _without_expandable_segments(torch):
+    """Expandable segments off inside a pluggable MemPool (pytorch#147851), as vLLM does, where
+    the environment turned them on and PyTorch has the (private) setter."""
+    setter = getattr(torch.cuda.memory, "_set_allocator_settings", None)
+    if setter is None or not _expandable_segments_on():
+        yield
+        return
+    setter("expandable_segments:False")
+    try:
+        yield
+    finally:
+        setter("expandable_segments:True")
 
 
 def install(**settings):

@@ -134,6 +134,26 @@ def test_budgeted_pool_routes_through_a_mempool_of_the_pluggable_allocator(calls
     ]
 
 
+def test_budgeted_pool_turns_expandable_segments_off_inside(calls, monkeypatch):
+    torch = use_torch(monkeypatch, fake_torch(calls))
+    torch.cuda.memory._set_allocator_settings = lambda s: calls.append(("settings", s))
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
+    with gt.budgeted_pool() as p:
+        calls.append(("body",))
+    assert calls[-5:] == [
+        ("settings", "expandable_segments:False"),
+        ("use_mem_pool", p.pool, 0),
+        ("body",),
+        ("use_mem_pool exit",),
+        ("settings", "expandable_segments:True"),
+    ]
+    monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF")
+    del calls[:]
+    with gt.budgeted_pool():
+        pass
+    assert not any(c[0] == "settings" for c in calls)
+
+
 def test_budgeted_pool_without_mempool_names_the_alternatives(calls, monkeypatch):
     use_torch(monkeypatch, fake_torch(calls, mem_pool=False))
     with pytest.raises(RuntimeError, match=r"MemPool.*0\.0-fake.*install\(\)"):
@@ -153,7 +173,8 @@ def test_install_swaps_the_process_allocator(calls, monkeypatch):
 
 
 def test_install_after_cuda_use_says_to_call_it_first(calls, monkeypatch):
-    use_torch(monkeypatch, fake_torch(calls, swap_error="Can't swap an already initialized allocator"))
+    swap_error = "Can't swap an already initialized allocator"
+    use_torch(monkeypatch, fake_torch(calls, swap_error=swap_error))
     with pytest.raises(RuntimeError) as e:
         gt.install()
     assert "must be called before PyTorch's first CUDA allocation" in str(e.value)
