@@ -73,10 +73,10 @@ public:
     std::unique_lock exclusive(lock_);
     if (!devices_.empty())
       throw gpushare::error(gpushare::errc::invalid_argument,
-                            "the allocator's sessions are already open (" +
-                                std::to_string(devices_.size()) +
-                                " device(s)); call gpushare_torch_shutdown() before configuring "
-                                "it again");
+                            std::string("the allocator's sessions are already open (")
+                                .append(std::to_string(devices_.size()))
+                                .append(" device(s)); call gpushare_torch_shutdown() before "
+                                        "configuring it again"));
     sync_on_free_.store(s.sync_on_free, std::memory_order_relaxed);
     settings_ = std::move(s);
   }
@@ -86,11 +86,15 @@ public:
     for (const auto& [device, e] : devices_)
       if (e->allocations.load() != 0)
         throw gpushare::error(gpushare::errc::invalid_argument,
-                              "device " + std::to_string(device) + " still has " +
-                                  std::to_string(e->allocations.load()) + " allocation(s) of " +
-                                  gpushare::detail::format_bytes(e->allocated.load()) +
-                                  " from this allocator; free them (delete the tensors, then "
-                                  "torch.cuda.empty_cache()) before shutting the allocator down");
+                              std::string("device ")
+                                  .append(std::to_string(device))
+                                  .append(" still has ")
+                                  .append(std::to_string(e->allocations.load()))
+                                  .append(" allocation(s) of ")
+                                  .append(gpushare::detail::format_bytes(e->allocated.load()))
+                                  .append(" from this allocator; free them (drop the tensors and "
+                                          "the pools that hold them) before shutting the "
+                                          "allocator down"));
     devices_.clear();
     settings_.reset();
     sync_on_free_.store(false, std::memory_order_relaxed);
@@ -189,9 +193,10 @@ void gpushare_torch_free(void* ptr, size_t size, int device, cudaStream_t stream
         gpushare_torch::device_entry* e = r.find(device);
         if (!e)
           throw gpushare::error(gpushare::errc::invalid_argument,
-                                "gpushare_torch_free: no session is open on device " +
-                                    std::to_string(device) +
-                                    "; the pointer was not allocated by gpushare_torch_malloc");
+                                std::string("gpushare_torch_free: no session is open on device ")
+                                    .append(std::to_string(device))
+                                    .append("; the pointer was not allocated by "
+                                            "gpushare_torch_malloc"));
         try {
           if (r.sync_on_free()) gpushare_torch::synchronize_device(device);
           e->session.free_async(ptr, stream);
