@@ -77,6 +77,8 @@ class Sim:
         self.state = "pytorchalloc-" + tag
         self.domain = "pytorchalloc-" + tag
 
+        self.extra_env = {}
+
     def env(self):
         env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUSHARE_", "CUDASIM_"))}
         env.update(
@@ -86,6 +88,7 @@ class Sim:
             GPUSHARE_DOMAIN=self.domain,
             TORCH_ALLOC_LIBRARY=LIBRARY,
         )
+        env.update(self.extra_env)
         return env
 
     def start(self, body):
@@ -111,8 +114,11 @@ class Sim:
         assert out.returncode == 0, out.stderr
         return json.loads(out.stdout)
 
+    def tables(self, domain=None):
+        return glob.glob("/dev/shm/gpushare.%s.*" % (domain or self.domain))
+
     def cleanup(self):
-        for path in glob.glob("/dev/shm/gpushare.%s.*" % self.domain):
+        for path in self.tables() + self.tables(self.domain + "-set"):
             os.unlink(path)
         if os.path.exists("/dev/shm/" + self.state):
             os.unlink("/dev/shm/" + self.state)
@@ -380,6 +386,42 @@ def test_an_allocation_waits_for_memory_up_to_its_timeout_only_when_asked(sim):
     # device_session would wait 60 s; a generous bound for a busy machine.
     assert default["waited"] < 30.0, default
     assert timed["error"] != "" and default["error"] != ""
+
+
+def test_settings_choose_the_domain_over_the_environment(sim):
+    r = sim.run(
+        """
+        assert configure("domain=%s-set;name=elsewhere") == 0, error()
+        done(p=lib.gpushare_torch_malloc(8 * MiB, 0, None) or 0)
+        """
+        % sim.domain
+    )
+    assert r["p"] != 0
+    assert sim.tables() == [] and len(sim.tables(sim.domain + "-set")) == 1
+
+
+def test_a_malformed_variable_makes_malloc_fail_naming_it(sim):
+    sim.extra_env["GPUSHARE_MEMORY_LIMIT"] = "plenty"
+    r = sim.run(
+        """
+        p = lib.gpushare_torch_malloc(8 * MiB, 0, None)
+        done(p=p or 0, error=error(), open=lib.gpushare_torch_open(0))
+        """
+    )
+    assert r["p"] == 0 and r["open"] == -1
+    assert "GPUSHARE_MEMORY_LIMIT" in r["error"] and "plenty" in r["error"]
+
+
+def test_without_a_device_malloc_fails_with_the_reason(sim):
+    sim.extra_env["CUDASIM_DEVICES"] = "0"
+    r = sim.run(
+        """
+        p = lib.gpushare_torch_malloc(8 * MiB, 0, None)
+        done(p=p or 0, error=error(), stats=stats(0)["rc"])
+        """
+    )
+    assert r["p"] == 0 and r["stats"] == 1
+    assert "no NVIDIA driver or GPU found" in r["error"]
 
 
 if __name__ == "__main__":
