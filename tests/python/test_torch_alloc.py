@@ -424,5 +424,43 @@ def test_without_a_device_malloc_fails_with_the_reason(sim):
     assert "no NVIDIA driver or GPU found" in r["error"]
 
 
+def test_the_python_bindings_drive_the_real_library(sim):
+    module = os.path.join(BUILD, "python", "gpushare", "torch.py")
+    r = sim.run(
+        """
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("gpushare_torch", %r)
+        gt = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(gt)
+        gt.set_library_path(os.environ["TORCH_ALLOC_LIBRARY"])
+        gt.configure(memory_limit="3GiB", name="bindings", sync_on_free=True)
+        before = gt.stats(0)
+        gt._native().open(0)
+        gt._native().set_external_usage(0, 64 * MiB)
+        p = lib.gpushare_torch_malloc(1 * GiB, 0, None)
+        opened = gt.stats(0)
+        try:
+            gt.configure(name="too-late")
+            refused = ""
+        except gt.GpushareTorchError as e:
+            refused = str(e)
+        lib.gpushare_torch_free(p, 1 * GiB, 0, None)
+        gt.synchronize(0)
+        after = gt.stats(0)
+        gt.shutdown()
+        done(before=before, opened=opened, after=after, refused=refused, last=gt.last_error(),
+             closed=gt.stats(0))
+        """
+        % module
+    )
+    assert r["before"] is None and r["closed"] is None
+    o = r["opened"]
+    assert o["allocated"] == GiB and o["charged"] == GiB and o["memory_limit"] == 3 * GiB
+    assert o["external"] == 64 * MiB + o["context_overhead"] and o["device_total"] > 0
+    assert r["after"]["allocated"] == 0 and r["after"]["charged"] == 0
+    assert r["refused"].startswith("configure: ") and "already open" in r["refused"]
+    assert "already open" in r["last"]
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-v"]))
