@@ -371,6 +371,8 @@ def _session_limit(session):
             source = source()
         value = source.get("memory_limit") if isinstance(source, dict) else None
         value = getattr(source, "memory_limit", value)
+        if callable(value):
+            value = value()
         if value is not None:
             return int(value)
     raise TypeError(

@@ -229,6 +229,21 @@ def test_budget_mode_with_a_session_publishes_from_a_daemon_thread(calls, monkey
     assert not any(c[0] in ("configure", "open") for c in calls)
 
 
+def test_budget_mode_reads_the_limit_from_a_session_info(calls, monkeypatch):
+    use_torch(monkeypatch, fake_torch(calls))
+
+    class InfoSession:
+        def info(self):
+            return types.SimpleNamespace(memory_limit=40 * GiB)
+
+        def set_external_usage(self, nbytes):
+            calls.append(("published", nbytes))
+
+    mode = gt.budget_mode(InfoSession(), interval=0)
+    assert mode.fraction == pytest.approx(0.5)
+    assert calls[-1] == ("published", 0)
+
+
 def test_a_session_without_a_limit_is_refused(calls, monkeypatch):
     use_torch(monkeypatch, fake_torch(calls))
 
