@@ -37,6 +37,7 @@ __all__ = [
     "install",
     "budget_mode",
     "BudgetMode",
+    "BudgetedPool",
     "configure",
     "stats",
     "synchronize",
