@@ -28,6 +28,7 @@
 #include "cli_run_env.hpp"
 #include "cli_run_ready.hpp"
 #include "cli_run_usage.hpp"
+#include "cli_status.hpp" // write_stdout
 
 namespace gpushare::cli {
 
