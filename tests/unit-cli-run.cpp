@@ -84,9 +84,9 @@ struct hold_counter {
 } // namespace
 
 TEST_CASE("run: the command follows '--' and every flag before it is read") {
-  const auto r = parse({"--key", "GPU-1", "--memory", "2GiB", "--priority", "high", "--share", "3",
-                        "--name", "vllm", "--timeout", "30s", "--", "python3", "-m", "x", "--",
-                        "--help"});
+  const auto r =
+      parse({"--key", "GPU-1", "--memory", "2GiB", "--priority", "high", "--share", "3", "--name",
+             "vllm", "--timeout", "30s", "--", "python3", "-m", "x", "--", "--help"});
   REQUIRE(r.has_value());
   CHECK(r->key == "GPU-1");
   CHECK(r->memory == memory_amount::of_bytes(2ull << 30));
@@ -117,16 +117,15 @@ TEST_CASE("run: bad command lines name what is wrong") {
   CHECK(has(usage_message({"--key", "k", "--memory", "lots", "--", "true"}), "--memory:"));
   CHECK(has(usage_message({"--memory", "1GiB", "--", "true"}), "GPUSHARE_KEY"));
   CHECK(has(usage_message({"--key", "k", "--", "true"}), "--memory is missing"));
-  CHECK(has(usage_message({"--key", "k", "--memory", "1GiB", "--priority", "urgent", "--",
-                           "true"}),
+  CHECK(has(usage_message({"--key", "k", "--memory", "1GiB", "--priority", "urgent", "--", "true"}),
             "--priority:"));
   CHECK(has(usage_message({"--key", "k", "--memory", "1GiB", "--timeout", "soon", "--", "true"}),
             "--timeout"));
-  CHECK(has(usage_message({"--key", "k", "--memory", "1GiB", "--startup-timeout", "5s", "--",
-                           "true"}),
-            "needs --ready-when"));
-  CHECK(has(usage_message({"--key", "k", "--memory", "1GiB", "--library", "--timeout", "5s", "--",
-                           "true"}),
+  CHECK(has(
+      usage_message({"--key", "k", "--memory", "1GiB", "--startup-timeout", "5s", "--", "true"}),
+      "needs --ready-when"));
+  CHECK(has(usage_message(
+                {"--key", "k", "--memory", "1GiB", "--library", "--timeout", "5s", "--", "true"}),
             "--library"));
   CHECK(has(usage_message({"--key", "k", "--memory", "1GiB", "--guarantee", "2GiB", "--", "true"}),
             "guarantee"));
@@ -158,8 +157,8 @@ TEST_CASE("run: the fraction is merged into an allocator configuration") {
   CHECK(merge_alloc_conf("expandable_segments:True", "per_process_memory_fraction", "0.5") ==
         "expandable_segments:True,per_process_memory_fraction:0.5");
   CHECK(merge_alloc_conf("per_process_memory_fraction:0.9, max_split_size_mb:128",
-                         "per_process_memory_fraction", "0.5") ==
-        "max_split_size_mb:128,per_process_memory_fraction:0.5");
+                         "per_process_memory_fraction",
+                         "0.5") == "max_split_size_mb:128,per_process_memory_fraction:0.5");
   CHECK(merge_alloc_conf("roundup_power2_divisions:[256:1,512:2],backend:native",
                          "per_process_memory_fraction", "0.25") ==
         "roundup_power2_divisions:[256:1,512:2],backend:native,per_process_memory_fraction:0.25");
@@ -264,8 +263,7 @@ TEST_CASE("ready-when: the watch releases the start-up hold once, whichever way 
   SUBCASE("ready: a port that accepts") {
     listener l;
     hold_counter h;
-    readiness_watch w(parse_ready_when("port:" + std::to_string(l.port)), 10'000'000'000,
-                      h.hold());
+    readiness_watch w(parse_ready_when("port:" + std::to_string(l.port)), 10'000'000'000, h.hold());
     w.take();
     CHECK(h.takes == 1);
     w.started();
