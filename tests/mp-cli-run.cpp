@@ -110,7 +110,7 @@ int unused_port() {
 
 } // namespace
 
-TEST_CASE("run: the budget is held in the table while the program runs, then returned") {
+TEST_CASE("run: the budget is held in the table while the program runs and then returned") {
   run_fixture f;
   const std::string go = f.file("go");
   running_cli r = f.start(f.with({"--memory", "256MiB", "--name", "trainer"},
@@ -131,7 +131,7 @@ TEST_CASE("run: the budget is held in the table while the program runs, then ret
   CHECK(f.sessions().empty());
 }
 
-TEST_CASE("run: exit codes pass through, 127 and 126 when the command cannot run") {
+TEST_CASE("run: exit codes pass through and 127 or 126 when the command cannot run") {
   run_fixture f;
   for (const int code : {0, 3, 42}) {
     CAPTURE(code);
@@ -183,14 +183,14 @@ TEST_CASE("run: --dry-run prints the variables and the command and runs nothing"
   CHECK(f.sessions().empty());
 }
 
-TEST_CASE("run: a program killed by SIGKILL gives 137, and its session leaves the table") {
+TEST_CASE("run: a program killed by SIGKILL gives 137 and its session leaves the table") {
   run_fixture f;
   const cli_result r = f.run(f.with({"--memory", "64MiB"}, {"sh", "-c", "kill -KILL $$"}));
   CHECK(r.code == 128 + SIGKILL);
   CHECK(f.sessions().empty());
 }
 
-TEST_CASE("run: SIGTERM to the runner reaches the program, whose exit code comes back") {
+TEST_CASE("run: SIGTERM to the runner reaches the program whose exit code comes back") {
   run_fixture f;
   running_cli r =
       f.start(f.with({"--memory", "64MiB"},
@@ -202,7 +202,7 @@ TEST_CASE("run: SIGTERM to the runner reaches the program, whose exit code comes
   CHECK(f.sessions().empty());
 }
 
-TEST_CASE("run: a runner killed by SIGKILL takes its program along, and its budget is reclaimed") {
+TEST_CASE("run: a runner killed by SIGKILL takes its program along and its budget is reclaimed") {
   run_fixture f;
   running_cli r = f.start(f.with({"--memory", "1GiB"}, {"sh", "-c", "echo $$; exec sleep 600"}));
   const std::string line = read_line(r.out);
@@ -217,7 +217,8 @@ TEST_CASE("run: a runner killed by SIGKILL takes its program along, and its budg
   CHECK(s.reserve(1ull << 30, 20s).size() == 1ull << 30);
 }
 
-TEST_CASE("run: a budget taken by another session times out with who holds it, exit 125") {
+TEST_CASE(
+    "run: a budget taken by another session times out naming who holds it with exit code 125") {
   run_fixture f;
   const pid_t holder = spawn_holder(f.d, f.key, "holder", 900 * MiB, 1ull << 30);
   const std::string marker = f.file("started");
@@ -250,7 +251,7 @@ TEST_CASE("run: bad command lines exit 2 naming the flag") {
   CHECK(f.sessions().empty());
 }
 
-TEST_CASE("run --ready-when: a log line, with the output passed through unchanged") {
+TEST_CASE("run --ready-when: a log line with the output passed through unchanged") {
   run_fixture f;
   const cli_result r = f.run(
       f.with({"--memory", "1MiB", "--ready-when", "log:listening on [0-9]+$"},
@@ -263,7 +264,7 @@ TEST_CASE("run --ready-when: a log line, with the output passed through unchange
   CHECK(contains(r.err, "the program is ready after"));
 }
 
-TEST_CASE("run --ready-when: a file, and a port") {
+TEST_CASE("run --ready-when: a file and a port") {
   run_fixture f;
   const std::string ready = f.file("ready");
   const cli_result r = f.run(f.with({"--memory", "1MiB", "--ready-when", "file:" + ready},

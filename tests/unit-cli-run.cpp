@@ -142,7 +142,7 @@ TEST_CASE("run: a session name from the program's path") {
   CHECK(name_from_command(std::string(100, 'x')).size() == 63);
 }
 
-TEST_CASE("run: the PyTorch fraction is the budget over the card, rounded down") {
+TEST_CASE("run: the PyTorch fraction is the budget over the card rounded down") {
   CHECK(fraction_text(20ull << 30, 80ull << 30) == "0.250000");
   CHECK(fraction_text(1, 3) == "0.333333");
   CHECK(fraction_text(1, 10'000'000) == "0.000000");
@@ -219,7 +219,7 @@ TEST_CASE("run: an exit status reads as a shell reports it") {
   CHECK(has(exec_failure{ENOENT}.text("nosuch"), "command not found"));
 }
 
-TEST_CASE("ready-when: each kind of condition, and the mistakes") {
+TEST_CASE("ready-when: each kind of condition and the mistakes") {
   const auto p = parse_ready_when("port:8000");
   CHECK(p.what == ready_condition::kind::port);
   CHECK(p.port == 8000);
@@ -246,7 +246,7 @@ TEST_CASE("ready-when: each kind of condition, and the mistakes") {
   CHECK(has(error_of("log:(unclosed"), "--ready-when"));
 }
 
-TEST_CASE("ready-when: lines are scanned across reads, with CRLF, and at the stream's end") {
+TEST_CASE("ready-when: lines are scanned across reads with CRLF and at the stream's end") {
   const std::regex re("^listening on ([0-9]+)$");
   line_scanner s;
   CHECK(!s.feed("starting\nlisten", re));
@@ -259,8 +259,8 @@ TEST_CASE("ready-when: lines are scanned across reads, with CRLF, and at the str
   CHECK(!u.feed(std::string(line_scanner::max_line + 10, 'x') + "\n", re)); // bounded, no match
 }
 
-TEST_CASE("ready-when: the watch releases the start-up hold once, whichever way it ends") {
-  SUBCASE("ready: a port that accepts") {
+TEST_CASE("ready-when: a port that accepts makes the program ready and releases the hold once") {
+  {
     listener l;
     hold_counter h;
     readiness_watch w(parse_ready_when("port:" + std::to_string(l.port)), 10'000'000'000, h.hold());
@@ -273,7 +273,10 @@ TEST_CASE("ready-when: the watch releases the start-up hold once, whichever way 
     w.program_exited(0); // no second report or release
     CHECK(h.releases == 1);
   }
-  SUBCASE("ready: a file that appears, then a log line") {
+}
+
+TEST_CASE("ready-when: a file that appears and then a log line release the hold") {
+  {
     const std::string path = "/tmp/gpushare-unit-ready-" + std::to_string(::getpid());
     ::unlink(path.c_str());
     hold_counter h;
@@ -300,7 +303,10 @@ TEST_CASE("ready-when: the watch releases the start-up hold once, whichever way 
     CHECK(!lw.pending());
     CHECK(h.releases == 2);
   }
-  SUBCASE("never ready: the timeout releases the hold") {
+}
+
+TEST_CASE("ready-when: never ready the timeout releases the hold") {
+  {
     listener l;
     const int port = l.port;
     l.close(); // nothing listens there now
@@ -313,7 +319,11 @@ TEST_CASE("ready-when: the watch releases the start-up hold once, whichever way 
     CHECK(h.releases == 1);
     CHECK(w.poll_timeout_ms() == -1);
   }
-  SUBCASE("the program exits first") {
+}
+
+TEST_CASE(
+    "ready-when: a program that exits first releases the hold once and no take means no release") {
+  {
     hold_counter h;
     {
       readiness_watch w(parse_ready_when("file:/nonexistent/gpushare"), 10'000'000'000, h.hold());
@@ -325,7 +335,7 @@ TEST_CASE("ready-when: the watch releases the start-up hold once, whichever way 
     }
     CHECK(h.releases == 1); // the destructor releases nothing more
   }
-  SUBCASE("a watch that never took the hold releases nothing") {
+  {
     hold_counter h;
     { readiness_watch w(parse_ready_when("file:/nonexistent/gpushare"), 0, h.hold()); }
     CHECK(h.takes == 0);
