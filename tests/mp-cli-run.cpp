@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -181,6 +182,15 @@ TEST_CASE("run: --dry-run prints the variables and the command and runs nothing"
   CHECK(contains(r.out, "env PYTORCH_ALLOC_CONF=per_process_memory_fraction:0.250000\n"));
   CHECK(contains(r.out, "exec sh -c 'touch x'\n"));
   CHECK(f.sessions().empty());
+  // Without --library: the runner would hold the budget, in a table it would create with
+  // GPUSHARE_CAPACITY (1 GiB), whose capacity gives the fraction; nothing is created.
+  const cli_result held = f.run(f.with({"--memory", "256MiB", "--pytorch", "--dry-run"}, {"true"}));
+  CHECK(held.code == 0);
+  CHECK(contains(held.out, "# gpushare run reserves 256MiB in table \"" + f.key + "\""));
+  CHECK(contains(held.out, "per_process_memory_fraction 0.250000 = 256.00 MiB of 1.00 GiB"));
+  CHECK(contains(held.out, "env PYTORCH_ALLOC_CONF=per_process_memory_fraction:0.250000\n"));
+  CHECK(!contains(held.out, "GPUSHARE_KEY"));
+  CHECK(!f.d.exists(f.key));
 }
 
 TEST_CASE("run: a program killed by SIGKILL gives 137 and its session leaves the table") {
@@ -313,3 +323,39 @@ TEST_CASE("run --ready-when: a program that exits before it is ready is reported
   CHECK(contains(r.err, "exited (exit code 4) before it was ready"));
   CHECK(contains(r.err, "never printed"));
 }
+
+#ifdef GPUSHARE_CUDASIM_PROBE
+// Where the simulated CUDA runtime and its probe are built (tests/cudasim/CMakeLists.txt).
+TEST_CASE("run: a program that allocates on the simulated runtime runs with its budget held") {
+  run_fixture f;
+  const std::string state = "gpushare-mp-run-" + f.d.name();
+  test::process_options o;
+  o.env = {"GPUSHARE_DOMAIN=" + f.d.name(), "LD_LIBRARY_PATH=" GPUSHARE_CUDASIM_LIB_DIR,
+           "CUDASIM_STATE=" + state, "CUDASIM_MEMORY=2GiB"};
+  // The key is the simulated GPU's UUID, as a user would take it from nvidia-smi -L.
+  const test::process_result devices = test::run_process({GPUSHARE_CUDASIM_PROBE, "devices"}, o);
+  std::string uuid;
+  for (const std::string& l : lines_of(devices.out))
+    if (l.rfind("uuid0=", 0) == 0) uuid = l.substr(6);
+  REQUIRE(!uuid.empty());
+  f.key = uuid;
+  o.env.push_back("GPUSHARE_CAPACITY=2GiB");
+  o.stdin_pipe = true;
+  test::running_process r =
+      test::start_process({GPUSHARE_CLI_PATH, "run", "--key", uuid, "--memory", "512MiB", "--",
+                           GPUSHARE_CUDASIM_PROBE, "hold", "300"},
+                          o);
+  CHECK(read_line(r.out) == "malloc=cudaSuccess"); // 300 MiB of the simulated GPU's memory
+  CHECK(read_line(r.out) == "held=1");
+  const auto during = f.sessions();
+  REQUIRE(during.size() == 1);
+  CHECK(during[0].name == "gpushare_helper_cudasim_probe");
+  CHECK(during[0].reserved == 512 * MiB);
+  ::close(r.in); // the probe exits normally once its stdin closes
+  r.in = -1;
+  const test::process_result res = test::finish_process(r);
+  CHECK(res.code == 0);
+  CHECK(f.sessions().empty());
+  ::shm_unlink(("/" + state).c_str());
+}
+#endif

@@ -36,17 +36,18 @@ namespace gpushare::cli {
 /// budget not free in time), as env(1) and timeout(1) do; the program's own codes pass through.
 inline constexpr int run_failed = 125;
 
-/// The capacity of the table `r` names, if it exists and has one (not unlimited); nullopt
-/// otherwise. Opening it never creates it.
+/// The capacity of the table `r` names, if it exists and has one (not unlimited); when it does
+/// not exist, the capacity the runner would create it with (GPUSHARE_CAPACITY), except with
+/// --library, where the program creates it. nullopt otherwise. Opening it never creates it.
 inline std::optional<std::uint64_t> existing_capacity(const run_request& r) {
+  std::uint64_t c = unlimited_memory;
   try {
-    table t = table::open(r.key, open_mode::open_existing, r.options);
-    const std::uint64_t c = t.snapshot().capacity;
-    if (c < unlimited_memory) return c;
+    c = table::open(r.key, open_mode::open_existing, r.options).snapshot().capacity;
   } catch (const gpushare::error& e) {
     if (e.code() != errc::no_such_table) throw;
+    if (!r.library) c = resolve_options(r.options).capacity;
   }
-  return std::nullopt;
+  return c < unlimited_memory ? std::optional(c) : std::nullopt;
 }
 
 /// Fills in the card's memory (--card-memory, else the table's capacity `capacity`) and the budget
