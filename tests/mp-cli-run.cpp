@@ -306,7 +306,7 @@ TEST_CASE("run --ready-when: never ready warns at the timeout and keeps the prog
   const std::string port = std::to_string(unused_port());
   const cli_result r = f.run(
       f.with({"--memory", "1MiB", "--ready-when", "port:" + port, "--startup-timeout", "0.2s"},
-             {"sh", "-c", "sleep 0.6; echo still running; exit 5"}));
+             {"sh", "-c", "sleep 1.5; echo still running; exit 5"}));
   CHECK(r.code == 5);
   CHECK(r.out == "still running\n");
   CHECK(contains(r.err, "is not ready after 200ms"));
