@@ -34,7 +34,7 @@ constexpr std::uint64_t MiB = 1ull << 20;
 /// capacity of 1 GiB.
 struct run_fixture {
   test_domain d;
-  std::string key = "GPU-run-" + std::to_string(::getpid());
+  std::string key = std::string("GPU-run-").append(std::to_string(::getpid()));
   env_vars env() const { return {"GPUSHARE_DOMAIN=" + d.name(), "GPUSHARE_CAPACITY=1GiB"}; }
   cli_result run(std::vector<std::string> args) const { return run_cli_env(env(), args); }
   running_cli start(std::vector<std::string> args) const {
@@ -80,7 +80,7 @@ std::string read_line(int fd, std::chrono::milliseconds timeout = 20s) {
 /// Whether process `pid` is gone (or a zombie nobody has reaped yet).
 bool process_gone(pid_t pid) {
   if (::kill(pid, 0) != 0) return true;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::ifstream stat(std::string("/proc/").append(std::to_string(pid)) + "/stat");
   std::string all;
   std::getline(stat, all);
   const auto close = all.rfind(')');
@@ -136,8 +136,8 @@ TEST_CASE("run: exit codes pass through and 127 or 126 when the command cannot r
   run_fixture f;
   for (const int code : {0, 3, 42}) {
     CAPTURE(code);
-    const cli_result r =
-        f.run(f.with({"--memory", "1MiB"}, {"sh", "-c", "exit " + std::to_string(code)}));
+    const cli_result r = f.run(f.with(
+        {"--memory", "1MiB"}, {"sh", "-c", std::string("exit ").append(std::to_string(code))}));
     CHECK(r.code == code);
   }
   const cli_result missing = f.run(f.with({"--memory", "1MiB"}, {"gpushare-no-such-command"}));

@@ -263,7 +263,8 @@ TEST_CASE("ready-when: a port that accepts makes the program ready and releases 
   {
     listener l;
     hold_counter h;
-    readiness_watch w(parse_ready_when("port:" + std::to_string(l.port)), 10'000'000'000, h.hold());
+    readiness_watch w(parse_ready_when(std::string("port:").append(std::to_string(l.port))),
+                      10'000'000'000, h.hold());
     w.take();
     CHECK(h.takes == 1);
     w.started();
@@ -277,7 +278,8 @@ TEST_CASE("ready-when: a port that accepts makes the program ready and releases 
 
 TEST_CASE("ready-when: a file that appears and then a log line release the hold") {
   {
-    const std::string path = "/tmp/gpushare-unit-ready-" + std::to_string(::getpid());
+    const std::string path =
+        std::string("/tmp/gpushare-unit-ready-").append(std::to_string(::getpid()));
     ::unlink(path.c_str());
     hold_counter h;
     readiness_watch w(parse_ready_when("file:" + path), 10'000'000'000, h.hold());
@@ -311,7 +313,8 @@ TEST_CASE("ready-when: never ready the timeout releases the hold") {
     const int port = l.port;
     l.close(); // nothing listens there now
     hold_counter h;
-    readiness_watch w(parse_ready_when("port:" + std::to_string(port)), 0, h.hold());
+    readiness_watch w(parse_ready_when(std::string("port:").append(std::to_string(port))), 0,
+                      h.hold());
     w.take();
     w.started();
     w.check();

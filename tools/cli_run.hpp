@@ -68,7 +68,7 @@ inline void complete_budget(run_budget& b, const run_request& r,
   if (!r.pytorch) return;
   if (!b.card_total)
     throw runtime_failure(
-        "--pytorch needs the card's total memory, and table " + quote(r.key) +
+        std::string("--pytorch needs the card's total memory, and table ").append(quote(r.key)) +
         (capacity ? "" : " has no capacity (it is unlimited, or not created yet)") +
         ": give --card-memory SIZE (nvidia-smi --query-gpu=memory.total)");
   if (!b.budget_bytes)
@@ -84,9 +84,10 @@ inline std::string dry_run_notes(const run_budget& b, const run_request& r) {
                               : "# gpushare run reserves " + r.memory_given + " in table " +
                                     quote(r.key) + " for the program's lifetime\n";
   if (r.pytorch && b.budget_bytes && b.card_total)
-    out += "# PyTorch: per_process_memory_fraction " +
-           fraction_text(*b.budget_bytes, *b.card_total) + " = " + bytes_text(*b.budget_bytes) +
-           " of " + bytes_text(*b.card_total) + " (" + b.card_total_source + ")\n";
+    out +=
+        "# PyTorch: per_process_memory_fraction " + fraction_text(*b.budget_bytes, *b.card_total) +
+        std::string(" = ").append(bytes_text(*b.budget_bytes)) +
+        std::string(" of ").append(bytes_text(*b.card_total)) + " (" + b.card_total_source + ")\n";
   return out;
 }
 
@@ -96,7 +97,7 @@ inline std::string holders_text(const table_snapshot& t, session_id self) {
   for (const session_info& s : t.sessions) {
     if (s.id == self || s.reserved + s.external == 0) continue;
     out += (out.empty() ? "; memory is held by " : ", ") + quote(s.name) + " (pid " +
-           std::to_string(s.pid) + ") " + bytes_text(s.reserved + s.external);
+           std::to_string(s.pid) + std::string(") ").append(bytes_text(s.reserved + s.external));
   }
   return out;
 }
@@ -106,13 +107,15 @@ inline std::string holders_text(const table_snapshot& t, session_id self) {
 inline reservation hold_budget(session& s, std::uint64_t bytes, std::uint64_t timeout_ns) {
   if (auto r = s.try_reserve(bytes)) return std::move(*r);
   const table_snapshot t = s.snapshot();
-  std::fputs(("gpushare run: waiting " +
-              (timeout_ns == UINT64_MAX ? std::string("without end")
-                                        : "up to " + format_duration(timeout_ns)) +
-              " for " + bytes_text(bytes) + " of table " + quote(t.key) + " (" +
-              bytes_text(t.available) + " free" + holders_text(t, s.id()) + ")\n")
-                 .c_str(),
-             stderr);
+  std::fputs(
+      ("gpushare run: waiting " +
+       (timeout_ns == UINT64_MAX ? std::string("without end")
+                                 : std::string("up to ").append(format_duration(timeout_ns))) +
+       std::string(" for ").append(bytes_text(bytes)) +
+       std::string(" of table ").append(quote(t.key)) + " (" + bytes_text(t.available) + " free" +
+       holders_text(t, s.id()) + ")\n")
+          .c_str(),
+      stderr);
   try {
     if (timeout_ns == UINT64_MAX) return s.reserve(bytes);
     return s.reserve(bytes, std::chrono::nanoseconds(timeout_ns));
@@ -134,7 +137,9 @@ inline int run_program(const run_request& r, const std::vector<env_var>& added) 
   auto [program, failure] =
       start_program(r.command, child_environment(added), gate.original_mask(), capture);
   if (failure) {
-    std::fputs(("gpushare run: error: " + failure->text(r.command[0]) + "\n").c_str(), stderr);
+    std::fputs(
+        (std::string("gpushare run: error: ").append(failure->text(r.command[0])) + "\n").c_str(),
+        stderr);
     return failure->code();
   }
   if (watch) watch->started();
@@ -173,7 +178,8 @@ inline int run_run(std::span<const std::string> args) {
   } catch (const usage_error&) {
     throw;
   } catch (const std::exception& e) {
-    std::fputs(("gpushare run: error: " + std::string(e.what()) + "\n").c_str(), stderr);
+    std::fputs((std::string("gpushare run: error: ").append(std::string(e.what())) + "\n").c_str(),
+               stderr);
   }
   return run_failed;
 }

@@ -77,10 +77,10 @@ struct exec_failure {
   int code() const { return error == ENOENT || error == ENOTDIR ? 127 : 126; }
   std::string text(const std::string& program) const {
     if (code() == 127)
-      return "cannot run " + quote(program) +
+      return std::string("cannot run ").append(quote(program)) +
              (program.find('/') == std::string::npos ? ": command not found (searched PATH)"
                                                      : ": no such file");
-    return "cannot run " + quote(program) + ": " + std::strerror(error);
+    return std::string("cannot run ").append(quote(program)) + ": " + std::strerror(error);
   }
 };
 

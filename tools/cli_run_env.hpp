@@ -140,9 +140,10 @@ inline std::string shell_quote(std::string_view w) {
 inline std::string dry_run_text(const std::vector<env_var>& added,
                                 const std::vector<std::string>& command) {
   std::string out;
-  for (const env_var& v : added) out += "env " + v.name + "=" + shell_quote(v.value) + "\n";
+  for (const env_var& v : added)
+    out += "env " + v.name + std::string("=").append(shell_quote(v.value)) + "\n";
   out += "exec";
-  for (const std::string& w : command) out += " " + shell_quote(w);
+  for (const std::string& w : command) out += std::string(" ").append(shell_quote(w));
   return out + "\n";
 }
 

@@ -40,7 +40,9 @@ struct ready_condition {
   /// running/", "file /tmp/ready exists".
   std::string describe() const {
     switch (what) {
-    case kind::port: return "port " + std::to_string(port) + " to accept connections on 127.0.0.1";
+    case kind::port:
+      return std::string("port ").append(std::to_string(port)) +
+             " to accept connections on 127.0.0.1";
     case kind::log: return "a line of its output to match /" + text + "/";
     case kind::file: return "file " + text + " to exist";
     }
@@ -57,12 +59,12 @@ inline ready_condition parse_ready_when(std::string_view value) {
       colon == std::string_view::npos ? std::string() : std::string(value.substr(colon + 1));
   ready_condition c;
   if (colon == std::string_view::npos || (kind != "port" && kind != "log" && kind != "file"))
-    throw usage_error("--ready-when: " + quote(value) +
+    throw usage_error(std::string("--ready-when: ").append(quote(value)) +
                       " is not a condition; give port:N (a TCP port of 127.0.0.1), log:REGEX (a "
                       "line of the program's output) or file:PATH (a file that appears)");
   if (rest.empty())
-    throw usage_error("--ready-when: " + quote(value) + " has nothing after '" + std::string(kind) +
-                      ":'");
+    throw usage_error(std::string("--ready-when: ").append(quote(value)) +
+                      std::string(" has nothing after '").append(std::string(kind)) + ":'");
   if (kind == "port") {
     c.what = ready_condition::kind::port;
     c.port = static_cast<int>(parse_count("--ready-when port", rest, 1, 65535));
@@ -72,7 +74,7 @@ inline ready_condition parse_ready_when(std::string_view value) {
     try {
       c.pattern = std::regex(rest, std::regex::ECMAScript);
     } catch (const std::regex_error& e) {
-      throw usage_error("--ready-when: the regular expression " + quote(rest) +
+      throw usage_error(std::string("--ready-when: the regular expression ").append(quote(rest)) +
                         " is invalid (ECMAScript syntax): " + e.what());
     }
   } else {
@@ -197,9 +199,10 @@ public:
   /// The program exited with exit code `code` before it was ready (no-op once it was).
   void program_exited(int code) {
     if (done_) return;
-    report("gpushare run: the program exited (exit code " + std::to_string(code) +
-           ") before it was ready: waited " + duration_text(waited_ns()) + " for " +
-           cond_.describe() + "\n");
+    report(
+        std::string("gpushare run: the program exited (exit code ").append(std::to_string(code)) +
+        std::string(") before it was ready: waited ").append(duration_text(waited_ns())) + " for " +
+        cond_.describe() + "\n");
   }
 
 private:
@@ -208,11 +211,13 @@ private:
         std::chrono::duration_cast<std::chrono::nanoseconds>(clock::now() - start_).count());
   }
   void ready() {
-    report("gpushare run: the program is ready after " + duration_text(waited_ns()) +
+    report(std::string("gpushare run: the program is ready after ")
+               .append(duration_text(waited_ns())) +
            " (waited for " + cond_.describe() + ")\n");
   }
   void timed_out() {
-    report("gpushare run: warning: the program is not ready after " + format_duration(timeout_ns_) +
+    report(std::string("gpushare run: warning: the program is not ready after ")
+               .append(format_duration(timeout_ns_)) +
            " (waited for " + cond_.describe() +
            "); it keeps running, and the start-up hold is released so that others may start\n");
   }
