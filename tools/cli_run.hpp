@@ -178,8 +178,7 @@ inline int run_run(std::span<const std::string> args) {
   } catch (const usage_error&) {
     throw;
   } catch (const std::exception& e) {
-    std::fputs((std::string("gpushare run: error: ").append(std::string(e.what())) + "\n").c_str(),
-               stderr);
+    std::fputs((std::string("gpushare run: error: ").append(e.what()) + "\n").c_str(), stderr);
   }
   return run_failed;
 }

@@ -141,9 +141,9 @@ inline std::string dry_run_text(const std::vector<env_var>& added,
                                 const std::vector<std::string>& command) {
   std::string out;
   for (const env_var& v : added)
-    out += "env " + v.name + std::string("=").append(shell_quote(v.value)) + "\n";
+    out.append("env ").append(v.name).append("=").append(shell_quote(v.value)).append("\n");
   out += "exec";
-  for (const std::string& w : command) out += std::string(" ").append(shell_quote(w));
+  for (const std::string& w : command) out.append(" ").append(shell_quote(w));
   return out + "\n";
 }
 

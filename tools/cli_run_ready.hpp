@@ -64,7 +64,7 @@ inline ready_condition parse_ready_when(std::string_view value) {
                       "line of the program's output) or file:PATH (a file that appears)");
   if (rest.empty())
     throw usage_error(std::string("--ready-when: ").append(quote(value)) +
-                      std::string(" has nothing after '").append(std::string(kind)) + ":'");
+                      std::string(" has nothing after '").append(kind) + ":'");
   if (kind == "port") {
     c.what = ready_condition::kind::port;
     c.port = static_cast<int>(parse_count("--ready-when port", rest, 1, 65535));
