@@ -212,6 +212,26 @@ TEST_CASE("run: SIGTERM to the runner reaches the program whose exit code comes 
   CHECK(f.sessions().empty());
 }
 
+TEST_CASE("run: every forwarded signal reaches the program and none ends the runner") {
+  run_fixture f;
+  std::string script;
+  for (const char* name : {"INT", "HUP", "QUIT", "USR1", "USR2", "WINCH"})
+    script += std::string("trap 'echo ") + name + "' " + name + "; ";
+  script += "trap 'exit 9' TERM; echo ready; while :; do sleep 0.02; done";
+  running_cli r = f.start(f.with({"--memory", "64MiB"}, {"sh", "-c", script}));
+  REQUIRE(read_line(r.out) == "ready");
+  const std::pair<int, const char*> signals[] = {{SIGINT, "INT"},   {SIGHUP, "HUP"},
+                                                 {SIGQUIT, "QUIT"}, {SIGUSR1, "USR1"},
+                                                 {SIGUSR2, "USR2"}, {SIGWINCH, "WINCH"}};
+  for (const auto& [sig, name] : signals) {
+    CAPTURE(name);
+    ::kill(r.pid, sig);
+    CHECK(read_line(r.out) == name);
+  }
+  ::kill(r.pid, SIGTERM);
+  CHECK(finish_cli(r).code == 9);
+}
+
 TEST_CASE("run: a runner killed by SIGKILL takes its program along and its budget is reclaimed") {
   run_fixture f;
   running_cli r = f.start(f.with({"--memory", "1GiB"}, {"sh", "-c", "echo $$; exec sleep 600"}));
