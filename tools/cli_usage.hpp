@@ -18,6 +18,7 @@ Commands:
   evict     end a session stopped or hung inside a guard, so the others get the device
   clean     remove tables that no live session uses
   metrics   Prometheus text format, for node exporter's textfile collector
+  run       run a program that does not use gpushare under a memory budget
 
 Options:
   -h, --help     this text; `gpushare <command> --help` describes a command
@@ -26,7 +27,8 @@ Options:
 Every command looks at the tables of every domain, or of one: --domain D, else the domain in
 GPUSHARE_DOMAIN when it is set (as a session's default domain is); --all-domains ignores it.
 
-Exit codes: 0 success, 1 run-time error, 2 bad command line. See docs/cli.md.
+Exit codes: 0 success, 1 run-time error, 2 bad command line (`run` returns the program's own
+code; see `gpushare run --help`). See docs/cli.md.
 )";
 
 inline constexpr std::string_view status_usage =

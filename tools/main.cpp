@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The gpushare command-line tool: status, top, set, evict, clean and metrics for the tables of
-// this machine. See docs/cli.md.
+// this machine, and run for programs under a budget. See docs/cli.md.
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -17,6 +17,8 @@
 #include "cli_errors.hpp"
 #include "cli_evict.hpp"
 #include "cli_metrics.hpp"
+#include "cli_run.hpp"
+#include "cli_run_usage.hpp"
 #include "cli_set.hpp"
 #include "cli_status.hpp"
 #include "cli_top.hpp"
@@ -36,6 +38,7 @@ constexpr command commands[] = {
     {"status", run_status, status_usage}, {"top", run_top, top_usage},
     {"set", run_set, set_usage},          {"evict", run_evict, evict_usage},
     {"clean", run_clean, clean_usage},    {"metrics", run_metrics, metrics_usage},
+    {"run", run_run, run_usage},
 };
 
 const command* find_command(std::string_view name) {
@@ -45,7 +48,7 @@ const command* find_command(std::string_view name) {
 }
 
 constexpr std::string_view command_names[] = {"status", "top",     "set", "evict",
-                                              "clean",  "metrics", "help"};
+                                              "clean",  "metrics", "run", "help"};
 constexpr std::string_view main_options[] = {"--help", "--version"};
 
 /// "unknown command 'stat'; did you mean 'status'?", or the same for an option.

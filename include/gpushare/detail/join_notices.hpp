@@ -47,6 +47,8 @@ inline constexpr std::string_view known_variables[] = {
     "GPUSHARE_MAX_IN_FLIGHT",
     "GPUSHARE_DRAIN",
     "GPUSHARE_DRAIN_TIMEOUT",
+    // Not read by the library: `gpushare run --library` passes the key to the program in it.
+    "GPUSHARE_KEY",
 };
 
 /// Variables of gpushare's own test and build tooling: not the library's, never warned about.

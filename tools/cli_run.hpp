@@ -1,0 +1,186 @@
+// SPDX-License-Identifier: Apache-2.0
+// `gpushare run`: runs an unmodified program under a memory budget. The runner joins the table on
+// the program's behalf, reserves the budget (or, with --library, passes it to a program that opens
+// its own session), starts the program, forwards signals to it, holds the session until it ends
+// and returns its exit code. See run_usage and docs/cli.md, "run".
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <gpushare/error.hpp>
+#include <gpushare/options.hpp>
+#include <gpushare/session.hpp>
+#include <gpushare/table.hpp>
+#include <gpushare/text.hpp>
+
+#include "cli_args.hpp"
+#include "cli_errors.hpp"
+#include "cli_format.hpp"
+#include "cli_run_args.hpp"
+#include "cli_run_child.hpp"
+#include "cli_run_env.hpp"
+#include "cli_run_ready.hpp"
+#include "cli_run_usage.hpp"
+#include "cli_status.hpp" // write_stdout
+
+namespace gpushare::cli {
+
+/// The exit code of `gpushare run` when it fails itself before the program runs (no table, the
+/// budget not free in time), as env(1) and timeout(1) do; the program's own codes pass through.
+inline constexpr int run_failed = 125;
+
+/// The capacity of the table `r` names, if it exists and has one (not unlimited); when it does
+/// not exist, the capacity the runner would create it with (GPUSHARE_CAPACITY), except with
+/// --library, where the program creates it. nullopt otherwise. Opening it never creates it.
+inline std::optional<std::uint64_t> existing_capacity(const run_request& r) {
+  std::uint64_t c = unlimited_memory;
+  try {
+    c = table::open(r.key, open_mode::open_existing, r.options).snapshot().capacity;
+  } catch (const gpushare::error& e) {
+    if (e.code() != errc::no_such_table) throw;
+    if (!r.library) c = resolve_options(r.options).capacity;
+  }
+  return c < unlimited_memory ? std::optional(c) : std::nullopt;
+}
+
+/// Fills in the card's memory (--card-memory, else the table's capacity `capacity`) and the budget
+/// in bytes (a percentage is of the capacity). With --pytorch both are needed: a runtime_failure
+/// says what to give when one is unknown.
+inline void complete_budget(run_budget& b, const run_request& r,
+                            std::optional<std::uint64_t> capacity) {
+  if (r.card_memory) {
+    b.card_total = r.card_memory;
+    b.card_total_source = "--card-memory";
+  } else if (capacity) {
+    b.card_total = capacity;
+    b.card_total_source = "the table's capacity";
+  }
+  if (!b.budget_bytes && r.memory.kind == memory_amount::unit::bytes)
+    b.budget_bytes = r.memory.value;
+  if (!b.budget_bytes && capacity) b.budget_bytes = r.memory.resolve(*capacity);
+  if (!r.pytorch) return;
+  if (!b.card_total)
+    throw runtime_failure(
+        std::string("--pytorch needs the card's total memory, and table ").append(quote(r.key)) +
+        (capacity ? "" : " has no capacity (it is unlimited, or not created yet)") +
+        ": give --card-memory SIZE (nvidia-smi --query-gpu=memory.total)");
+  if (!b.budget_bytes)
+    throw runtime_failure("--memory " + r.memory_given +
+                          " is a percentage of the table's capacity, and the table has none: give "
+                          "--memory in bytes (e.g. 20GiB)");
+}
+
+/// "# PyTorch: per_process_memory_fraction 0.250000 = 20.00 GiB of 80.00 GiB (the table's
+/// capacity)" and what holds the budget, for --dry-run.
+inline std::string dry_run_notes(const run_budget& b, const run_request& r) {
+  std::string out = b.library ? "# the program's own session reserves the budget (--library)\n"
+                              : "# gpushare run reserves " + r.memory_given + " in table " +
+                                    quote(r.key) + " for the program's lifetime\n";
+  if (r.pytorch && b.budget_bytes && b.card_total)
+    out +=
+        "# PyTorch: per_process_memory_fraction " + fraction_text(*b.budget_bytes, *b.card_total) +
+        std::string(" = ").append(bytes_text(*b.budget_bytes)) +
+        std::string(" of ").append(bytes_text(*b.card_total)) + " (" + b.card_total_source + ")\n";
+  return out;
+}
+
+/// "; memory is held by "trainer" (pid 4242) 30.00 GiB, ..." from a snapshot of the table.
+inline std::string holders_text(const table_snapshot& t, session_id self) {
+  std::string out;
+  for (const session_info& s : t.sessions) {
+    if (s.id == self || s.reserved + s.external == 0) continue;
+    out += (out.empty() ? "; memory is held by " : ", ") + quote(s.name) + " (pid " +
+           std::to_string(s.pid) + std::string(") ").append(bytes_text(s.reserved + s.external));
+  }
+  return out;
+}
+
+/// Reserves `bytes` for the program, waiting up to `timeout_ns` (max: without end); says on
+/// stderr that it waits when the memory is not free at once.
+inline reservation hold_budget(session& s, std::uint64_t bytes, std::uint64_t timeout_ns) {
+  if (auto r = s.try_reserve(bytes)) return std::move(*r);
+  const table_snapshot t = s.snapshot();
+  std::fputs(
+      ("gpushare run: waiting " +
+       (timeout_ns == UINT64_MAX ? std::string("without end")
+                                 : std::string("up to ").append(format_duration(timeout_ns))) +
+       std::string(" for ").append(bytes_text(bytes)) +
+       std::string(" of table ").append(quote(t.key)) + " (" + bytes_text(t.available) + " free" +
+       holders_text(t, s.id()) + ")\n")
+          .c_str(),
+      stderr);
+  try {
+    if (timeout_ns == UINT64_MAX) return s.reserve(bytes);
+    return s.reserve(bytes, std::chrono::nanoseconds(timeout_ns));
+  } catch (const gpushare::error& e) {
+    if (e.code() != errc::timeout) throw;
+    throw runtime_failure(std::string(e.what()) + holders_text(s.snapshot(), s.id()) +
+                          "; the program was not started");
+  }
+}
+
+/// Starts the program with `added` in its environment and stays beside it until it ends; its exit
+/// code, or 126/127 when it could not be started.
+inline int run_program(const run_request& r, const std::vector<env_var>& added) {
+  signal_gate gate;
+  std::optional<readiness_watch> watch;
+  if (r.ready) watch.emplace(*r.ready, r.startup_timeout_ns, startup_hold{});
+  if (watch) watch->take();
+  const bool capture = r.ready && r.ready->what == ready_condition::kind::log;
+  auto [program, failure] =
+      start_program(r.command, child_environment(added), gate.original_mask(), capture);
+  if (failure) {
+    std::fputs(
+        (std::string("gpushare run: error: ").append(failure->text(r.command[0])) + "\n").c_str(),
+        stderr);
+    return failure->code();
+  }
+  if (watch) watch->started();
+  supervisor sup(gate, program, watch ? &*watch : nullptr);
+  return sup.run();
+}
+
+/// The run itself, once the command line is read: join, reserve, start, wait.
+inline int run_with_budget(const run_request& r) {
+  run_budget b = r.budget;
+  if (r.library || r.dry_run) {
+    complete_budget(b, r, existing_capacity(r));
+    const auto added = budget_environment(b, process_environment);
+    if (r.dry_run) {
+      write_stdout(dry_run_notes(b, r) + dry_run_text(added, r.command));
+      return 0;
+    }
+    return run_program(r, added);
+  }
+  session s(r.key, r.options);
+  const table_snapshot t = s.snapshot();
+  b.budget_bytes = s.info().memory_limit;
+  complete_budget(b, r, t.capacity < unlimited_memory ? std::optional(t.capacity) : std::nullopt);
+  const reservation held = hold_budget(s, *b.budget_bytes, r.timeout_ns);
+  return run_program(r, budget_environment(b, process_environment));
+}
+
+inline int run_run(std::span<const std::string> args) {
+  const std::optional<run_request> r = parse_run_request(args, process_environment);
+  if (!r) {
+    write_stdout(std::string(run_usage));
+    return 0;
+  }
+  try {
+    return run_with_budget(*r);
+  } catch (const usage_error&) {
+    throw;
+  } catch (const std::exception& e) {
+    std::fputs((std::string("gpushare run: error: ").append(e.what()) + "\n").c_str(), stderr);
+  }
+  return run_failed;
+}
+
+} // namespace gpushare::cli

@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: Apache-2.0
+// The help text of `gpushare run` (docs/cli.md, "run", says the same at more length).
+#pragma once
+
+#include <string_view>
+
+namespace gpushare::cli {
+
+inline constexpr std::string_view run_usage =
+    R"(Usage: gpushare run --key GPU-... --memory SIZE [options] -- COMMAND [ARGS...]
+
+Runs a program that does not use gpushare under a memory budget: joins the table of the key on
+its behalf (a session named after the program, or --name), reserves SIZE in it, waiting for
+other sessions to free it (--timeout), then starts the program and holds the session and the
+reservation until the program ends. Other gpushare sessions see the budget as taken.
+
+Options:
+  --key K              the table: the GPU's UUID (nvidia-smi -L); default GPUSHARE_KEY
+  --memory SIZE        the budget: 20GiB, 512MiB, 30% (of the table's capacity); default
+                       GPUSHARE_MEMORY_LIMIT
+  --guarantee SIZE     the session's memory guarantee
+  --priority P         low, normal, high, critical or 0..7
+  --share N            1..1000000
+  --name NAME          the session's name in `gpushare status` (default: the program's name)
+  --timeout DUR        how long to wait for the budget: 30s, 5min, none (default: none, wait
+                       without end; says on stderr that it waits and who holds the memory)
+  --library            the program uses gpushare itself: reserve nothing, and pass the budget
+                       and settings as GPUSHARE_KEY, GPUSHARE_MEMORY_LIMIT, GPUSHARE_NAME, ...
+                       so that the program's own session holds it (not both: the budget would
+                       count twice)
+  --pytorch            cap PyTorch's caching allocator: PYTORCH_ALLOC_CONF gets
+                       per_process_memory_fraction:F, F = budget / the card's memory (merged into
+                       a value already set, as is PYTORCH_CUDA_ALLOC_CONF when set). PyTorch 2.12
+                       or later only: older PyTorch fails at its first CUDA allocation with
+                       "Unrecognized CachingAllocator option"
+  --card-memory SIZE   the card's total memory for --pytorch (default: the table's capacity, which
+                       a CUDA session sets to the card's memory less a headroom)
+  --ready-when C       report when the program has started: port:N (127.0.0.1:N accepts a TCP
+                       connection), log:REGEX (a line of its stdout or stderr matches, ECMAScript;
+                       its output still goes to this stdout and stderr unchanged), file:PATH
+  --startup-timeout D  how long to wait for --ready-when (default 10min); then a warning, and
+                       the program keeps running
+  --dry-run            print the variables that would be added and the command; run nothing
+
+Signals: SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGWINCH sent to gpushare run go
+to the program (those the terminal sends its whole process group, the program has already). If
+gpushare run is killed, the program is killed too (SIGKILL, its parent-death signal) and the
+session is reclaimed as any dead one is.
+
+Not enforced: the budget is the table's bookkeeping. A program that does not use gpushare can
+allocate more than it; only --pytorch caps PyTorch. Compute arbitration (priority classes,
+shares, compute limits) needs guards around the program's GPU work, so it does not apply to an
+unmodified program: --priority and --share are recorded in its session (and passed on with
+--library) but do not schedule an unmodified program's kernels.
+
+Exit codes: the program's (128 + N when signal N killed it); 2 bad command line; 125 gpushare
+run itself failed (the budget was not free in time, no table access); 126 the command is not
+executable; 127 the command was not found.
+)";
+
+} // namespace gpushare::cli
