@@ -64,10 +64,11 @@ struct session_info : session_statistics {
   bool holds_startup = false;
   std::uint32_t waiting_for_startup = 0; ///< its threads waiting for the start-up lock now
 
-  /// "running" (in a guard), "waiting" (for the device or memory) or "idle".
+  /// "running" (in a guard), "waiting" (for the device, memory or the start-up lock) or "idle".
   const char* state() const noexcept {
     if (active_guards > 0) return "running";
-    if (waiting_for_device > 0 || waiting_for_memory > 0) return "waiting";
+    if (waiting_for_device > 0 || waiting_for_memory > 0 || waiting_for_startup > 0)
+      return "waiting";
     return "idle";
   }
 };
