@@ -128,11 +128,19 @@ inline std::uint64_t wait_startup(session_core& c, std::uint64_t timeout_ns, boo
     if (s.state.load(std::memory_order_relaxed) != slot_active || s.generation != id.generation)
       throw error(errc::session_closed, "session '" + c.name() + "' has left table '" + t.name() +
                                             "' (or was evicted): join again");
+    const std::uint64_t me = startup_word(id.slot, id.generation);
+    if (t.header().startup_owner.load(std::memory_order_acquire) == me) {
+      if (waiting) --s.startup_waiting;
+      waiting = false;
+      throw error(errc::invalid_argument, "session '" + c.name() +
+                                              "' already holds the start-up lock of table '" +
+                                              t.name() + "': call ready() on that hold first");
+    }
     const std::uint64_t now = monotonic_ns();
     if (try_take_startup(t.view(), id.slot, now, realtime_ns())) {
       if (waiting) --s.startup_waiting;
       waiting = false;
-      return startup_word(id.slot, id.generation);
+      return me;
     }
     if (!reclaimed) { // a dead holder never releases: reclaim, then try again at once
       g.unlock();
@@ -165,11 +173,6 @@ inline startup_hold startup_hold::take(session& s, std::uint64_t timeout_ns) {
   std::shared_ptr<detail::session_core> c = s.shared_core();
   detail::table_core& t = c->core();
   const session_id id = c->id();
-  const std::uint64_t me = detail::startup_word(id.slot, id.generation);
-  if (t.header().startup_owner.load(std::memory_order_acquire) == me)
-    throw error(errc::invalid_argument, "session '" + c->name() +
-                                            "' already holds the start-up lock of table '" +
-                                            t.name() + "': call ready() on that hold first");
   bool waiting = false;
   try {
     return startup_hold(c, detail::wait_startup(*c, timeout_ns, waiting));

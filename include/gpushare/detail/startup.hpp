@@ -67,12 +67,13 @@ inline void end_startup_of(const table_view& t, std::uint32_t i) noexcept {
 }
 
 /// Session `i` takes the start-up lock if nobody holds it (a stale owner is freed first).
-/// Under the table lock; `now_ns` monotonic, `unix_ns` wall clock. Returns whether it holds it.
+/// Under the table lock; `now_ns` monotonic, `unix_ns` wall clock. Returns whether it took it
+/// (false while anyone holds it, `i` included: one hold per session).
 inline bool try_take_startup(const table_view& t, std::uint32_t i, std::uint64_t now_ns,
                              std::uint64_t unix_ns) noexcept {
   table_header& h = *t.header;
   const std::uint64_t me = startup_word(i, t.slots[i].generation);
-  if (startup_holder(t) != nobody) return h.startup_owner.load(std::memory_order_relaxed) == me;
+  if (startup_holder(t) != nobody) return false;
   std::uint64_t expected = 0;
   if (!h.startup_owner.compare_exchange_strong(expected, me, std::memory_order_acq_rel))
     return false;
