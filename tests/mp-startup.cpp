@@ -156,12 +156,16 @@ TEST_CASE("a session holds the start-up lock once and leaving releases it") {
   }
   session b = t.join("b");
   CHECK_THROWS_AS((void)hold_startup(b, 50ms), error);
+  CHECK_FALSE(try_hold_startup(b, 0ms).has_value()); // only tries
+  CHECK_FALSE(try_hold_startup(b, 30ms).has_value());
+  CHECK(b.snapshot().startup_waiters == 0); // a waiter that gave up counts no more
   a.leave();
   CHECK_FALSE(h.held());
-  startup_hold hb = hold_startup(b, 5s);
-  CHECK(hb.held());
+  std::optional<startup_hold> hb = try_hold_startup(b, 5s);
+  REQUIRE(hb.has_value());
+  CHECK(hb->held());
   h.ready(); // a stale hold's ready() must not release b's
-  CHECK(hb.held());
+  CHECK(hb->held());
 }
 
 TEST_CASE("N processes racing for the start-up lock: never two holders, all get it") {

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <gpushare/detail/futex.hpp>
@@ -83,6 +84,18 @@ private:
 /// As hold_startup(s, timeout), waiting without end.
 [[nodiscard]] inline startup_hold hold_startup(session& s) {
   return startup_hold::take(s, detail::wait_forever_ns);
+}
+/// As hold_startup(s, timeout), but nullopt instead of errc::timeout (other errors still
+/// throw); a zero timeout only tries. For bindings that wait in slices between checks for
+/// signals (Python's Ctrl-C).
+[[nodiscard]] inline std::optional<startup_hold>
+try_hold_startup(session& s, std::chrono::nanoseconds timeout) {
+  try {
+    return hold_startup(s, timeout);
+  } catch (const error& e) {
+    if (e.code() != errc::timeout) throw;
+    return std::nullopt;
+  }
 }
 
 namespace detail {
