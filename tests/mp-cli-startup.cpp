@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// The gpushare command-line tool and the start-up lock (<gpushare/startup.hpp>): `status` shows
-// who holds it, since when and how many wait (text and JSON); `evict` of a stopped holder passes
-// it on.
+// The gpushare command-line tool and the start-up lock (<gpushare/startup.hpp>): `status` (text
+// and JSON) and `metrics` show who holds it, since when and how many wait; `evict` of a stopped
+// holder passes it on.
 #include <doctest/doctest.h>
 
 #include "cli_test_util.hpp"
@@ -25,9 +25,17 @@ pid_t spawn_waiter(const test_domain& d, const std::string& key, const std::stri
   });
 }
 
+/// The value of the first sample line that starts with `start` and contains `part`; "" if none.
+std::string sample_of(const std::string& text, const std::string& start,
+                      const std::string& part = "") {
+  for (const std::string& l : lines_of(text))
+    if (l.rfind(start, 0) == 0 && contains(l, part)) return l.substr(l.rfind(' ') + 1);
+  return "";
+}
+
 } // namespace
 
-TEST_CASE("status shows the start-up lock's holder and its waiters") {
+TEST_CASE("status and metrics show the start-up lock's holder and its waiters") {
   test_domain d;
   session engine("gpu-s", d.options("engine-a"));
   startup_hold h = hold_startup(engine, 5s);
@@ -56,6 +64,16 @@ TEST_CASE("status shows the start-up lock's holder and its waiters") {
   CHECK(session_of(table_of(doc, "gpu-s"), "engine-a")["holds_startup"].boolean());
   CHECK(session_of(table_of(doc, "gpu-s"), "engine-b")["waiting_for_startup"].u64() == 1);
   CHECK(session_of(table_of(doc, "gpu-s"), "engine-b")["state"].str() == "waiting");
+
+  const cli_result m = run_cli({"metrics", "--domain", d.name()});
+  REQUIRE(m.code == 0);
+  CAPTURE(m.out);
+  CHECK(contains(m.out, "# TYPE gpushare_table_startup_waiters gauge\n"));
+  CHECK(sample_of(m.out, "gpushare_table_startup_waiters{") == "1");
+  CHECK(sample_of(m.out, "gpushare_table_startup_takes_total{") == "1");
+  CHECK(contains(m.out, "# TYPE gpushare_session_holds_startup gauge\n"));
+  CHECK(sample_of(m.out, "gpushare_session_holds_startup{", "\"engine-a\"") == "1");
+  CHECK(sample_of(m.out, "gpushare_session_holds_startup{", "\"engine-b\"") == "0");
 
   h.ready();
   CHECK(test::wait_exit_within(w, 30s) == 0);
