@@ -4,6 +4,8 @@
 // holder passes it on.
 #include <doctest/doctest.h>
 
+#include <sstream>
+
 #include "cli_test_util.hpp"
 #include "test_util.hpp"
 
@@ -87,7 +89,7 @@ TEST_CASE("status and metrics show the start-up lock's holder and its waiters") 
   CHECK_FALSE(contains(text.out, "start-up lock")); // free and nobody waits: no line
 }
 
-TEST_CASE("evict of a stopped start-up lock holder passes the lock on") {
+TEST_CASE("the evict command a timed-out waiter is told passes a stopped holder's lock on") {
   test_domain d;
   const pid_t stuck = test::spawn_holding([&d](const std::function<void()>& hold) {
     session s("gpu-e", d.options("stuck-engine"));
@@ -95,11 +97,30 @@ TEST_CASE("evict of a stopped start-up lock holder passes the lock on") {
     hold();
   });
   ::kill(stuck, SIGSTOP);
+  // A waiter that times out is told the command that releases the lock: run it as given.
+  std::string told;
+  {
+    session impatient("gpu-e", d.options("impatient"));
+    try {
+      (void)hold_startup(impatient, 100ms);
+    } catch (const error& e) {
+      CHECK(e.code() == errc::timeout);
+      told = e.what();
+    }
+  }
+  CAPTURE(told);
+  const auto from = told.find("`gpushare evict ");
+  REQUIRE(from != std::string::npos);
+  const std::string command = told.substr(from + 10, told.find('`', from + 1) - from - 10);
+  std::vector<std::string> args;
+  std::istringstream words(command);
+  for (std::string w; words >> w;) args.push_back(w);
+  REQUIRE(args.size() == 4); // evict <slot> --table <table>
   test::shared_block<std::atomic<int>> got;
   const pid_t w = spawn_waiter(d, "gpu-e", "next-engine", got[0]);
   std::this_thread::sleep_for(200ms);
   CHECK(got[0] == 0);
-  const cli_result r = run_cli({"evict", "stuck-engine", "--domain", d.name()});
+  const cli_result r = run_cli(args);
   INFO(r.err);
   CHECK(r.code == 0);
   CHECK(contains(r.out, "evicted session \"stuck-engine\""));

@@ -121,7 +121,7 @@ inline error startup_timeout(const table_view& t, const std::string& table, cons
               "if that process is stopped or hung, `gpushare evict ")
       .append(std::to_string(i))
       .append(" --table ")
-      .append(read_bounded(t.header->key, key_capacity))
+      .append(table)
       .append("` releases it");
   return error(errc::timeout, m);
 }
