@@ -69,26 +69,30 @@ outcome read_result(const test::running_process& r) {
   return o;
 }
 
-/// Starts every engine at once (with `extra` arguments for each), collects their results once
-/// all have reported, then lets the ones that started end.
-std::vector<outcome> start_all(const simtest::fresh_state& st,
-                               const std::function<std::vector<std::string>(const spec&)>& extra) {
+/// Starts engine `s` (with `extra` arguments) on the simulated card of `st`.
+test::running_process start_engine(const simtest::fresh_state& st, const spec& s,
+                                   std::vector<std::string> extra) {
   test::process_options o;
   o.env = {"CUDASIM_STATE=" + st.name(), "CUDASIM_MEMORY=80GiB", "CUDASIM_CONTEXT_BYTES=500MiB"};
   o.err = test::stderr_to::stdout_pipe;
   o.stdin_pipe = true;
+  std::vector<std::string> argv = {GPUSHARE_HELPER_DIR "/gpushare_helper_sim_engine",
+                                   s.kind,
+                                   s.name,
+                                   std::to_string(s.weights),
+                                   std::to_string(s.activations),
+                                   std::to_string(s.graphs),
+                                   "100"};
+  for (std::string& a : extra) argv.push_back(std::move(a));
+  return test::start_process(argv, o);
+}
+
+/// Starts every engine at once (with `extra` arguments for each), collects their results once
+/// all have reported, then lets the ones that started end.
+std::vector<outcome> start_all(const simtest::fresh_state& st,
+                               const std::function<std::vector<std::string>(const spec&)>& extra) {
   std::vector<test::running_process> procs;
-  for (const spec& s : engines) {
-    std::vector<std::string> argv = {GPUSHARE_HELPER_DIR "/gpushare_helper_sim_engine",
-                                     s.kind,
-                                     s.name,
-                                     std::to_string(s.weights),
-                                     std::to_string(s.activations),
-                                     std::to_string(s.graphs),
-                                     "100"};
-    for (std::string& a : extra(s)) argv.push_back(std::move(a));
-    procs.push_back(test::start_process(argv, o));
-  }
+  for (const spec& s : engines) procs.push_back(start_engine(st, s, extra(s)));
   std::vector<outcome> out;
   for (const auto& p : procs) out.push_back(read_result(p));
   for (std::size_t k = 0; k < procs.size(); ++k) {
@@ -158,4 +162,22 @@ TEST_CASE("engines in gpushare sessions under the start-up lock all start within
           << gpushare::format_bytes(card));
   CHECK(sum <= card);
   CHECK(t.snapshot().startup_takes == 3);
+}
+
+TEST_CASE("a vLLM engine started beside a running one fails its own start-up check") {
+  simtest::fresh_state st("engines-check");
+  const test::running_process first = start_engine(st, engines[1], {}); // SGLang, alone: starts
+  const outcome a = read_result(first);
+  CHECK(a.status == "ok");
+  const test::running_process second = start_engine(st, engines[2], {}); // vLLM at 0.92
+  const outcome b = read_result(second);
+  INFO(b.log);
+  CHECK(b.status == "start_check");
+  CHECK(b.claim == 0); // it allocated nothing
+  CHECK(b.log.find("ValueError: Free memory on device") != std::string::npos);
+  CHECK(b.log.find("less than desired GPU memory utilization (0.92") != std::string::npos);
+  ::close(second.in);
+  CHECK(test::finish_process(second).code == 1);
+  ::close(first.in);
+  CHECK(test::finish_process(first).code == 0);
 }
