@@ -23,13 +23,15 @@
 namespace gpushare::cli {
 
 /// What went back to the table with an evicted session: "its device hold and 1.50 GiB of
-/// reservations went back to the table".
+/// reservations went back to the table" (and "; its start-up lock passed on" when it held it).
 inline std::string returned_text(const session_info& gone) {
   const std::string bytes = bytes_text(gone.reserved) + " of reservations";
+  const std::string lock = gone.holds_startup ? "; its start-up lock passed on" : "";
   if (gone.holds_device && gone.reserved > 0)
-    return "its device hold and " + bytes + " went back to the table";
-  if (gone.holds_device) return "its device hold went back to the table";
-  if (gone.reserved > 0) return "its " + bytes + " went back to the table";
+    return "its device hold and " + bytes + " went back to the table" + lock;
+  if (gone.holds_device) return "its device hold went back to the table" + lock;
+  if (gone.reserved > 0) return "its " + bytes + " went back to the table" + lock;
+  if (gone.holds_startup) return "its start-up lock passed on";
   return "it held neither the device nor reservations";
 }
 

@@ -47,6 +47,10 @@ inline void declare_table_metrics(exposition& x) {
             "that long while others waited.");
   x.declare("gpushare_table_evictions_total", "counter",
             "Sessions ended by gpushare evict (table::evict).");
+  x.declare("gpushare_table_startup_waiters", "gauge",
+            "Threads of live sessions waiting for the table's start-up lock.");
+  x.declare("gpushare_table_startup_takes_total", "counter",
+            "Times a session took the table's start-up lock.");
   x.declare("gpushare_device_total_bytes", "gauge",
             "Device memory of the GPU behind the table, as a CUDA session last observed it.");
   x.declare("gpushare_device_free_bytes", "gauge",
@@ -83,6 +87,8 @@ inline void declare_session_metrics(exposition& x) {
   x.declare("gpushare_session_peak_bytes", "gauge",
             "Highest reservations plus external usage of the session.");
   x.declare("gpushare_session_holds_device", "gauge", "1 while the session holds the device.");
+  x.declare("gpushare_session_holds_startup", "gauge",
+            "1 while the session holds the table's start-up lock (its engine is starting).");
   x.declare("gpushare_session_active_guards", "gauge",
             "Guards of the session inside their region now.");
   x.declare("gpushare_session_waiting_for_device", "gauge",
@@ -135,6 +141,7 @@ inline void session_samples(exposition& x, label_set l, const session_info& i) {
   x.sample("gpushare_session_external_bytes", l, i.external);
   x.sample("gpushare_session_peak_bytes", l, i.peak);
   x.sample("gpushare_session_holds_device", l, i.holds_device ? 1 : 0);
+  x.sample("gpushare_session_holds_startup", l, i.holds_startup ? 1 : 0);
   x.sample("gpushare_session_active_guards", l, i.active_guards);
   x.sample("gpushare_session_waiting_for_device", l, i.waiting_for_device);
   x.sample("gpushare_session_waiting_for_memory", l, i.waiting_for_memory);
@@ -182,6 +189,8 @@ inline std::string metrics_text(const sample& s) {
     x.sample("gpushare_table_handovers_total", labels, ts.handovers);
     x.sample("gpushare_table_revocations_total", labels, ts.revocations);
     x.sample("gpushare_table_evictions_total", labels, ts.evictions);
+    x.sample("gpushare_table_startup_waiters", labels, ts.startup_waiters);
+    x.sample("gpushare_table_startup_takes_total", labels, ts.startup_takes);
     if (ts.device_observed_unix_ns != 0) {
       label_set device = labels;
       device.emplace_back("device", ts.device_name);

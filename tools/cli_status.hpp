@@ -72,6 +72,20 @@ inline std::string remedies_text(const table_snapshot& s, std::uint64_t now_unix
   return out + "\n";
 }
 
+/// The start-up lock (<gpushare/startup.hpp>), when held or waited for: "  start-up lock: held by
+/// "vllm-a" (slot 3, pid 4242) for 12.0 s, 2 waiting, taken 5 times\n"; "" otherwise.
+inline std::string startup_text(const table_snapshot& s) {
+  if (!s.startup && s.startup_waiters == 0) return "";
+  std::string out = "  start-up lock: ";
+  if (const auto& h = s.startup)
+    out += "held by " + quote(h->name) + " (slot " + std::to_string(h->id.slot) + ", pid " +
+           std::to_string(h->pid) + ") for " + duration_text(h->held_ns);
+  else
+    out += "free";
+  return out + ", " + std::to_string(s.startup_waiters) + " waiting, taken " +
+         plural(s.startup_takes, "time") + "\n";
+}
+
 /// How to name session `i` of `s` to `gpushare evict` in a shell: its name when it is unique in
 /// the table and plain ASCII (name:<name> for a numeric name or one that starts with "name:",
 /// 'quoted' when the shell needs quotes), else its slot with --table.
@@ -210,6 +224,7 @@ inline std::string table_text(const table_reading& t, const recent_usage& recent
         " (observed by pid " + std::to_string(s.device_observer_pid) + ", " +
         age_text(now_unix_ns, s.device_observed_unix_ns) + ")\n";
   out += remedies_text(s, now_unix_ns);
+  out += startup_text(s);
   if (s.sessions.empty())
     out += "  no live sessions\n";
   else
@@ -293,6 +308,8 @@ inline void session_json(json_writer& w, const session_info& i, std::optional<do
   w.field("holds_device", i.holds_device);
   w.field("active_guards", i.active_guards);
   w.field("waiting_for_device", i.waiting_for_device);
+  w.field("holds_startup", i.holds_startup);
+  w.field("waiting_for_startup", i.waiting_for_startup);
   w.field("device_ns", i.device_ns);
   w.field("in_guard_ns", i.in_guard_ns);
   w.field("guard_stuck", guard_stuck(i));
@@ -328,6 +345,29 @@ inline void last_eviction_json(json_writer& w,
   w.field("pid", last->pid);
   w.field("by_uid", last->by_uid);
   w.field("unix_ns", last->unix_ns);
+  w.end_object();
+}
+
+/// "startup": {"holder": {"slot", "generation", "name", "pid", "since_unix_ns", "held_ns"} or
+/// null, "waiters", "takes"}: the start-up lock.
+inline void startup_json(json_writer& w, const table_snapshot& s) {
+  w.key("startup");
+  w.begin_object();
+  w.key("holder");
+  if (const auto& h = s.startup) {
+    w.begin_object();
+    w.field("slot", h->id.slot);
+    w.field("generation", h->id.generation);
+    w.field("name", h->name);
+    w.field("pid", h->pid);
+    w.field("since_unix_ns", h->since_unix_ns);
+    w.field("held_ns", h->held_ns);
+    w.end_object();
+  } else {
+    w.null();
+  }
+  w.field("waiters", s.startup_waiters);
+  w.field("takes", s.startup_takes);
   w.end_object();
 }
 
@@ -381,6 +421,7 @@ inline void table_json(json_writer& w, const table_reading& t, const recent_usag
   } else {
     w.null();
   }
+  startup_json(w, s);
   device_json(w, s);
   w.key("recent_window_ns");
   if (recent.window_ns)

@@ -13,6 +13,7 @@
 #include <gpushare/reservation.hpp>
 #include <gpushare/scoped_kernel.hpp>
 #include <gpushare/session.hpp>
+#include <gpushare/startup.hpp>
 #include <gpushare/table.hpp>
 #include <gpushare/text.hpp>
 #include <gpushare/version.hpp>

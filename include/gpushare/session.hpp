@@ -31,6 +31,7 @@ inline namespace v0 {
 /// Movable, not copyable. Usable from several threads. A forked child's copy is inert: the child
 /// opens its own session.
 class scoped_kernel;
+class startup_hold;
 namespace cuda {
 class device_session;
 }
@@ -116,6 +117,7 @@ public:
 
 private:
   friend class scoped_kernel;
+  friend class startup_hold;
   friend class cuda::device_session;
   std::shared_ptr<detail::session_core> shared_core() {
     core();

@@ -186,6 +186,7 @@ public:
     detail::slot_record& s = live_slot(id);
     session_info info = detail::read_session(s, id.slot);
     info.holds_device = detail::current_holder(core_.view()) == static_cast<std::int64_t>(id.slot);
+    info.holds_startup = detail::startup_holder(core_.view()) == static_cast<std::int64_t>(id.slot);
     detail::record_eviction(core_.header(), s, id, me);
     g.wake_after(id.slot); // its own waiting threads: they find the session ended
     g.wake_after(core_.end_session_locked(id.slot));

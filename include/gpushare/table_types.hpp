@@ -60,11 +60,15 @@ struct session_info : session_statistics {
   /// the process that took the snapshot), i.e. how long its current guard has run at least. Far
   /// above its quantum means a holder stopped or hung inside a guard; 0 when no guard runs.
   std::uint64_t in_guard_ns = 0;
+  /// It holds the table's start-up lock (<gpushare/startup.hpp>): its engine is starting.
+  bool holds_startup = false;
+  std::uint32_t waiting_for_startup = 0; ///< its threads waiting for the start-up lock now
 
-  /// "running" (in a guard), "waiting" (for the device or memory) or "idle".
+  /// "running" (in a guard), "waiting" (for the device, memory or the start-up lock) or "idle".
   const char* state() const noexcept {
     if (active_guards > 0) return "running";
-    if (waiting_for_device > 0 || waiting_for_memory > 0) return "waiting";
+    if (waiting_for_device > 0 || waiting_for_memory > 0 || waiting_for_startup > 0)
+      return "waiting";
     return "idle";
   }
 };
@@ -100,6 +104,17 @@ struct table_snapshot {
     std::uint64_t unix_ns = 0;
   };
   std::optional<eviction> last_eviction;
+  /// Who holds the start-up lock (<gpushare/startup.hpp>), if anyone, and since when.
+  struct startup_holder {
+    session_id id;
+    std::string name;
+    std::int32_t pid = 0; ///< as its PID namespace numbers it (display only)
+    std::uint64_t since_unix_ns = 0;
+    std::uint64_t held_ns = 0; ///< how long it has held it, by the snapshot taker's clock
+  };
+  std::optional<startup_holder> startup;
+  std::uint32_t startup_waiters = 0;  ///< threads of live sessions waiting for the start-up lock
+  std::uint64_t startup_takes = 0;    ///< times the start-up lock was taken, over the table's life
   std::vector<session_info> sessions; ///< live sessions, by slot
   /// Sessions whose process died and that no live process has reclaimed yet, by slot: what they
   /// held is still committed until one does. (A snapshot under the lock reclaims them first, so

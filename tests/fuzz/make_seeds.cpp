@@ -56,15 +56,15 @@ int main() {
     s.generation = 3;
     s.pid = 1;
     std::strcpy(s.name, "dead-owner");
-    s.priority = 2;
-    s.share = 3;
-    s.compute_limit_ppm = 500'000;
-    s.memory_limit = 1ull << 29;
-    s.reserved = 1ull << 28;
-    s.peak = 1ull << 28;
-    s.quantum_ns = 5'000'000;
-    s.wants_device = 1;
-    s.active_guards = 1;
+    s.settings.priority = 2;
+    s.settings.share = 3;
+    s.settings.compute_limit_ppm = 500'000;
+    s.settings.memory_limit = 1ull << 29;
+    s.memory.reserved = 1ull << 28;
+    s.memory.peak = 1ull << 28;
+    s.settings.quantum_ns = 5'000'000;
+    s.compute.wants_device = 1;
+    s.compute.active_guards = 1;
     auto* h = reinterpret_cast<table_header*>(b.data());
     h->holder = 1;
     h->holder_generation = 3;
@@ -72,6 +72,7 @@ int main() {
     h->committed_total = 1ull << 28;
     h->live_sessions = 1;
     h->device_waiters.store(1);
+    h->startup_owner.store(startup_word(0, 3)); // the dead session holds the start-up lock too
     write("one-dead-holder", b);
   }
   {

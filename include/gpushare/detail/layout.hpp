@@ -141,6 +141,17 @@ struct alignas(64) table_header {
   /// Bumped after a session writes its slot's journal (detail/journal.hpp); every locker checks
   /// it once and, when it is not 0, folds every slot's journal before anything else.
   alignas(64) std::atomic<std::uint32_t> journal_pending;
+
+  // ---- the start-up lock (detail/startup.hpp): one session at a time starts its engine.
+  // `startup_owner` changes by compare-and-swap (taken under `lock`, released with or without
+  // it); the rest is written by the session that took it, under `lock`.
+  alignas(64) std::atomic<std::uint32_t> startup_wake; ///< bumped whenever the lock is released
+  std::uint32_t startup_unused;                        ///< zero
+  std::atomic<std::uint64_t>
+      startup_owner; ///< (slot + 1) << 32 | generation of the holder; 0: free
+  std::atomic<std::uint64_t> startup_since_ns;      ///< monotonic time the holder took it
+  std::atomic<std::uint64_t> startup_since_unix_ns; ///< the same, as wall-clock time
+  std::uint64_t startup_takes;                      ///< times it was taken, over the table's life
 };
 
 /// A session's settings: written when it joins (one assignment), and by the owner or a remote
@@ -236,7 +247,11 @@ struct alignas(64) slot_record {
   std::atomic<std::uint32_t> journal_memory_waiters; ///< memory-waiter counts to undo
   std::atomic<std::uint32_t> journal_lease_exits;    ///< lease guards owed their locked exit
 
-  std::uint8_t spare[512 - 480]; ///< room to grow without moving fields
+  // ---- the start-up lock (detail/startup.hpp), under the table lock
+  std::uint32_t startup_waiting; ///< threads of this session waiting for the start-up lock
+  std::uint32_t startup_unused;  ///< zero
+
+  std::uint8_t spare[512 - 488]; ///< room to grow without moving fields
 };
 
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
@@ -256,9 +271,12 @@ static_assert(offsetof(slot_record, settings) == 112);
 static_assert(offsetof(slot_record, stats) == 288);
 static_assert(offsetof(slot_record, lease) == 392);
 static_assert(offsetof(slot_record, journal_exits) == 424);
-static_assert(offsetof(slot_record, spare) == 480);
+static_assert(offsetof(slot_record, startup_waiting) == 480);
+static_assert(offsetof(slot_record, spare) == 488);
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 static_assert(offsetof(table_header, lock) % 64 == 0);
+static_assert(offsetof(table_header, startup_wake) % 64 == 0);
+static_assert(offsetof(table_header, startup_owner) == offsetof(table_header, startup_wake) + 8);
 
 inline constexpr std::size_t table_size(std::uint32_t slot_count) {
   return sizeof(table_header) + static_cast<std::size_t>(slot_count) * sizeof(slot_record);

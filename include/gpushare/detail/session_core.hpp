@@ -226,7 +226,9 @@ public:
   session_info info() {
     check_usable();
     locked g(*this);
-    return read_session(own_checked(), slot_);
+    session_info i = read_session(own_checked(), slot_);
+    i.holds_startup = startup_holder(table_.view()) == static_cast<std::int64_t>(slot_);
+    return i;
   }
 
   void configure(const settings_change& c) {

@@ -68,6 +68,7 @@ inline session_info read_session(const slot_record& s, std::uint32_t index) {
   i.peak = s.memory.peak;
   i.waiting_for_memory =
       sat_sub32(s.memory.waiting, s.journal_memory_waiters.load(std::memory_order_relaxed));
+  i.waiting_for_startup = s.startup_waiting;
   i.active_guards = sat_sub32(busy_guards(s), s.journal_exits.load(std::memory_order_relaxed));
   i.waiting_for_device =
       sat_sub32(s.compute.wants_device, s.journal_device_waiters.load(std::memory_order_relaxed));
@@ -117,6 +118,24 @@ void add_sessions(const table_view& v, table_snapshot& s, std::int64_t holder, A
 /// A snapshot of the table `v` (mapped, or a private copy of it) named `name`. Reads only.
 /// `alive(i)` says whether the session in active slot i still lives (a dead one goes to
 /// dead_sessions).
+/// The start-up lock's holder and waiters (detail/startup.hpp), read without changing anything
+/// (a lock-free reader's copy may name a slot that has ended: then nobody holds it).
+inline void add_startup(const table_view& v, table_snapshot& s) {
+  const table_header& h = *v.header;
+  s.startup_takes = h.startup_takes;
+  for (const session_info& i : s.sessions) s.startup_waiters += i.waiting_for_startup;
+  const std::uint64_t w = h.startup_owner.load(std::memory_order_acquire);
+  for (session_info& i : s.sessions) {
+    if (w == 0 || startup_word(i.id.slot, i.id.generation) != w) continue;
+    i.holds_startup = true;
+    const std::uint64_t since = h.startup_since_ns.load(std::memory_order_relaxed);
+    const std::uint64_t now = monotonic_ns();
+    s.startup = table_snapshot::startup_holder{
+        i.id, i.name, i.pid, h.startup_since_unix_ns.load(std::memory_order_relaxed),
+        now > since ? now - since : 0};
+  }
+}
+
 template <class Alive>
 table_snapshot build_snapshot(const table_view& v, const std::string& name, Alive&& alive) {
   const table_header& h = *v.header;
@@ -157,6 +176,7 @@ table_snapshot build_snapshot(const table_view& v, const std::string& name, Aliv
   if (holder != nobody)
     s.holder = session_id{static_cast<std::uint32_t>(holder), h.holder_generation};
   add_sessions(v, s, holder, alive);
+  add_startup(v, s);
   return s;
 }
 

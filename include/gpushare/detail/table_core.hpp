@@ -83,6 +83,9 @@ public:
   public:
     explicit guard(table_core& t) : t_(&t), me_(t.locker_id()) {
       table_header& h = t.header();
+      // Read before locking, so a release by a lock repair below is seen too (a release by
+      // another process in between costs one spurious wake).
+      startup_seq_ = h.startup_wake.load(std::memory_order_relaxed);
       if (lock_table(&h.lock, me_, t.fd(), t.lock_timeout(), t.name(), &h.lock_holder_pid) ==
           lock_outcome::owner_died)
         t.repair_locked(*this);
@@ -121,9 +124,12 @@ public:
       table_header& h = t.header();
       const bool memory = wake_memory_ || (released_ && h.memory_waiters > 0);
       if (memory) h.memory_wake.fetch_add(1, std::memory_order_release);
+      // The start-up lock was released under this lock (an ended slot, detail/startup.hpp).
+      const bool startup = h.startup_wake.load(std::memory_order_relaxed) != startup_seq_;
       h.lock_holder_pid.store(0, std::memory_order_relaxed);
       unlock_table(&h.lock, me_);
       if (memory) futex_wake(&h.memory_wake);
+      if (startup) futex_wake(&h.startup_wake);
       for (std::size_t k = 0; k < n_; ++k) t.wake_slot(wake_[k]);
     }
 
@@ -133,6 +139,7 @@ public:
     std::uint32_t me_;
     bool released_ = false;
     bool wake_memory_ = false;
+    std::uint32_t startup_seq_ = 0; ///< startup_wake when the lock was taken
     std::size_t n_ = 0;
     std::int64_t wake_[max_wakes] = {};
   };
