@@ -76,7 +76,7 @@ struct listener {
 /// Counts the takes and releases of a start-up hold.
 struct hold_counter {
   int takes = 0, releases = 0;
-  startup_hold hold() {
+  readiness_hold hold() {
     return {[this] { ++takes; }, [this] { ++releases; }};
   }
 };

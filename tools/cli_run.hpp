@@ -17,6 +17,7 @@
 #include <gpushare/error.hpp>
 #include <gpushare/options.hpp>
 #include <gpushare/session.hpp>
+#include <gpushare/startup.hpp>
 #include <gpushare/table.hpp>
 #include <gpushare/text.hpp>
 
@@ -126,19 +127,56 @@ inline reservation hold_budget(session& s, std::uint64_t bytes, std::uint64_t ti
   }
 }
 
-/// Starts the program with `added` in its environment and stays beside it until it ends; its exit
-/// code, or 126/127 when it could not be started.
-inline int run_program(const run_request& r, const std::vector<env_var>& added) {
+/// The table's start-up lock as the readiness watch's hold (--serialize-startup): taken by
+/// `holder` before the program starts, waiting up to --timeout; released once it is ready, its
+/// wait timed out, or it exited first. A hold that is not taken in time ends the run (125) with
+/// the library's message, which names the holder.
+inline readiness_hold startup_lock_hold(session& holder, const run_request& r,
+                                        std::optional<gpushare::startup_hold>& lock) {
+  return readiness_hold{
+      [&holder, &lock, timeout = r.timeout_ns] {
+        try {
+          lock.emplace(timeout == UINT64_MAX
+                           ? hold_startup(holder)
+                           : hold_startup(holder, std::chrono::nanoseconds(timeout)));
+        } catch (const gpushare::error& e) {
+          if (e.code() != errc::timeout) throw;
+          throw runtime_failure(std::string(e.what()) + "; the program was not started");
+        }
+      },
+      [&lock] {
+        if (lock) lock->ready();
+      }};
+}
+
+/// The session that holds the start-up lock with --library, where the runner joins none for the
+/// budget: the program's name with "-startup", reserving nothing.
+inline session_options startup_holder_options(const run_request& r) {
+  session_options o;
+  const std::string base = r.options.name ? *r.options.name : name_from_command(r.command[0]);
+  o.name = base.substr(0, 55) + "-startup";
+  return o;
+}
+
+/// Starts `command` with `added` in its environment and stays beside it until it ends; its exit
+/// code, or 126/127 when it could not be started. `holder`: the session that takes the start-up
+/// lock with --serialize-startup.
+inline int run_program(const run_request& r, const std::vector<std::string>& command,
+                       const std::vector<env_var>& added, session* holder) {
   signal_gate gate;
+  std::optional<gpushare::startup_hold> lock;
   std::optional<readiness_watch> watch;
-  if (r.ready) watch.emplace(*r.ready, r.startup_timeout_ns, startup_hold{});
+  if (r.ready)
+    watch.emplace(*r.ready, r.startup_timeout_ns,
+                  r.serialize_startup && holder ? startup_lock_hold(*holder, r, lock)
+                                                : readiness_hold{});
   if (watch) watch->take();
   const bool capture = r.ready && r.ready->what == ready_condition::kind::log;
   auto [program, failure] =
-      start_program(r.command, child_environment(added), gate.original_mask(), capture);
+      start_program(command, child_environment(added), gate.original_mask(), capture);
   if (failure) {
     std::fputs(
-        (std::string("gpushare run: error: ").append(failure->text(r.command[0])) + "\n").c_str(),
+        (std::string("gpushare run: error: ").append(failure->text(command[0])) + "\n").c_str(),
         stderr);
     return failure->code();
   }
@@ -147,24 +185,40 @@ inline int run_program(const run_request& r, const std::vector<env_var>& added) 
   return sup.run();
 }
 
+/// The program's command line: with --engine, the engine's flags for the budget appended.
+inline std::vector<std::string> program_command(const run_request& r, const run_budget& b) {
+  std::vector<std::string> command = r.command;
+  if (!r.engine) return command;
+  if (!b.budget_bytes)
+    throw runtime_failure("--engine needs the budget in bytes, and --memory " + r.memory_given +
+                          " is a percentage of a table with no capacity: give --memory in bytes");
+  for (std::string& f : engine_flags(*r.engine, *b.budget_bytes, b.card_total))
+    command.push_back(std::move(f));
+  return command;
+}
+
 /// The run itself, once the command line is read: join, reserve, start, wait.
 inline int run_with_budget(const run_request& r) {
   run_budget b = r.budget;
   if (r.library || r.dry_run) {
     complete_budget(b, r, existing_capacity(r));
     const auto added = budget_environment(b, process_environment);
+    const std::vector<std::string> command = program_command(r, b);
     if (r.dry_run) {
-      write_stdout(dry_run_notes(b, r) + dry_run_text(added, r.command));
+      write_stdout(dry_run_notes(b, r) + dry_run_text(added, command));
       return 0;
     }
-    return run_program(r, added);
+    std::optional<session> holder;
+    if (r.serialize_startup) holder.emplace(r.key, startup_holder_options(r));
+    return run_program(r, command, added, holder ? &*holder : nullptr);
   }
   session s(r.key, r.options);
   const table_snapshot t = s.snapshot();
   b.budget_bytes = s.info().memory_limit;
   complete_budget(b, r, t.capacity < unlimited_memory ? std::optional(t.capacity) : std::nullopt);
+  const std::vector<std::string> command = program_command(r, b);
   const reservation held = hold_budget(s, *b.budget_bytes, r.timeout_ns);
-  return run_program(r, budget_environment(b, process_environment));
+  return run_program(r, command, budget_environment(b, process_environment), &s);
 }
 
 inline int run_run(std::span<const std::string> args) {

@@ -16,6 +16,7 @@
 
 #include "cli_args.hpp"
 #include "cli_errors.hpp"
+#include "cli_run_engine.hpp"
 #include "cli_run_env.hpp"
 #include "cli_run_ready.hpp"
 
@@ -33,6 +34,8 @@ struct run_request {
   std::uint64_t timeout_ns = UINT64_MAX; ///< UINT64_MAX: wait for the budget without end
   std::optional<ready_condition> ready;
   std::uint64_t startup_timeout_ns = 600'000'000'000;
+  bool serialize_startup = false;    ///< hold the table's start-up lock until ready
+  std::optional<engine_spec> engine; ///< --engine: append the engine's flags for the budget
   std::vector<std::string> command;
 };
 
@@ -45,12 +48,14 @@ inline constexpr duration_option run_timeout{"--timeout",        0,
 inline constexpr duration_option run_startup_timeout{
     "--startup-timeout", 0, 86'400'000'000'000, false, 0, {}, 1'000'000'000, "\"90s\", \"10min\""};
 
-inline constexpr flag_spec run_flags[] = {
-    {"--key", true},         {"--memory", true},     {"--guarantee", true},
-    {"--priority", true},    {"--share", true},      {"--name", true},
-    {"--timeout", true},     {"--library", false},   {"--pytorch", false},
-    {"--card-memory", true}, {"--ready-when", true}, {"--startup-timeout", true},
-    {"--dry-run", false}};
+inline constexpr flag_spec run_flags[] = {{"--key", true},        {"--memory", true},
+                                          {"--guarantee", true},  {"--priority", true},
+                                          {"--share", true},      {"--name", true},
+                                          {"--timeout", true},    {"--library", false},
+                                          {"--pytorch", false},   {"--card-memory", true},
+                                          {"--ready-when", true}, {"--startup-timeout", true},
+                                          {"--dry-run", false},   {"--serialize-startup", false},
+                                          {"--engine", true}};
 
 /// A session name from the program's path: its last component, printable ASCII only, at most 63
 /// characters ("python3" for /usr/bin/python3).
@@ -136,9 +141,13 @@ inline void run_settings(const parsed_args& a, run_request& r) {
   }
 }
 
-/// --ready-when and --startup-timeout.
+/// --ready-when, --startup-timeout and --serialize-startup.
 inline void run_readiness(const parsed_args& a, run_request& r) {
   if (auto v = a.value("--ready-when")) r.ready = parse_ready_when(*v);
+  r.serialize_startup = a.has("--serialize-startup");
+  if (r.serialize_startup && !r.ready)
+    throw usage_error("--serialize-startup needs --ready-when: the start-up lock is released "
+                      "when the program is ready (port:N, log:REGEX or file:PATH)");
   if (auto v = a.value("--startup-timeout")) {
     if (!r.ready) throw usage_error("--startup-timeout needs --ready-when: ready when what?");
     r.startup_timeout_ns = parse_interval_ns("--startup-timeout", *v, run_startup_timeout);
@@ -164,10 +173,12 @@ inline std::optional<run_request> parse_run_request(std::span<const std::string>
       throw usage_error("--card-memory: give the card's memory in bytes, e.g. 80GiB");
   }
   if (auto v = a.value("--timeout")) r.timeout_ns = parse_interval_ns("--timeout", *v, run_timeout);
-  if (r.library && a.has("--timeout"))
-    throw usage_error("--timeout is the runner's wait for the budget, and with --library the "
-                      "program reserves it itself (GPUSHARE_ALLOC_TIMEOUT or its own timeout)");
+  if (r.library && a.has("--timeout") && !a.has("--serialize-startup"))
+    throw usage_error("--timeout is the runner's wait for the budget (and for the start-up lock "
+                      "with --serialize-startup), and with --library the program reserves the "
+                      "budget itself (GPUSHARE_ALLOC_TIMEOUT or its own timeout)");
   run_readiness(a, r);
+  if (auto v = a.value("--engine")) r.engine = parse_engine_spec(*v);
   r.budget.key = r.key;
   r.budget.library = r.library;
   r.budget.pytorch = r.pytorch;

@@ -2,8 +2,8 @@
 // `gpushare run --ready-when`: when a program counts as started (a port that accepts connections,
 // a line of its output that matches, a file that exists), and the start-up hold the runner takes
 // before starting it and releases once it is ready, once its wait for readiness times out, or
-// once it exits first. The hold is a pair of functions (startup_hold) so that the start-up lock
-// of the library can be plugged in without changing this unit.
+// once it exits first. The hold is a pair of functions (readiness_hold): with
+// --serialize-startup, the table's start-up lock (cli_run.hpp, startup_lock_hold).
 #pragma once
 
 #include <arpa/inet.h>
@@ -137,7 +137,7 @@ private:
 
 /// The start-up hold: `take` runs before the program is started, `release` once it is ready, its
 /// wait timed out, or it exited first (each at most once). Empty functions hold nothing.
-struct startup_hold {
+struct readiness_hold {
   std::function<void()> take;
   std::function<void()> release;
 };
@@ -151,7 +151,7 @@ public:
   static constexpr int poll_interval_ms = 50;
   using clock = std::chrono::steady_clock;
 
-  readiness_watch(ready_condition c, std::uint64_t timeout_ns, startup_hold hold)
+  readiness_watch(ready_condition c, std::uint64_t timeout_ns, readiness_hold hold)
       : cond_(std::move(c)), timeout_ns_(timeout_ns), hold_(std::move(hold)) {}
   readiness_watch(const readiness_watch&) = delete;
   readiness_watch& operator=(const readiness_watch&) = delete;
@@ -235,7 +235,7 @@ private:
 
   ready_condition cond_;
   std::uint64_t timeout_ns_;
-  startup_hold hold_;
+  readiness_hold hold_;
   clock::time_point start_ = clock::now();
   line_scanner scanners_[2];
   bool held_ = false;

@@ -40,6 +40,21 @@ Options:
                        its output still goes to this stdout and stderr unchanged), file:PATH
   --startup-timeout D  how long to wait for --ready-when (default 10min); then a warning, and
                        the program keeps running
+  --serialize-startup  start only while holding the table's start-up lock, and keep it until the
+                       program is ready (--ready-when, required), its wait for readiness times
+                       out, or it exits: engines that profile free memory at start then start one
+                       at a time. The lock is waited for up to --timeout; a dead holder's lock is
+                       reclaimed, and `gpushare status` shows who holds it
+  --engine E[,IN=V...] append the inference engine's flags for the budget to the command:
+                       vllm gets --kv-cache-memory-bytes (budget - weights - activation_peak -
+                       cuda_graphs - margin) and --gpu-memory-utilization (budget / the card's
+                       memory, for its start-up check); sglang gets --mem-fraction-static (from
+                       free_at_start) and, given the KV size per token, --max-total-tokens.
+                       Inputs: vllm: weights, activation_peak, cuda_graphs (or
+                       enforce_eager=true), margin; sglang: the same (disable_cuda_graph=true),
+                       free_at_start, and kv_bytes_per_token or layers, kv_heads, head_dim,
+                       dtype_bytes. e.g. --engine vllm,weights=14GiB,activation_peak=2GiB,
+                       cuda_graphs=1GiB,margin=1GiB (a missing input is named; nothing is guessed)
   --dry-run            print the variables that would be added and the command; run nothing
 
 Signals: SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGWINCH sent to gpushare run go

@@ -19,6 +19,9 @@ then runs, each step under a timeout and the next one even if it failed:
   bench     gpushare_bench_gpu  every scenario, one short repeat (about 1.5 min of measuring)
   demos     example_cuda_quickstart (examples/) and the showcase in GPU mode
   torch     PyTorch's version and a small matmul timing, if torch sees the GPU (installs nothing)
+  python    builds the Python module, the PyTorch allocator and the gpushare tool, then runs
+            ctest -L python (the module's tests, and test_torch_gpu against the PyTorch that
+            python3 imports, on the GPU); needs pybind11 and the Python headers
 and writes one record: device, driver, CUDA versions, commit, every command with its exit status
 and wall time, test counts and failures, the benchmark's table, and the tests on which the real
 runtime and cudasim disagreed. Without a GPU, or with --simulated, the same flow runs on cudasim
@@ -69,7 +72,7 @@ while (($#)); do
   shift
 done
 [[ "$jobs" =~ ^[1-9][0-9]*$ ]] || die "--jobs needs a positive number, not '$jobs'"
-all_steps="build cuda cudasim bench demos torch"
+all_steps="build cuda cudasim bench demos torch python"
 steps="$all_steps"
 if [[ -n "$steps_arg" ]]; then
   steps="${steps_arg//,/ }"
@@ -318,6 +321,20 @@ if wants torch; then
   fi
 fi
 
+# ---- the Python module and the PyTorch allocator ----------------------------------------------
+if wants python; then
+  if [[ "$(step_rc configure)" != 0 ]] && wants build; then
+    note_step python-build "not run: configure failed" 1
+  elif ! grep -q '/gpushare_python[.]dir$' "$B/CMakeFiles/TargetDirectories.txt" 2>/dev/null; then
+    note_step python-build "skipped: the Python module is not configured (pybind11 or the Python headers missing; see cmake's output)" 0
+  else
+    run_step python-build 900 cmake --build "$B" -j "$jobs" --target gpushare_python gpushare
+    run_step python 600 "${native_env[@]}" ctest --test-dir "$B" -L python --output-on-failure -j 4 \
+      --output-junit "$work/python.xml"
+    junit_results "$work/python.xml" >"$work/python.results"
+  fi
+fi
+
 # ---- the record ------------------------------------------------------------------------------
 log_lines() { if [[ -f "$work/$1.log" ]]; then grep -E "$2" "$work/$1.log" || true; fi; }
 {
@@ -434,6 +451,17 @@ log_lines() { if [[ -f "$work/$1.log" ]]; then grep -E "$2" "$work/$1.log" || tr
     log_lines "demo-$demo" "^(result ($demo_keys)=|.*conditions (OK|NOT)|.*NOT trustworthy)"
     echo '```'
   done
+  if [[ -f "$work/python.results" ]]; then
+    echo
+    echo "## Python module: ctest -L python$sim_tag"
+    echo
+    echo "passed $(count_status "$work/python.results" passed), failed $(count_status \
+      "$work/python.results" failed), skipped $(count_status "$work/python.results" skipped)"
+    echo
+    echo '```text'
+    log_lines python "(passed|failed|skipped|SKIPPED|FAILED|Error)"
+    echo '```'
+  fi
   if [[ -f "$work/torch.log" ]]; then
     echo
     echo "## PyTorch$sim_tag"

@@ -18,6 +18,7 @@
 #include <string>
 
 #include <gpushare/detail/futex.hpp>
+#include <gpushare/detail/interrupt.hpp>
 #include <gpushare/detail/parse.hpp>
 #include <gpushare/detail/session_core.hpp>
 #include <gpushare/detail/startup.hpp>
@@ -172,7 +173,8 @@ inline std::uint64_t wait_startup(session_core& c, std::uint64_t timeout_ns, boo
     const std::uint32_t seq = t.header().startup_wake.load(std::memory_order_acquire);
     g.unlock();
     const std::uint64_t until = std::min(deadline, next_check);
-    if (until > now) futex_wait(&t.header().startup_wake, seq, until - now);
+    if (until > now) futex_wait(&t.header().startup_wake, seq, interruptible_sleep_ns(until - now));
+    interruption_point(); // may throw (a wait_interrupt's check): take() uncounts this waiter
     if (const std::uint64_t after = monotonic_ns(); after >= next_check) {
       t.reclaim_dead();
       next_check = sat_add(after, liveness_recheck_ns);

@@ -26,6 +26,7 @@ void bind_errors(py::module_& m);  ///< errors.cpp: Error and one subclass per e
 void bind_values(py::module_& m);  ///< values.cpp: SessionInfo, TableSnapshot, SessionId, ...
 void bind_session(py::module_& m); ///< session.cpp: Session, Reservation, KernelGuard
 void bind_table(py::module_& m);   ///< table.cpp: Table, RemovalResult, text helpers
+void bind_startup(py::module_& m); ///< startup.cpp: StartupHold, Session.startup, engine plans
 
 // ---- the topic of _gpushare_cuda ----------------------------------------------------------------
 void bind_cuda(py::module_& m); ///< cuda.cpp: DeviceSession, DeviceKernelGuard, DeviceInfo

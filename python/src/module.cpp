@@ -15,4 +15,5 @@ PYBIND11_MODULE(_gpushare, m) {
   gp::bind_values(m);
   gp::bind_session(m);
   gp::bind_table(m);
+  gp::bind_startup(m); // after bind_session: it adds Session.startup
 }

@@ -110,6 +110,7 @@ void session_state(record<session_info>& r) {
   r.F(session_info, device_waits).F(session_info, device_wait_ns);
   r.F(session_info, device_wait_max_ns).F(session_info, handovers);
   r.F(session_info, cap_throttle_ns).F(session_info, revocations);
+  r.F(session_info, holds_startup).F(session_info, waiting_for_startup);
 }
 
 void bind_session_info(py::module_& m) {
@@ -128,6 +129,14 @@ void bind_eviction(py::module_& m) {
   r.done();
 }
 
+void bind_startup_holder(py::module_& m) {
+  using holder = table_snapshot::startup_holder;
+  record<holder> r(m, "StartupHolder",
+                   "Who holds a table's start-up lock: the session, since when, for how long.");
+  r.F(holder, id).F(holder, name).F(holder, pid).F(holder, since_unix_ns).F(holder, held_ns);
+  r.done();
+}
+
 void bind_snapshot(py::module_& m) {
   using ts = table_snapshot;
   record<ts> r(m, "TableSnapshot", "A table at one instant.");
@@ -135,7 +144,8 @@ void bind_snapshot(py::module_& m) {
   r.F(ts, created_unix_ns).F(ts, slot_count).F(ts, capacity).F(ts, reserved_total);
   r.F(ts, committed_total).F(ts, available).F(ts, lock_repairs).F(ts, sessions_reclaimed);
   r.F(ts, handovers).F(ts, holder).F(ts, default_max_guard_ns).F(ts, revocations);
-  r.F(ts, evictions).F(ts, last_eviction).F(ts, sessions).F(ts, dead_sessions);
+  r.F(ts, evictions).F(ts, last_eviction).F(ts, startup).F(ts, startup_waiters);
+  r.F(ts, startup_takes).F(ts, sessions).F(ts, dead_sessions);
   r.F(ts, device_name).F(ts, device_total).F(ts, device_free).F(ts, device_observed_unix_ns);
   r.F(ts, device_observer_pid).F(ts, device_untracked).F(ts, device_releasing);
   r.done();
@@ -161,6 +171,7 @@ void bind_values(py::module_& m) {
   bind_session_id(m);
   bind_session_info(m);
   bind_eviction(m);
+  bind_startup_holder(m);
   bind_snapshot(m);
   bind_notice(m);
 }

@@ -20,9 +20,16 @@ if __name__ == "__main__":  # run alone: under pytest, which imports this file a
         sys.path.insert(0, os.path.join(os.environ["GPUSHARE_TEST_BUILD_DIR"], "python"))
     sys.exit(pytest.main([os.path.abspath(__file__), "-v", "-p", "no:cacheprovider"]))
 
-torch = pytest.importorskip("torch")
-if not torch.cuda.is_available():
-    pytest.skip("PyTorch %s has no CUDA device here" % torch.__version__, allow_module_level=True)
+try:
+    import torch
+except ImportError:
+    torch = None
+# Each test is collected and skipped by name (not the module), so that pytest reports them.
+pytestmark = pytest.mark.skipif(
+    torch is None or not torch.cuda.is_available(),
+    reason="no PyTorch here" if torch is None else
+    "PyTorch %s has no CUDA device here" % torch.__version__,
+)
 
 import gpushare.torch as gt  # noqa: E402
 
@@ -107,3 +114,27 @@ def test_budget_mode_publishes_reserved_memory():
         torch.cuda.empty_cache()
         mode.publish()
 
+
+
+def test_a_device_session_guards_work_on_torch_s_stream_and_plans_an_engine():
+    import gpushare.cuda as gcuda
+    import gpushare.engines as engines
+
+    device = torch.cuda.current_device()
+    with gcuda.DeviceSession(device, name="guarded", domain=DOMAIN, memory_limit="2GiB") as ds:
+        assert ds.device.total_memory == torch.cuda.get_device_properties(device).total_memory
+        stream = torch.cuda.current_stream().cuda_stream
+        x = torch.randn(2048, 2048, device="cuda")
+        with ds.kernel(stream) as g:
+            assert g.active and g.stream == stream
+            y = x @ x
+        ds.synchronize()
+        assert ds.info().guards >= 1
+        ref = (x.double() @ x.double()).float()
+        assert float((y - ref).norm() / ref.norm()) < 1e-2
+        plan = engines.plan_vllm(budget=ds, weights="1GiB", activation_peak="256MiB",
+                                 enforce_eager=True, margin="128MiB",
+                                 device_total=ds.device.total_memory)
+        assert plan.kv_cache_memory_bytes == 2 * GiB - GiB - 256 * MiB - 128 * MiB
+        with ds.host.startup(timeout=5) as hold:
+            assert hold.held
