@@ -113,12 +113,17 @@ if(CHECK STREQUAL "showcase")
   if(NOT mode STREQUAL "cudasim")
     fail("result mode=${mode}, not cudasim")
   endif()
-  result(qos.p99_with_ms with)
-  expect("${with}" GREATER 0 "inference p99 with gpushare")
+  result(qos.p99_with_ms with99)
+  expect("${with99}" GREATER 0 "inference p99 with gpushare")
+  result(qos.p50_with_ms with)
   result(qos.trustworthy qos_trusted)
   if(qos_trusted STREQUAL "yes")
-    # Without gpushare inference queues behind training's time slices: its p99 is 3-30x higher.
-    expect_result(qos.p99_without_ms GREATER "${with}")
+    # Without gpushare inference queues behind training's time slices: its median is several
+    # times gpushare's. The p99s are not compared: of 153 requests, p99 is the second slowest,
+    # set by a burst of arrivals and by when the two cores run the waiter, and one such hiccup
+    # put gpushare's above unmanaged's in a fresh-clone CI run (2026-11-27: p99 85.6 vs 70.0 ms
+    # while the p50s were 6.9 vs 41.3 ms; five reruns passed).
+    expect_result(qos.p50_without_ms GREATER "${with}")
     expect_text("latency:    inference p99 with gpushare ")
   elseif(qos_trusted STREQUAL "no")
     expect_text("no findings: the QoS figures are NOT trustworthy")
