@@ -329,7 +329,10 @@ if wants python; then
     note_step python-build "skipped: the Python module is not configured (pybind11 or the Python headers missing; see cmake's output)" 0
   else
     run_step python-build 900 cmake --build "$B" -j "$jobs" --target gpushare_python gpushare
-    run_step python 600 "${native_env[@]}" ctest --test-dir "$B" -L python --output-on-failure -j 4 \
+    # sim_env: the GPU stays visible (the PyTorch tests use it), and the tests that run on
+    # cudasim (LD_LIBRARY_PATH of their own) see its devices; with native_env's empty
+    # CUDA_VISIBLE_DEVICES of simulated mode they would see none.
+    run_step python 600 "${sim_env[@]}" ctest --test-dir "$B" -L python --output-on-failure -j 4 \
       --output-junit "$work/python.xml"
     junit_results "$work/python.xml" >"$work/python.results"
   fi
