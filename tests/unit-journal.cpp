@@ -180,3 +180,46 @@ TEST_CASE("journal: a session joining a slot never inherits its predecessor's jo
   CHECK(r.folded);
   CHECK(t.slots[0].memory.reserved == 0);
 }
+
+// Two lease guards end after a waiter ended the lease and neither can take the lock: two journal
+// entries, and the fold releases the device once, to the waiter. A corrupt count (a foreign or
+// damaged table) is folded the same way, in one step: it once bounded a loop of 2^32 steps.
+TEST_CASE("journal: lease exits fold into one release, whatever their count says") {
+  for (const std::uint32_t entries : {2u, 0xffff'ffffu}) {
+    CAPTURE(entries);
+    fake_table t;
+    d::table_view v = t.view();
+    d::slot_record& a = t.join(0);
+    d::slot_record& b = t.join(1);
+    d::acquire_state as;
+    REQUIRE(d::acquire_step(v, 0, 0, true, as, 100 * ms).what == d::acquire_result::granted);
+    REQUIRE(d::exit_step(v, 0, 0, 1 * ms, 1 * ms) == d::nobody); // nobody waits: a lease
+    REQUIRE(a.lease.load() == 1);
+    a.lease_guards.store(2); // two guards enter on the lease
+    d::acquire_state bs;     // b arrives at 2 ms: the lease ends, a is busy, b waits
+    REQUIRE(d::acquire_step(v, 1, 2 * ms, true, bs, 100 * ms).what == d::acquire_result::wait);
+    REQUIRE(a.lease.load() == 0);
+    for (int g = 0; g < 2; ++g) { // each exit as exit_on_lease, then a journaled locked part
+      a.lease_used_ns.fetch_add(3 * ms);
+      a.lease_exits.fetch_add(1);
+      a.lease_last_exit_ns.store(4 * ms);
+      a.lease_guards.fetch_sub(1);
+      d::journal_lease_exit(*t.header, a);
+    }
+    a.journal_lease_exits.store(entries);
+    std::vector<std::int64_t> woken;
+    const d::fold_result r =
+        d::fold_journals(v, 9 * ms, [&](std::int64_t w) { woken.push_back(w); });
+    CHECK(r.folded);
+    CHECK(a.journal_lease_exits.load() == 0);
+    CHECK(a.lease_exits.load() == 0);
+    CHECK(a.stats.guards == 3); // the locked guard and the two on the lease
+    CHECK(a.stats.guards_on_lease == 2);
+    CHECK(a.stats.device_ns == 1 * ms + 6 * ms);
+    REQUIRE(woken.size() == 1);
+    CHECK(woken[0] == 1);
+    CHECK(d::current_holder(v) == 1);
+    CHECK(b.compute.wants_device == 1);
+    CHECK_FALSE(d::journal_holds(a));
+  }
+}

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // `gpushare run`: the environment the program is started with. The budget goes to it as GPUSHARE_*
 // variables (with --library: a program that opens its own session) and as PyTorch's allocator
-// configuration (with --pytorch: per_process_memory_fraction, PyTorch 2.12 and later), merged
+// configuration (with --pytorch: per_process_memory_fraction, PyTorch 2.11 and later), merged
 // into what the environment already says.
 #pragma once
 

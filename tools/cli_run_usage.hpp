@@ -30,9 +30,9 @@ Options:
                        count twice)
   --pytorch            cap PyTorch's caching allocator: PYTORCH_ALLOC_CONF gets
                        per_process_memory_fraction:F, F = budget / the card's memory (merged into
-                       a value already set, as is PYTORCH_CUDA_ALLOC_CONF when set). PyTorch 2.12
-                       or later only: older PyTorch fails at its first CUDA allocation with
-                       "Unrecognized CachingAllocator option"
+                       a value already set, as is PYTORCH_CUDA_ALLOC_CONF when set). PyTorch 2.11
+                       or later: a PyTorch that does not know the key fails at its first CUDA
+                       allocation with "Unrecognized ... option" or "Unrecognized key"
   --card-memory SIZE   the card's total memory for --pytorch (default: the table's capacity, which
                        a CUDA session sets to the card's memory less a headroom)
   --ready-when C       report when the program has started: port:N (127.0.0.1:N accepts a TCP

@@ -81,8 +81,8 @@ void bind_errors(py::module_& m) {
   base_class = base.ptr();
   py::dict by_code;
   for (const error_class& c : error_classes()) {
-    py::tuple bases =
-        c.builtin ? py::make_tuple(base, py::handle(c.builtin)) : py::make_tuple(base);
+    py::tuple bases = c.builtin ? py::tuple(py::make_tuple(base, py::handle(c.builtin)))
+                                : py::tuple(py::make_tuple(base));
     const std::string qualified = std::string("gpushare.").append(c.name);
     py::object cls = py::reinterpret_steal<py::object>(
         PyErr_NewExceptionWithDoc(qualified.c_str(), c.doc, bases.ptr(), nullptr));

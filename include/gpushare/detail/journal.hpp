@@ -149,7 +149,9 @@ bool fold_journal(const table_view& t, std::uint32_t i, std::uint64_t now, Wake&
     const std::int64_t w = exits_step(t, i, exits, start, used, at);
     if (w != nobody) wake(w);
   }
-  for (std::uint32_t n = s.journal_lease_exits.exchange(0, std::memory_order_seq_cst); n > 0; --n) {
+  // One step accounts every lease exit (fold_lease takes them all) and releases at most once, so
+  // the count is not a loop bound: a corrupt one (up to 2^32 - 1) must not hang the folder.
+  if (s.journal_lease_exits.exchange(0, std::memory_order_seq_cst) != 0) {
     const std::int64_t w = lease_exit_step(t, i, now);
     if (w != nobody) wake(w);
   }
