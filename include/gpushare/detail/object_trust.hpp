@@ -92,8 +92,8 @@ inline void check_trust(const struct stat& st, const std::string& name, open_int
               "refusing to open table '" + name + "': '" + object_path(name) + "' has " +
                   describe_owner(st) + (S_ISREG(st.st_mode) ? "" : ", not a regular file") + " (" +
                   want + ", and be a regular file with one link); the name is taken by uid " +
-                  std::to_string(st.st_uid) + ": use another GPUSHARE_DOMAIN, or ask that user " +
-                  "or root to remove it");
+                  std::to_string(st.st_uid) + ": use another GPUSHARE_DOMAIN, or ask root " +
+                  "or that user to remove it");
 }
 
 /// Opens the file of the table object `name` as glibc's shm_open opens a /dev/shm object, and a
@@ -159,7 +159,7 @@ inline error open_or_create_failure(const std::string& name, table_access access
                    "permission denied opening table '" + name + "': '" + path + "' has " +
                        describe_owner(st) + "; the name is taken by uid " +
                        std::to_string(st.st_uid) +
-                       ": use another GPUSHARE_DOMAIN, or ask that user or root to remove it" +
+                       ": use another GPUSHARE_DOMAIN, or ask root or that user to remove it" +
                        (access == table_access::group
                             ? std::string()
                             : " (to share a table with a group, set GPUSHARE_TABLE_MODE=group in "

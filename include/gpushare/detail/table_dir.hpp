@@ -121,19 +121,20 @@ inline std::string describe_group(gid_t gid) {
   std::string name;
   if (const struct group* g = ::getgrgid(gid); g != nullptr && g->gr_name != nullptr)
     name = g->gr_name;
-  const std::string id = "gid " + std::to_string(gid);
+  const std::string id = std::string("gid ").append(std::to_string(gid));
   return name.empty() ? id : "group " + name + " (" + id + ")";
 }
 
 /// "uid 1000, groups 1000 27 990": who this process is, for messages.
 inline std::string describe_caller() {
-  std::string s = "uid " + std::to_string(::geteuid()) + ", groups " + std::to_string(::getegid());
+  std::string s = std::string("uid ").append(std::to_string(::geteuid()));
+  s.append(", groups ").append(std::to_string(::getegid()));
   const int n = ::getgroups(0, nullptr);
   std::vector<gid_t> groups(n > 0 ? static_cast<std::size_t>(n) : 0u);
   const int got = n > 0 ? ::getgroups(n, groups.data()) : 0;
   for (int i = 0; i < got; ++i)
     if (groups[static_cast<std::size_t>(i)] != ::getegid())
-      s += " " + std::to_string(groups[static_cast<std::size_t>(i)]);
+      s.append(" ").append(std::to_string(groups[static_cast<std::size_t>(i)]));
   return s;
 }
 
@@ -175,7 +176,7 @@ inline table_dir check_table_dir(std::string_view given) {
   if (d.shm()) return d; // /dev/shm: the system's, 1777, as it has always been used
   struct statfs fs {};
   if (::statfs(shown.c_str(), &fs) == 0)
-    if (const char* type = unsupported_filesystem(static_cast<std::int64_t>(fs.f_type)))
+    if (const char* type = unsupported_filesystem(fs.f_type))
       throw error(errc::bad_directory,
                   "table directory '" + shown + "' is on a " + type +
                       " filesystem, where tables cannot live: their locks and shared memory "
