@@ -31,6 +31,7 @@ inline resolved_options resolve_options(const session_options& opts,
   detail::resolve_access(opts, env, r);
   detail::resolve_memory(opts, env, r);
   detail::resolve_capacity(opts, env, r);
+  r.identity = detail::resolve_identity(opts, env, r.notices);
   return r;
 }
 
