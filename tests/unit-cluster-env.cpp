@@ -199,3 +199,13 @@ TEST_CASE("cluster env: a guarantee above a cluster memory limit is refused as f
   CHECK(e->code() == errc::invalid_environment);
   CHECK(std::string(e->what()).find("CUDA_DEVICE_MEMORY_LIMIT=1g") != std::string::npos);
 }
+
+TEST_CASE("cluster env: which variables are the platform's") {
+  for (const char* v : {"POD_NAME", "GPUSHARE_POD_NAMESPACE", "SLURM_STEP_ID", "SLURM_JOBID",
+                        "CUDA_DEVICE_MEMORY_LIMIT", "CUDA_DEVICE_MEMORY_LIMIT_3",
+                        "CUDA_DEVICE_SM_LIMIT_0", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"})
+    CHECK_MESSAGE(d::is_platform_variable(v), v);
+  for (const char* v : {"CUDA_DEVICE_MEMORY_LIMITS", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
+                        "SLURM_NTASKS", "GPUSHARE_MEMORY_LIMIT", "GPU_PORTION"})
+    CHECK_FALSE_MESSAGE(d::is_platform_variable(v), v);
+}

@@ -27,6 +27,21 @@ namespace gpushare {
 inline namespace v0 {
 namespace detail {
 
+/// Whether gpushare reads environment variable `name` as a platform's (not its own GPUSHARE_*
+/// ones): the identity variables (detail/identity.hpp) and the cluster limits read here.
+inline bool is_platform_variable(std::string_view name) {
+  for (std::string_view v : {"GPUSHARE_POD_NAME", "POD_NAME", "GPUSHARE_POD_NAMESPACE",
+                             "POD_NAMESPACE", "GPUSHARE_CONTAINER_NAME", "SLURM_JOB_ID",
+                             "SLURM_JOBID", "SLURM_STEP_ID", "SLURM_STEPID", "SLURM_ARRAY_JOB_ID",
+                             "SLURM_ARRAY_TASK_ID", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"})
+    if (name == v) return true;
+  for (std::string_view prefix : {"CUDA_DEVICE_MEMORY_LIMIT", "CUDA_DEVICE_SM_LIMIT"})
+    if (name.substr(0, prefix.size()) == prefix &&
+        (name.size() == prefix.size() || name[prefix.size()] == '_'))
+      return true;
+  return false;
+}
+
 /// Digits only, at most 19 of them: the number; nullopt otherwise.
 inline std::optional<std::uint64_t> parse_plain_decimal(std::string_view s) {
   if (s.empty() || s.size() > 19) return std::nullopt;
