@@ -56,9 +56,10 @@ TEST_CASE("cluster env: HAMi-core's memory forms") {
   CHECK(d::parse_hami_memory("1048576k") == GiB);
   CHECK(d::parse_hami_memory("1073741824") == GiB);
   CHECK(d::parse_hami_memory("8589934592g") == std::uint64_t{1} << 63); // the most
-  CHECK(d::parse_hami_memory("0") == std::nullopt); // HAMi's "no limit"
+  CHECK(d::parse_hami_memory("0") == std::nullopt);                     // HAMi's "no limit"
   CHECK(d::parse_hami_memory("0m") == std::nullopt);
-  for (const char* bad : {"", "g", "1.5g", "1gb", "1GiB", "-1", "0x10", " 1g", "1 g", "8589934593g"})
+  for (const char* bad :
+       {"", "g", "1.5g", "1gb", "1GiB", "-1", "0x10", " 1g", "1 g", "8589934593g"})
     CHECK_MESSAGE(test::thrown([&] { (void)d::parse_hami_memory(bad); }), std::string(bad));
 }
 
@@ -97,8 +98,8 @@ TEST_CASE("cluster env: a memory limit from HAMi or MPS when nothing else sets o
   CHECK(limit_bytes(resolve({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"},
                              {"CUDA_DEVICE_MEMORY_LIMIT_0", "3000m"}})) == 3000 * MiB);
   // ... unless it is 0 (HAMi's "none"): then the form for all devices applies.
-  CHECK(limit_bytes(resolve({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"},
-                             {"CUDA_DEVICE_MEMORY_LIMIT_0", "0"}})) == 2 * GiB);
+  CHECK(limit_bytes(resolve(
+            {{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}, {"CUDA_DEVICE_MEMORY_LIMIT_0", "0"}})) == 2 * GiB);
   CHECK(limit_bytes(resolve({{"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0=1G,1=2G"}})) == GiB);
   // Both apply at once: the smaller.
   CHECK(limit_bytes(resolve({{"CUDA_DEVICE_MEMORY_LIMIT_0", "3g"},
@@ -113,8 +114,10 @@ TEST_CASE("cluster env: the device ordinal picks the per-device values") {
   session_options o;
   o.device_ordinal = 1;
   const std::map<std::string, std::string> env = {
-      {"CUDA_DEVICE_MEMORY_LIMIT_0", "1g"},  {"CUDA_DEVICE_MEMORY_LIMIT_1", "5g"},
-      {"CUDA_DEVICE_SM_LIMIT_0", "20"},      {"CUDA_DEVICE_SM_LIMIT_1", "40"},
+      {"CUDA_DEVICE_MEMORY_LIMIT_0", "1g"},
+      {"CUDA_DEVICE_MEMORY_LIMIT_1", "5g"},
+      {"CUDA_DEVICE_SM_LIMIT_0", "20"},
+      {"CUDA_DEVICE_SM_LIMIT_1", "40"},
       {"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0=9G,1=6G"}};
   const auto r = resolve(env, o);
   CHECK(limit_bytes(r) == 5 * GiB);
@@ -191,7 +194,8 @@ TEST_CASE("cluster env: a bad value throws invalid_environment naming it and its
             {"CUDA_DEVICE_SM_LIMIT=\"150\" is invalid", "GPUSHARE_COMPUTE_LIMIT"});
 }
 
-TEST_CASE("cluster env: a guarantee above a cluster memory limit is refused as from the environment") {
+TEST_CASE(
+    "cluster env: a guarantee above a cluster memory limit is refused as from the environment") {
   const auto e = test::thrown([] {
     resolve({{"CUDA_DEVICE_MEMORY_LIMIT", "1g"}, {"GPUSHARE_MEMORY_GUARANTEE", "2GiB"}});
   });

@@ -32,11 +32,13 @@ platform_identity identity_of(const session_options& o, std::map<std::string, st
   return r.identity;
 }
 
-const std::map<std::string, std::string> full_env = {
-    {"GPUSHARE_POD_NAME", "infer-7d9f-x2k.v1"}, {"GPUSHARE_POD_NAMESPACE", "team-a"},
-    {"GPUSHARE_CONTAINER_NAME", "server"},      {"SLURM_JOB_ID", "4242"},
-    {"SLURM_STEP_ID", "3"},                     {"SLURM_ARRAY_JOB_ID", "4200"},
-    {"SLURM_ARRAY_TASK_ID", "7"}};
+const std::map<std::string, std::string> full_env = {{"GPUSHARE_POD_NAME", "infer-7d9f-x2k.v1"},
+                                                     {"GPUSHARE_POD_NAMESPACE", "team-a"},
+                                                     {"GPUSHARE_CONTAINER_NAME", "server"},
+                                                     {"SLURM_JOB_ID", "4242"},
+                                                     {"SLURM_STEP_ID", "3"},
+                                                     {"SLURM_ARRAY_JOB_ID", "4200"},
+                                                     {"SLURM_ARRAY_TASK_ID", "7"}};
 
 } // namespace
 
@@ -68,7 +70,8 @@ TEST_CASE("identity: GPUSHARE_* variables win over the conventional ones") {
   CHECK(id.slurm_job_id == 10u);
   CHECK(id.slurm_step_id == 1u);
   const auto fallback = identity_of(
-      {}, {{"POD_NAME", "b"}, {"POD_NAMESPACE", "ns2"}, {"SLURM_JOBID", "11"}, {"SLURM_STEPID", "2"}});
+      {},
+      {{"POD_NAME", "b"}, {"POD_NAMESPACE", "ns2"}, {"SLURM_JOBID", "11"}, {"SLURM_STEPID", "2"}});
   CHECK(fallback.pod == "b");
   CHECK(fallback.pod_namespace == "ns2");
   CHECK(fallback.slurm_job_id == 11u);
@@ -100,15 +103,16 @@ TEST_CASE("identity: a value set in code wins, and an empty string there means n
 TEST_CASE("identity: an invalid variable is ignored with one notice that names it") {
   const std::string long_pod(254, 'a');
   std::vector<gpushare::notice> n;
-  const auto id = identity_of({}, {{"GPUSHARE_POD_NAME", long_pod},
-                                   {"POD_NAME", "fallback"},
-                                   {"GPUSHARE_POD_NAMESPACE", "Team_A"},
-                                   {"GPUSHARE_CONTAINER_NAME", "-x"},
-                                   {"SLURM_JOB_ID", "12a"},
-                                   {"SLURM_STEP_ID", "4294967296"},
-                                   {"SLURM_ARRAY_TASK_ID", ""}},
+  const auto id = identity_of({},
+                              {{"GPUSHARE_POD_NAME", long_pod},
+                               {"POD_NAME", "fallback"},
+                               {"GPUSHARE_POD_NAMESPACE", "Team_A"},
+                               {"GPUSHARE_CONTAINER_NAME", "-x"},
+                               {"SLURM_JOB_ID", "12a"},
+                               {"SLURM_STEP_ID", "4294967296"},
+                               {"SLURM_ARRAY_TASK_ID", ""}},
                               &n);
-  CHECK(id.empty()); // the first variable set decides; an invalid one is not replaced
+  CHECK(id.empty());      // the first variable set decides; an invalid one is not replaced
   REQUIRE(n.size() == 6); // a variable set but empty is no value either
   CHECK(n[0].severity == gpushare::notice::kind::warning);
   CHECK(n[0].text.find("environment variable GPUSHARE_POD_NAME=") == 0);

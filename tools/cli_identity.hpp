@@ -61,7 +61,8 @@ inline void identity_json(json_writer& w, const platform_identity& id) {
 /// The identity labels every session series carries, the same names on every one ("" when not
 /// known, which Prometheus reads as absent): pod, namespace, container, slurm_job_id (an array
 /// task's as "<array job>_<task>", as squeue shows it) and slurm_step_id ("0", "batch", ...).
-inline std::vector<std::pair<std::string, std::string>> identity_labels(const platform_identity& id) {
+inline std::vector<std::pair<std::string, std::string>>
+identity_labels(const platform_identity& id) {
   std::string job;
   if (id.slurm_array_job_id && id.slurm_array_task_id)
     job = std::to_string(*id.slurm_array_job_id) + "_" + std::to_string(*id.slurm_array_task_id);

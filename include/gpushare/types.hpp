@@ -214,11 +214,11 @@ struct session_options {
   // Who the session belongs to (docs/cluster-env.md). Each field set here wins; an unset one is
   // read from the environment. An empty string set here means "none" (the environment is not
   // read for it).
-  std::optional<std::string> pod;           ///< GPUSHARE_POD_NAME, else POD_NAME
-  std::optional<std::string> pod_namespace; ///< GPUSHARE_POD_NAMESPACE, else POD_NAMESPACE
-  std::optional<std::string> container;     ///< GPUSHARE_CONTAINER_NAME
-  std::optional<std::uint32_t> slurm_job_id;  ///< SLURM_JOB_ID, else SLURM_JOBID
-  std::optional<std::uint32_t> slurm_step_id; ///< SLURM_STEP_ID, else SLURM_STEPID
+  std::optional<std::string> pod;                   ///< GPUSHARE_POD_NAME, else POD_NAME
+  std::optional<std::string> pod_namespace;         ///< GPUSHARE_POD_NAMESPACE, else POD_NAMESPACE
+  std::optional<std::string> container;             ///< GPUSHARE_CONTAINER_NAME
+  std::optional<std::uint32_t> slurm_job_id;        ///< SLURM_JOB_ID, else SLURM_JOBID
+  std::optional<std::uint32_t> slurm_step_id;       ///< SLURM_STEP_ID, else SLURM_STEPID
   std::optional<std::uint32_t> slurm_array_job_id;  ///< SLURM_ARRAY_JOB_ID
   std::optional<std::uint32_t> slurm_array_task_id; ///< SLURM_ARRAY_TASK_ID
   /// The CUDA ordinal (as this process sees it) of the GPU the session stands for: picks the

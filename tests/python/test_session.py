@@ -188,3 +188,27 @@ def test_notices_and_helpers(key, settings):
     assert gpushare.format_percent(300_000) == "30%"
     assert gpushare.parse_bytes("4GiB") == 4 * GiB
     assert gpushare.errors_by_code["timeout"] is gpushare.Timeout
+
+
+def test_session_info_shows_the_platform_identity(key, settings, monkeypatch):
+    # docs/cluster-env.md: the pod and Slurm variables of the environment, read when it joins.
+    for var, value in {"GPUSHARE_POD_NAME": "infer-0", "POD_NAMESPACE": "team-a",
+                       "GPUSHARE_CONTAINER_NAME": "server", "SLURM_JOB_ID": "4242",
+                       "SLURM_STEP_ID": "4294967291"}.items():
+        monkeypatch.setenv(var, value)
+    for var in ("SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID"):
+        monkeypatch.delenv(var, raising=False)
+    with gpushare.Session(key, name="tagged", **settings) as s:
+        i = s.info().identity
+        assert (i.pod, i.pod_namespace, i.container) == ("infer-0", "team-a", "server")
+        assert (i.slurm_job_id, i.slurm_step_id, i.slurm_step) == (4242, 4294967291, "batch")
+        assert i.slurm_array_task_id is None
+        assert i
+        assert i.as_dict()["pod"] == "infer-0"
+        assert s.snapshot().sessions[0].identity.container == "server"
+    for var in ("GPUSHARE_POD_NAME", "POD_NAMESPACE", "GPUSHARE_CONTAINER_NAME", "SLURM_JOB_ID",
+                "SLURM_STEP_ID", "POD_NAME", "SLURM_JOBID", "SLURM_STEPID"):
+        monkeypatch.delenv(var, raising=False)
+    with gpushare.Session(key, name="plain", **settings) as s:
+        assert not s.info().identity
+        assert s.info().identity.slurm_job_id is None

@@ -30,10 +30,10 @@ namespace detail {
 /// Whether gpushare reads environment variable `name` as a platform's (not its own GPUSHARE_*
 /// ones): the identity variables (detail/identity.hpp) and the cluster limits read here.
 inline bool is_platform_variable(std::string_view name) {
-  for (std::string_view v : {"GPUSHARE_POD_NAME", "POD_NAME", "GPUSHARE_POD_NAMESPACE",
-                             "POD_NAMESPACE", "GPUSHARE_CONTAINER_NAME", "SLURM_JOB_ID",
-                             "SLURM_JOBID", "SLURM_STEP_ID", "SLURM_STEPID", "SLURM_ARRAY_JOB_ID",
-                             "SLURM_ARRAY_TASK_ID", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"})
+  for (std::string_view v :
+       {"GPUSHARE_POD_NAME", "POD_NAME", "GPUSHARE_POD_NAMESPACE", "POD_NAMESPACE",
+        "GPUSHARE_CONTAINER_NAME", "SLURM_JOB_ID", "SLURM_JOBID", "SLURM_STEP_ID", "SLURM_STEPID",
+        "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"})
     if (name == v) return true;
   for (std::string_view prefix : {"CUDA_DEVICE_MEMORY_LIMIT", "CUDA_DEVICE_SM_LIMIT"})
     if (name.substr(0, prefix.size()) == prefix &&
@@ -56,8 +56,8 @@ inline std::optional<std::uint64_t> parse_plain_decimal(std::string_view s) {
 /// `n` * `unit`, or invalid_argument with `forms` when it exceeds 2^63 bytes.
 inline std::uint64_t scaled_bytes(std::uint64_t n, std::uint64_t unit, std::string_view forms) {
   if (n > max_memory_bytes / unit)
-    throw error(errc::invalid_argument, "it is more than 2^63 bytes; expected " +
-                                            std::string(forms));
+    throw error(errc::invalid_argument,
+                "it is more than 2^63 bytes; expected " + std::string(forms));
   return n * unit;
 }
 
@@ -126,8 +126,10 @@ inline std::optional<std::uint64_t> parse_mps_pinned_limit(std::string_view s, i
     const std::size_t eq = pair.find('=');
     const auto device = parse_plain_decimal(pair.substr(0, eq));
     if (eq == std::string_view::npos || !device)
-      throw error(errc::invalid_argument, "\"" + std::string(pair) + "\" is no <device>=<amount> "
-                                          "pair; expected " + std::string(mps_memory_forms));
+      throw error(errc::invalid_argument, "\"" + std::string(pair) +
+                                              "\" is no <device>=<amount> "
+                                              "pair; expected " +
+                                              std::string(mps_memory_forms));
     const std::uint64_t bytes = parse_mps_amount(pair.substr(eq + 1));
     if (ordinal >= 0 && *device == static_cast<std::uint64_t>(ordinal)) found = bytes;
     if (comma == std::string_view::npos) return found;
@@ -147,17 +149,16 @@ auto parse_cluster_value(const env_lookup& env, const std::string& var, const ch
     return parse(std::string_view(*value));
   } catch (const error& e) {
     if (e.code() != errc::invalid_argument) throw;
-    throw error(errc::invalid_environment,
-                "environment variable " + var + "=" + quote(*value, 60) +
-                    " is invalid: " + e.what() + ". gpushare reads it because " + overridden_by +
-                    " is unset (docs/cluster-env.md); fix it, or set " + overridden_by +
-                    " to override it");
+    throw error(errc::invalid_environment, "environment variable " + var + "=" + quote(*value, 60) +
+                                               " is invalid: " + e.what() +
+                                               ". gpushare reads it because " + overridden_by +
+                                               " is unset (docs/cluster-env.md); fix it, or set " +
+                                               overridden_by + " to override it");
   }
 }
 
 /// A cluster limit that was read: its value and how it was given ("VAR=value").
-template <class T>
-struct cluster_value {
+template <class T> struct cluster_value {
   T value;
   std::string given;
 };
@@ -171,9 +172,9 @@ inline std::optional<cluster_value<std::uint64_t>> cluster_memory_limit(const en
     if (v && (!best || *v < best->value)) best = {*v, var + "=" + env(var.c_str()).value_or("")};
   };
   const std::string hami_n = "CUDA_DEVICE_MEMORY_LIMIT_" + std::to_string(ordinal);
-  const auto per_device = parse_cluster_value(
-      env, hami_n, "GPUSHARE_MEMORY_LIMIT",
-      [](std::string_view s) { return parse_hami_memory(s); });
+  const auto per_device =
+      parse_cluster_value(env, hami_n, "GPUSHARE_MEMORY_LIMIT",
+                          [](std::string_view s) { return parse_hami_memory(s); });
   if (per_device && *per_device)
     consider(hami_n, *per_device);
   else
@@ -181,17 +182,17 @@ inline std::optional<cluster_value<std::uint64_t>> cluster_memory_limit(const en
              parse_cluster_value(env, "CUDA_DEVICE_MEMORY_LIMIT", "GPUSHARE_MEMORY_LIMIT",
                                  [](std::string_view s) { return parse_hami_memory(s); })
                  .value_or(std::nullopt));
-  consider("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT",
-           parse_cluster_value(
-               env, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "GPUSHARE_MEMORY_LIMIT",
-               [&](std::string_view s) { return parse_mps_pinned_limit(s, ordinal); })
-               .value_or(std::nullopt));
+  consider(
+      "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT",
+      parse_cluster_value(env, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "GPUSHARE_MEMORY_LIMIT",
+                          [&](std::string_view s) { return parse_mps_pinned_limit(s, ordinal); })
+          .value_or(std::nullopt));
   return best;
 }
 
 /// The compute limit (ppm) HAMi's SM limit sets for the device `ordinal`, or nullopt.
 inline std::optional<cluster_value<std::uint32_t>> cluster_compute_limit(const env_lookup& env,
-                                                                        int ordinal) {
+                                                                         int ordinal) {
   const auto parse = [](std::string_view s) { return parse_hami_sm_limit_ppm(s); };
   for (const std::string& var :
        {"CUDA_DEVICE_SM_LIMIT_" + std::to_string(ordinal), std::string("CUDA_DEVICE_SM_LIMIT")}) {
@@ -209,7 +210,8 @@ inline notice cluster_limit_notice(const std::string& what, const std::string& v
   return {notice::kind::note,
           "this session's " + what + " is " + value + ", from " + given +
               " (a limit a cluster scheduler set for this container or process, applied to this "
-              "session as a ceiling: docs/cluster-env.md); set " + overridden_by + " to choose another"};
+              "session as a ceiling: docs/cluster-env.md); set " +
+              overridden_by + " to choose another"};
 }
 
 } // namespace detail

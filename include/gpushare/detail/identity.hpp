@@ -21,8 +21,8 @@ namespace gpushare {
 inline namespace v0 {
 namespace detail {
 
-inline constexpr std::size_t max_pod_name_length = 253;  // a DNS-1123 subdomain
-inline constexpr std::size_t max_k8s_label_length = 63;  // a DNS-1123 label
+inline constexpr std::size_t max_pod_name_length = 253; // a DNS-1123 subdomain
+inline constexpr std::size_t max_k8s_label_length = 63; // a DNS-1123 label
 
 /// Why `s` is not a Kubernetes name of at most `max` characters (a DNS-1123 label, or with
 /// `dots` a subdomain: lower-case letters, digits, '-' and '.', starting and ending with a letter
@@ -30,8 +30,7 @@ inline constexpr std::size_t max_k8s_label_length = 63;  // a DNS-1123 label
 inline std::string k8s_name_problem(std::string_view s, std::size_t max, bool dots) {
   if (s.empty()) return "it is empty";
   if (s.size() > max)
-    return "it has " + std::to_string(s.size()) + " characters; the most is " +
-           std::to_string(max);
+    return "it has " + std::to_string(s.size()) + " characters; the most is " + std::to_string(max);
   const auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
   for (char c : s)
     if (!alnum(c) && c != '-' && !(dots && c == '.'))
@@ -120,8 +119,8 @@ std::optional<std::uint32_t> pick_slurm_id(const std::optional<std::uint32_t>& i
   const auto got = first_set(env, vars);
   if (!got) return std::nullopt;
   if (auto id = parse(got->second)) return id;
-  notices.push_back(ignored_identity_notice(got->first, got->second,
-                                            std::string("it is not ") + forms));
+  notices.push_back(
+      ignored_identity_notice(got->first, got->second, std::string("it is not ") + forms));
   return std::nullopt;
 }
 
@@ -132,10 +131,9 @@ inline platform_identity resolve_identity(const session_options& opts, const env
   platform_identity id;
   id.pod = pick_k8s_name(opts.pod, "pod", env, {"GPUSHARE_POD_NAME", "POD_NAME"},
                          max_pod_name_length, true, notices);
-  id.pod_namespace =
-      pick_k8s_name(opts.pod_namespace, "pod_namespace", env,
-                    {"GPUSHARE_POD_NAMESPACE", "POD_NAMESPACE"}, max_k8s_label_length, false,
-                    notices);
+  id.pod_namespace = pick_k8s_name(opts.pod_namespace, "pod_namespace", env,
+                                   {"GPUSHARE_POD_NAMESPACE", "POD_NAMESPACE"},
+                                   max_k8s_label_length, false, notices);
   id.container = pick_k8s_name(opts.container, "container", env, {"GPUSHARE_CONTAINER_NAME"},
                                max_k8s_label_length, false, notices);
   constexpr const char* number = "a decimal number below 2^32";

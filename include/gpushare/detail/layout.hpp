@@ -203,8 +203,8 @@ struct slot_compute {
   std::uint64_t lower_debt_ns;
 };
 
-inline constexpr std::size_t pod_capacity = 256;          // a pod name (up to 253) incl. NUL
-inline constexpr std::size_t k8s_label_capacity = 64;     // a namespace or container (63) + NUL
+inline constexpr std::size_t pod_capacity = 256;            // a pod name (up to 253) incl. NUL
+inline constexpr std::size_t k8s_label_capacity = 64;       // a namespace or container (63) + NUL
 inline constexpr std::uint32_t platform_has_job = 1;        // slurm_job_id is set
 inline constexpr std::uint32_t platform_has_step = 2;       // slurm_step_id is set
 inline constexpr std::uint32_t platform_has_array_job = 4;  // slurm_array_job_id is set

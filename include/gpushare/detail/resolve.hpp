@@ -146,7 +146,7 @@ inline void resolve_memory(const session_options& opts, const env_lookup& env,
     if (!in_code)
       if (const auto value = env(var)) *given = std::string(var) + "=" + *value;
   check_guarantee_within_limit(r, r.memory_limit && !opts.memory_limit,
-                              guarantee && !opts.memory_guarantee);
+                               guarantee && !opts.memory_guarantee);
 }
 
 /// Resolves the capacity (session_options::capacity, else GPUSHARE_CAPACITY) and the open
@@ -234,11 +234,11 @@ inline void resolve_scheduling(const session_options& opts, const env_lookup& en
       pick_option(opts.share, env, "GPUSHARE_SHARE", share_forms, parse_share, [](std::uint32_t s) {
         check_setting(share_range, s, "session_options::share");
       }).value_or(default_share);
-  const auto limit = pick_option(
-      opts.compute_limit_ppm, env, "GPUSHARE_COMPUTE_LIMIT", percent_forms, parse_percent_ppm,
-      [](std::uint32_t p) {
-        check_setting(compute_limit_range, p, "session_options::compute_limit_ppm");
-      });
+  const auto limit =
+      pick_option(opts.compute_limit_ppm, env, "GPUSHARE_COMPUTE_LIMIT", percent_forms,
+                  parse_percent_ppm, [](std::uint32_t p) {
+                    check_setting(compute_limit_range, p, "session_options::compute_limit_ppm");
+                  });
   r.compute_limit_ppm = limit.value_or(1'000'000);
   if (!limit)
     if (const auto got = cluster_compute_limit(env, cluster_device_ordinal(opts))) {

@@ -138,8 +138,9 @@ inline std::uint64_t session_core::resolve_memory_settings(const resolved_option
 }
 
 /// The notices of a join, kept in the session and each delivered once per process to the
-/// notice handler (detail/notices.hpp): those of resolving its options (`resolved`), the capacity notice (messages.hpp) once per table and
-/// requested capacity, and the join warnings (join_notices.hpp) once each.
+/// notice handler (detail/notices.hpp): those of resolving its options (`resolved`), the capacity
+/// notice (messages.hpp) once per table and requested capacity, and the join warnings
+/// (join_notices.hpp) once each.
 inline void session_core::raise_join_notices(std::string_view key,
                                              const std::vector<notice>& resolved) {
   for (const notice& n : resolved) { // resolving's: ignored identity variables, cluster limits
