@@ -117,7 +117,9 @@ TEST_CASE("identity: an invalid variable is ignored with one notice that names i
   CHECK(n[0].severity == gpushare::notice::kind::warning);
   CHECK(n[0].text.find("environment variable GPUSHARE_POD_NAME=") == 0);
   CHECK(n[0].text.find("it has 254 characters; the most is 253") != std::string::npos);
-  CHECK(n[1].text.find("GPUSHARE_POD_NAMESPACE=\"Team_A\" is ignored") != std::string::npos);
+  CHECK(n[1].text.find(
+            "GPUSHARE_POD_NAMESPACE=\"Team_A\" is ignored: it is no Kubernetes namespace") !=
+        std::string::npos);
   CHECK(n[1].text.find("only lower-case letters, digits and '-'") != std::string::npos);
   CHECK(n[2].text.find("must start and end with a lower-case letter or a digit") !=
         std::string::npos);

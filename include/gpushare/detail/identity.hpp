@@ -89,7 +89,8 @@ inline notice ignored_identity_notice(const std::string& var, const std::string&
 /// (ignored with a notice when it is not valid).
 inline std::string pick_k8s_name(const std::optional<std::string>& in_code, const char* field,
                                  const env_lookup& env, std::initializer_list<const char*> vars,
-                                 std::size_t max, bool dots, std::vector<notice>& notices) {
+                                 std::size_t max, bool dots, const char* what,
+                                 std::vector<notice>& notices) {
   if (in_code) {
     if (in_code->empty()) return {};
     if (std::string why = k8s_name_problem(*in_code, max, dots); !why.empty())
@@ -100,9 +101,8 @@ inline std::string pick_k8s_name(const std::optional<std::string>& in_code, cons
   const auto got = first_set(env, vars);
   if (!got) return {};
   if (std::string why = k8s_name_problem(got->second, max, dots); !why.empty()) {
-    notices.push_back(ignored_identity_notice(got->first, got->second,
-                                              std::string("it is no Kubernetes ") +
-                                                  (dots ? "pod name" : "name") + ": " + why));
+    notices.push_back(ignored_identity_notice(
+        got->first, got->second, std::string("it is no Kubernetes ") + what + ": " + why));
     return {};
   }
   return got->second;
@@ -130,12 +130,12 @@ inline platform_identity resolve_identity(const session_options& opts, const env
                                           std::vector<notice>& notices) {
   platform_identity id;
   id.pod = pick_k8s_name(opts.pod, "pod", env, {"GPUSHARE_POD_NAME", "POD_NAME"},
-                         max_pod_name_length, true, notices);
+                         max_pod_name_length, true, "pod name", notices);
   id.pod_namespace = pick_k8s_name(opts.pod_namespace, "pod_namespace", env,
                                    {"GPUSHARE_POD_NAMESPACE", "POD_NAMESPACE"},
-                                   max_k8s_label_length, false, notices);
+                                   max_k8s_label_length, false, "namespace", notices);
   id.container = pick_k8s_name(opts.container, "container", env, {"GPUSHARE_CONTAINER_NAME"},
-                               max_k8s_label_length, false, notices);
+                               max_k8s_label_length, false, "container name", notices);
   constexpr const char* number = "a decimal number below 2^32";
   id.slurm_job_id = pick_slurm_id(opts.slurm_job_id, env, {"SLURM_JOB_ID", "SLURM_JOBID"},
                                   parse_slurm_id, number, notices);
