@@ -203,10 +203,14 @@ inline std::uint64_t parse_count(std::string_view flag, std::string_view s, std:
   return v;
 }
 
-/// The domains a command looks at: one domain, or every domain.
+/// The tables a command looks at: those of one table directory, of one domain or of every domain.
 struct domain_choice {
   std::optional<std::string> name; ///< nullopt: every domain
   bool from_environment = false;   ///< `name` came from GPUSHARE_DOMAIN, not from --domain
+  std::string dir;                 ///< the table directory, normalised; "" for /dev/shm
+
+  /// The table directory as a user names it: "/dev/shm" for the default.
+  std::string dir_text() const { return dir.empty() ? std::string("/dev/shm") : dir; }
 
   /// `domain "x"`, with ` (from GPUSHARE_DOMAIN)` when it came from there; "every domain".
   std::string text() const {
@@ -219,11 +223,25 @@ struct domain_choice {
 /// The domain a command is limited to, as a session picks its own: --domain D, else the
 /// GPUSHARE_DOMAIN variable (checked as a session checks it), else every domain. --all-domains
 /// looks at every domain whatever GPUSHARE_DOMAIN says. A bad value is a usage_error.
+/// The table directory a command looks in, as a session picks its own: --dir DIR, else the
+/// GPUSHARE_DIR variable, else /dev/shm (""). A malformed path is a usage_error.
+inline std::string dir_option(const parsed_args& a, const env_lookup& env = process_environment) {
+  const auto d = a.value("--dir");
+  const auto from_env = d ? std::nullopt : env("GPUSHARE_DIR");
+  if (!d && !from_env) return {};
+  try {
+    return normalize_table_dir(d ? *d : *from_env);
+  } catch (const gpushare::error& e) {
+    throw usage_error(std::string(d ? "--dir: " : "GPUSHARE_DIR: ") + e.what());
+  }
+}
+
 inline domain_choice domain_option(const parsed_args& a,
                                    const env_lookup& env = process_environment) {
   const auto d = a.value("--domain");
   if (d && a.has("--all-domains")) throw usage_error("give --domain or --all-domains, not both");
   domain_choice c;
+  c.dir = dir_option(a, env);
   if (d) {
     parse_value("--domain", *d, [](std::string_view s) {
       validate_domain(s);

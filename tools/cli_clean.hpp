@@ -2,6 +2,7 @@
 // `gpushare clean`: remove tables that no live session uses (all matching tables with --force).
 #pragma once
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -24,11 +25,9 @@ inline std::string sessions_text(std::uint32_t n, const char* kind) {
 }
 
 inline int run_clean(std::span<const std::string> args) {
-  static constexpr flag_spec specs[] = {{"--domain", true},
-                                        {"--all-domains", false},
-                                        {"--force", false},
-                                        {"--dry-run", false},
-                                        {"--cudasim", false}};
+  static constexpr flag_spec specs[] = {{"--domain", true},   {"--all-domains", false},
+                                        {"--dir", true},      {"--force", false},
+                                        {"--dry-run", false}, {"--cudasim", false}};
   const parsed_args a = parse_command_line(args, specs, 256);
   if (a.help) {
     write_stdout(std::string(clean_usage));
@@ -71,10 +70,16 @@ inline int run_clean(std::span<const std::string> args) {
   };
 
   const uid_t euid = ::geteuid();
-  for (const table_entry& e : list_tables(domain)) {
+  // In a table directory without the sticky bit, a member of a group-mode table's group may
+  // remove it as its owner may (the directory lets it unlink; /dev/shm is sticky: only owners).
+  struct stat dir_st {};
+  const bool members_remove = !choice.dir.empty() && ::stat(choice.dir.c_str(), &dir_st) == 0 &&
+                              (dir_st.st_mode & S_ISVTX) == 0;
+  for (const table_entry& e : list_tables_in(choice.dir, domain)) {
     // Another owner's object: never without --force, never forcibly, and only by root, and then
     // only what remove_unused_table() verifies, under the table's own lock, to be an unused table.
-    const bool foreign = e.file_uid != euid;
+    const bool foreign =
+        e.file_uid != euid && !(members_remove && e.group && detail::in_group(e.file_gid));
     if (foreign && !(force && euid == 0)) {
       ++matching;
       out += "kept " + e.object_name + ": owned by uid " + std::to_string(e.file_uid) +
@@ -134,7 +139,7 @@ inline int run_clean(std::span<const std::string> args) {
   out += (dry_run ? "would remove " : "removed ") + std::to_string(removed) + " of " +
          plural(matching, "table") + (dry_run ? " (dry run: nothing was removed)" : "");
   if (matching == 0 && domain)
-    out += ": " + no_tables_text(domains_other_than(*domain), choice);
+    out += ": " + no_tables_text(domains_other_than(*domain, choice.dir), choice);
   else if (choice.from_environment)
     out += " (only domain " + quote(*domain) +
            ", from GPUSHARE_DOMAIN; --all-domains cleans every domain)";

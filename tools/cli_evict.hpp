@@ -84,7 +84,7 @@ inline table open_for_evict(const table_entry& e) {
 
 inline int run_evict(std::span<const std::string> args) {
   static constexpr flag_spec specs[] = {
-      {"--table", true}, {"--domain", true}, {"--all-domains", false}};
+      {"--table", true}, {"--domain", true}, {"--all-domains", false}, {"--dir", true}};
   const parsed_args a = parse_command_line(args, specs, 1);
   if (a.help) {
     write_stdout(std::string(evict_usage));

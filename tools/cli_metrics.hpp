@@ -209,7 +209,8 @@ inline std::string metrics_text(const sample& s) {
 }
 
 inline int run_metrics(std::span<const std::string> args) {
-  static constexpr flag_spec specs[] = {{"--domain", true}, {"--all-domains", false}};
+  static constexpr flag_spec specs[] = {
+      {"--domain", true}, {"--all-domains", false}, {"--dir", true}};
   const parsed_args a = parse_command_line(args, specs, 0);
   if (a.help) {
     write_stdout(std::string(metrics_usage));

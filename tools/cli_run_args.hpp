@@ -55,7 +55,7 @@ inline constexpr flag_spec run_flags[] = {{"--key", true},        {"--memory", t
                                           {"--pytorch", false},   {"--card-memory", true},
                                           {"--ready-when", true}, {"--startup-timeout", true},
                                           {"--dry-run", false},   {"--serialize-startup", false},
-                                          {"--engine", true}};
+                                          {"--engine", true},     {"--dir", true}};
 
 /// A session name from the program's path: its last component, printable ASCII only, at most 63
 /// characters ("python3" for /usr/bin/python3).
@@ -126,6 +126,13 @@ inline void run_settings(const parsed_args& a, run_request& r) {
   if (auto v = a.value("--share")) {
     r.options.share = parse_value("--share", *v, parse_share);
     r.budget.settings.push_back({"GPUSHARE_SHARE", *v});
+  }
+  if (auto v = a.value("--dir")) { // else GPUSHARE_DIR, as a session reads it
+    r.options.directory = parse_value("--dir", *v, [](std::string_view d) {
+      const std::string n = normalize_table_dir(d);
+      return n.empty() ? std::string("/dev/shm") : n;
+    });
+    r.budget.settings.push_back({"GPUSHARE_DIR", *r.options.directory});
   }
   if (auto v = a.value("--name")) {
     r.options.name = *v;

@@ -22,6 +22,7 @@ Options:
   --priority P         low, normal, high, critical or 0..7
   --share N            1..1000000
   --name NAME          the session's name in `gpushare status` (default: the program's name)
+  --dir DIR            the table directory (default: GPUSHARE_DIR, else /dev/shm)
   --timeout DUR        how long to wait for the budget: 30s, 5min, none (default: none, wait
                        without end; says on stderr that it waits and who holds the memory)
   --library            the program uses gpushare itself: reserve nothing, and pass the budget

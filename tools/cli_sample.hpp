@@ -36,6 +36,7 @@ struct table_reading {
 
 /// Every table (of one domain, if asked) at one moment.
 struct sample {
+  std::string dir; ///< the table directory it lists, normalised ("" for /dev/shm)
   std::uint64_t taken_unix_ns = 0;
   std::vector<table_reading> tables;
   /// When a domain was asked for and it has no tables: the domains that have some (from the file
@@ -65,25 +66,27 @@ inline std::string unreadable_text(const table_reading& t) {
   }
 }
 
-/// The domains other than `domain` that have tables in /dev/shm (going by the file names),
-/// sorted.
-inline std::vector<std::string> domains_other_than(const std::string& domain) {
+/// The domains other than `domain` that have tables in the table directory `dir` (going by the
+/// file names), sorted.
+inline std::vector<std::string> domains_other_than(const std::string& domain,
+                                                   const std::string& dir) {
   std::set<std::string> others;
-  for (const table_entry& e : list_tables())
+  for (const table_entry& e : list_tables_in(dir))
     if (e.domain != domain) others.insert(e.domain);
   return {others.begin(), others.end()};
 }
 
-/// Snapshots every table in /dev/shm (of `domain` only, when given). Tables that disappear
-/// meanwhile are left out; tables that cannot be read are kept with their error. Every table is
-/// read lock-free into a private copy (table::read_unlocked): nothing is locked or written, so a
-/// table of another user, or one whose lock a stopped process holds, is read all the same; the
-/// snapshot may be torn (docs/cli.md, "Other users' tables"). Throws errc::system_error if
-/// /dev/shm cannot be listed.
+/// Snapshots every table in the chosen table directory (of `domain` only, when given). Tables that
+/// disappear meanwhile are left out; tables that cannot be read are kept with their error. Every
+/// table is read lock-free into a private copy (table::read_unlocked): nothing is locked or
+/// written, so a table of another user, or one whose lock a stopped process holds, is read all the
+/// same; the snapshot may be torn (docs/cli.md, "Other users' tables"). Throws errc::system_error
+/// if /dev/shm cannot be listed.
 inline sample take_sample(const domain_choice& choice) {
   const std::optional<std::string>& domain = choice.name;
   sample s;
-  for (table_entry& e : list_tables(domain)) {
+  s.dir = choice.dir;
+  for (table_entry& e : list_tables_in(choice.dir, domain)) {
     table_reading t;
     t.entry = std::move(e);
     try {
@@ -107,7 +110,7 @@ inline sample take_sample(const domain_choice& choice) {
       static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                      std::chrono::system_clock::now().time_since_epoch())
                                      .count());
-  if (domain && s.tables.empty()) s.other_domains = domains_other_than(*domain);
+  if (domain && s.tables.empty()) s.other_domains = domains_other_than(*domain, choice.dir);
   return s;
 }
 
@@ -116,9 +119,11 @@ inline sample take_sample(const domain_choice& choice) {
 /// --all-domains)`.
 inline std::string no_tables_text(const std::vector<std::string>& other_domains,
                                   const domain_choice& choice) {
-  if (!choice.name) return "there are no gpushare tables in /dev/shm";
-  std::string out = choice.text() + " has no tables";
-  if (other_domains.empty()) return out + " (there are no gpushare tables in /dev/shm at all)";
+  if (!choice.name) return "there are no gpushare tables in " + choice.dir_text();
+  std::string out =
+      choice.text() + " has no tables" + (choice.dir.empty() ? std::string() : " in " + choice.dir);
+  if (other_domains.empty())
+    return out + " (there are no gpushare tables in " + choice.dir_text() + " at all)";
   out += std::string("; tables exist in ") + (other_domains.size() == 1 ? "domain " : "domains ");
   for (std::size_t i = 0; i < other_domains.size(); ++i)
     out += (i == 0 ? std::string() : std::string(", ")) + quote(other_domains[i]);

@@ -115,19 +115,13 @@ inline std::string describe_change(const settings_change& c, const session_info&
 }
 
 /// The flags `set` accepts.
-inline constexpr flag_spec set_flags[] = {{"--table", true},
-                                          {"--domain", true},
-                                          {"--all-domains", false},
-                                          {"--table-default", false},
-                                          {"--share", true},
-                                          {"--priority", true},
-                                          {"--compute-limit", true},
-                                          {"--memory-limit", true},
-                                          {"--memory-guarantee", true},
-                                          {"--quantum", true},
-                                          {"--handover", true},
-                                          {"--max-guard", true},
-                                          {"--compute-guarantee", true},
+inline constexpr flag_spec set_flags[] = {{"--table", true},          {"--domain", true},
+                                          {"--all-domains", false},   {"--dir", true},
+                                          {"--table-default", false}, {"--share", true},
+                                          {"--priority", true},       {"--compute-limit", true},
+                                          {"--memory-limit", true},   {"--memory-guarantee", true},
+                                          {"--quantum", true},        {"--handover", true},
+                                          {"--max-guard", true},      {"--compute-guarantee", true},
                                           {"--capacity", true}};
 
 /// Changes the settings of the one session `a` names, and prints them as old -> new.

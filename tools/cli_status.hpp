@@ -268,8 +268,8 @@ inline std::string status_text(const sample* before, const sample& now,
            ", from GPUSHARE_DOMAIN; --all-domains shows every domain)";
   out += "\n";
   try {
-    out += split_keys_text(now, list_tables());
-  } catch (const error&) { // /dev/shm cannot be listed: take_sample() said so already
+    out += split_keys_text(now, list_tables_in(now.dir));
+  } catch (const error&) { // the directory cannot be listed: take_sample() said so already
   }
   for (const auto& t : now.tables) {
     out += "\n";
@@ -462,7 +462,7 @@ inline void unreadable_json(json_writer& w, const table_reading& t) {
 inline void split_keys_json(json_writer& w, const sample& now) {
   std::vector<table_entry> all;
   try {
-    all = list_tables();
+    all = list_tables_in(now.dir);
   } catch (const error&) {
   }
   w.key("split_keys");
@@ -519,8 +519,11 @@ inline void write_stdout(const std::string& text) {
 }
 
 inline int run_status(std::span<const std::string> args) {
-  static constexpr flag_spec specs[] = {
-      {"--domain", true}, {"--all-domains", false}, {"--json", false}, {"--interval", true}};
+  static constexpr flag_spec specs[] = {{"--domain", true},
+                                        {"--all-domains", false},
+                                        {"--dir", true},
+                                        {"--json", false},
+                                        {"--interval", true}};
   const parsed_args a = parse_command_line(args, specs, 0);
   if (a.help) {
     write_stdout(std::string(status_usage));

@@ -44,8 +44,11 @@ inline std::string clock_text(std::uint64_t unix_ns) {
 }
 
 inline int run_top(std::span<const std::string> args) {
-  static constexpr flag_spec specs[] = {
-      {"--domain", true}, {"--all-domains", false}, {"--interval", true}, {"--iterations", true}};
+  static constexpr flag_spec specs[] = {{"--domain", true},
+                                        {"--all-domains", false},
+                                        {"--dir", true},
+                                        {"--interval", true},
+                                        {"--iterations", true}};
   const parsed_args a = parse_command_line(args, specs, 0);
   if (a.help) {
     write_stdout(std::string(top_usage));

@@ -9,7 +9,8 @@ namespace gpushare::cli {
 inline constexpr std::string_view main_usage =
     R"(Usage: gpushare <command> [options]
 
-Shows and administers the gpushare tables on this machine (files /dev/shm/gpushare.*).
+Shows and administers the gpushare tables on this machine (files /dev/shm/gpushare.*, or in a
+table directory).
 
 Commands:
   status    every table and its live sessions (--json for scripts)
@@ -24,21 +25,23 @@ Options:
   -h, --help     this text; `gpushare <command> --help` describes a command
   --version      print the version
 
-Every command looks at the tables of every domain, or of one: --domain D, else the domain in
-GPUSHARE_DOMAIN when it is set (as a session's default domain is); --all-domains ignores it.
+Every command looks at the tables of one directory: --dir DIR, else GPUSHARE_DIR, else /dev/shm;
+and of every domain, or of one: --domain D, else the domain in GPUSHARE_DOMAIN when it is set
+(as a session's default domain is); --all-domains ignores it.
 
 Exit codes: 0 success, 1 run-time error, 2 bad command line (`run` returns the program's own
 code; see `gpushare run --help`). See docs/cli.md.
 )";
 
 inline constexpr std::string_view status_usage =
-    R"(Usage: gpushare status [--domain D | --all-domains] [--json] [--interval S]
+    R"(Usage: gpushare status [--dir DIR] [--domain D | --all-domains] [--json] [--interval S]
 
 Lists every table on this machine with its capacity and free memory, and each live session:
 name, pid, priority, share, limits, reserved memory, device time and state. Tables that cannot
 be read (another user's, another gpushare version's, corrupt) are listed with the reason.
 
 Options:
+  --dir DIR      the table directory (default: GPUSHARE_DIR, else /dev/shm)
   --domain D     only tables of domain D (default: GPUSHARE_DOMAIN when it is set)
   --all-domains  tables of every domain, even when GPUSHARE_DOMAIN is set
   --json         machine-readable output (schema in docs/cli.md)
@@ -48,12 +51,13 @@ Options:
 )";
 
 inline constexpr std::string_view top_usage =
-    R"(Usage: gpushare top [--domain D | --all-domains] [--interval S] [--iterations N]
+    R"(Usage: gpushare top [--dir DIR] [--domain D | --all-domains] [--interval S] [--iterations N]
 
 Shows what `gpushare status` shows, refreshed every interval until Ctrl-C, with each session's
 share of device time over the last interval.
 
 Options:
+  --dir DIR        the table directory (default: GPUSHARE_DIR, else /dev/shm)
   --domain D       only tables of domain D (default: GPUSHARE_DOMAIN when it is set)
   --all-domains    tables of every domain, even when GPUSHARE_DOMAIN is set
   --interval S     refresh interval (default 1 s; 10ms to 1h): seconds, or 500ms, 2min
@@ -61,7 +65,7 @@ Options:
 )";
 
 inline constexpr std::string_view set_usage =
-    R"(Usage: gpushare set <session> [--table T] [--domain D | --all-domains] [settings...]
+    R"(Usage: gpushare set <session> [--table T] [--dir DIR] [--domain D | --all-domains] [settings...]
        gpushare set --table-default [--max-guard DUR|none] [--capacity SIZE|unlimited]
                     [--table T] [--domain D | --all-domains]
 
@@ -78,6 +82,7 @@ file may:
 
 Where:
   --table T       the table: its key (GPU-8f1e...), or its object name (/gpushare....)
+  --dir DIR       the table directory (default: GPUSHARE_DIR, else /dev/shm)
   --domain D      only tables of domain D (default: GPUSHARE_DOMAIN when it is set)
   --all-domains   tables of every domain, even when GPUSHARE_DOMAIN is set
 
@@ -98,7 +103,7 @@ Settings (the forms of the GPUSHARE_* environment variables):
 )";
 
 inline constexpr std::string_view evict_usage =
-    R"(Usage: gpushare evict <session> [--table T] [--domain D | --all-domains]
+    R"(Usage: gpushare evict <session> [--table T] [--dir DIR] [--domain D | --all-domains]
 
 Ends a live session at once, as if its process had died: its hold on the device passes to the
 next waiting session, its reservations go back to the table, and its waiting threads wake. The
@@ -118,6 +123,7 @@ a process that will be killed or restarted.
 
 Where:
   --table T       the table: its key (GPU-8f1e...), or its object name (/gpushare....)
+  --dir DIR       the table directory (default: GPUSHARE_DIR, else /dev/shm)
   --domain D      only tables of domain D (default: GPUSHARE_DOMAIN when it is set)
   --all-domains   tables of every domain, even when GPUSHARE_DOMAIN is set
 
@@ -125,13 +131,14 @@ Only the owner of the table's file, or root, may evict.
 )";
 
 inline constexpr std::string_view clean_usage =
-    R"(Usage: gpushare clean [--domain D | --all-domains] [--dry-run] [--force]
+    R"(Usage: gpushare clean [--dir DIR] [--domain D | --all-domains] [--dry-run] [--force]
        gpushare clean --cudasim [--dry-run] [--force] [NAME...]
 
 Removes tables that no live session uses. A table with a live session is never removed unless
 --force is given.
 
 Options:
+  --dir DIR      the table directory (default: GPUSHARE_DIR, else /dev/shm)
   --domain D     only tables of domain D (default: GPUSHARE_DOMAIN when it is set)
   --all-domains  tables of every domain, even when GPUSHARE_DOMAIN is set
   --dry-run      say what would be removed; remove nothing
@@ -152,7 +159,7 @@ say whether they use it).
 )";
 
 inline constexpr std::string_view metrics_usage =
-    R"(Usage: gpushare metrics [--domain D | --all-domains]
+    R"(Usage: gpushare metrics [--dir DIR] [--domain D | --all-domains]
 
 Prints every table's and every live session's figures in the Prometheus text format. For node
 exporter's textfile collector:
@@ -161,6 +168,7 @@ exporter's textfile collector:
     mv /var/lib/node_exporter/textfile/gpushare.prom.$$ /var/lib/node_exporter/textfile/gpushare.prom
 
 Options:
+  --dir DIR      the table directory (default: GPUSHARE_DIR, else /dev/shm)
   --domain D     only tables of domain D (default: GPUSHARE_DOMAIN when it is set)
   --all-domains  tables of every domain, even when GPUSHARE_DOMAIN is set
 )";

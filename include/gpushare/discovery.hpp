@@ -2,8 +2,9 @@
 // Finding the tables on this machine, and removing unused ones without racing joiners.
 //
 // Tables are POSIX shared-memory objects, which Linux shows as files in /dev/shm named
-// "gpushare.<domain>.u<uid>.<key>" (or ".g<gid>." in group mode). list_tables() reads that
-// directory; it opens nothing, so it works for tables this user may not open. The grammar of
+// "gpushare.<domain>.u<uid>.<key>" (or ".g<gid>." in group mode), or files of those names in a
+// table directory (GPUSHARE_DIR). list_tables() reads /dev/shm, list_tables_in() a table
+// directory; they open nothing, so they work for tables this user may not open. The grammar of
 // those names, built and read back, is in detail/object_name.hpp.
 //
 // Removing unused tables (remove_unused_table(), table::remove()) is in <gpushare/removal.hpp>.
@@ -63,19 +64,40 @@ inline std::optional<table_entry> parse_table_file_name_for_key(std::string_view
   return detail::read_table_file_name_for_key(file_name, key);
 }
 
+/// Every table in the table directory `dir` ("" or "/dev/shm": /dev/shm's), of every user, sorted
+/// by name; only those of `domain` when one is given. Entries name their tables "<dir>/gpushare.
+/// ..." (table::open_existing opens them). Throws errc::invalid_argument for a malformed path,
+/// errc::bad_directory for a missing one, errc::permission_denied for one this process may not
+/// list, errc::system_error for other failures.
+inline std::vector<table_entry>
+list_tables_in(std::string_view dir, std::optional<std::string_view> domain = std::nullopt) {
+  const std::string d = detail::normalize_table_dir(dir);
+  return detail::list_table_files(
+      [&](std::string_view file_name, std::string_view in) {
+        if (domain) {
+          if (!detail::identifier_ok(*domain, detail::max_domain_length))
+            return std::optional<table_entry>();
+          return detail::read_table_file_name(
+              file_name, [&](auto dom, auto) { return dom == *domain; }, in);
+        }
+        return detail::read_table_file_name(
+            file_name, [](auto, auto) { return true; }, in);
+      },
+      d);
+}
+
 /// Every table object in /dev/shm (of every user), sorted by name; only those whose name reads as
 /// a table of `domain` when one is given. Throws errc::system_error if /dev/shm cannot be read.
 inline std::vector<table_entry> list_tables(std::optional<std::string_view> domain = std::nullopt) {
-  return detail::list_table_files([&](std::string_view file_name) {
-    return domain ? parse_table_file_name(file_name, *domain) : parse_table_file_name(file_name);
-  });
+  return list_tables_in("", domain);
 }
 
-/// Every table object in /dev/shm for key `key`, of any domain, table mode and owner, sorted by
-/// name: processes that use one key in different tables are not arbitrated against each other.
-/// Throws errc::system_error if /dev/shm cannot be read.
-inline std::vector<table_entry> list_tables_for_key(std::string_view key) {
-  return detail::list_table_files_for_key(key);
+/// Every table object in the table directory `dir` (default /dev/shm) for key `key`, of any
+/// domain, table mode and owner, sorted by name: processes that use one key in different tables
+/// are not arbitrated against each other. Throws as list_tables_in().
+inline std::vector<table_entry> list_tables_for_key(std::string_view key,
+                                                    std::string_view dir = {}) {
+  return detail::list_table_files_for_key(key, detail::normalize_table_dir(dir));
 }
 
 /// The keys that more than one of `tables` uses (in other domains, table modes or owners), each

@@ -35,6 +35,8 @@ enum class errc {
   cuda_error,            ///< a CUDA call failed (CUDA layer; the message names the call)
   no_such_table,         ///< opening without creating: there is no table of that name (or only
                          ///< a creation its creator abandoned, which is not a table)
+  bad_directory,         ///< the table directory (GPUSHARE_DIR) is missing, not a directory, on
+                         ///< a network filesystem, or open to other users' files
 };
 
 /// The stable name of an error code, spelled as the enumerator: "no_free_slot", "timeout", ...
@@ -59,6 +61,7 @@ constexpr const char* to_string(errc e) noexcept {
   case errc::no_device: return "no_device";
   case errc::cuda_error: return "cuda_error";
   case errc::no_such_table: return "no_such_table";
+  case errc::bad_directory: return "bad_directory";
   }
   return "unknown";
 }
@@ -86,6 +89,7 @@ inline const std::error_category& category() noexcept {
       case errc::no_device: return "no CUDA device available";
       case errc::cuda_error: return "CUDA error";
       case errc::no_such_table: return "no such table";
+      case errc::bad_directory: return "unusable table directory";
       }
       return "unknown gpushare error";
     }

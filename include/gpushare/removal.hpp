@@ -101,9 +101,10 @@ inline std::uint32_t count_live_slots(int fd, std::uint32_t slot_count) noexcept
 /// Throws what table::open_existing() throws for a table it cannot open: errc::permission_denied
 /// (another user's or group's), errc::table_incompatible, errc::table_corrupt, errc::table_busy
 /// (still being initialised after `o.open_timeout`, or its lock held by a stopped process).
-inline removal_result remove_unused_table(const std::string& object_name,
+inline removal_result remove_unused_table(const std::string& given_name,
                                           const removal_options& o = {}) {
   removal_result r;
+  const std::string object_name = detail::canonical_object_name(given_name);
   const std::string path = detail::object_path(object_name);
   if (::access(path.c_str(), F_OK) != 0 && errno == ENOENT) return r; // gone
   std::optional<detail::table_core> core;
@@ -143,7 +144,7 @@ inline removal_result remove_unused_table(const std::string& object_name,
       if (o.dry_run) {
         r.status = removal_status::would_remove;
       } else {
-        if (::shm_unlink(object_name.c_str()) != 0) {
+        if (detail::unlink_object(object_name) != 0) {
           const int err = errno;
           if (err == ENOENT) return removal_result{};
           throw detail::system_failure(err == EACCES || err == EPERM ? errc::permission_denied
@@ -163,10 +164,11 @@ inline removal_result remove_unused_table(const std::string& object_name,
 /// corrupt, of another layout, or in use). Processes still using the table keep using it, but it
 /// is then orphaned: processes that open the name later get a new table and are no longer
 /// arbitrated with them. Returns false if the name did not exist. Throws errc::permission_denied
-/// when this user may not remove it (/dev/shm lets only a file's owner remove it) and
-/// errc::system_error for other failures.
-inline bool remove_table_forcibly(const std::string& object_name) {
-  if (::shm_unlink(object_name.c_str()) == 0) return true;
+/// when this user may not remove it (/dev/shm lets only a file's owner remove it), errc::
+/// invalid_argument for what is no table's name, and errc::system_error for other failures.
+inline bool remove_table_forcibly(const std::string& given_name) {
+  const std::string object_name = detail::canonical_object_name(given_name);
+  if (detail::unlink_object(object_name) == 0) return true;
   const int err = errno;
   if (err == ENOENT) return false;
   throw detail::system_failure(err == EACCES || err == EPERM ? errc::permission_denied

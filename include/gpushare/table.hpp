@@ -67,16 +67,19 @@ struct table_open_options {
 /// table::open only with open_mode::open_or_create; nothing else does.
 class table {
 public:
-  /// Opens the table for `key` in the domain and access mode of `opts` and the environment
-  /// (GPUSHARE_DOMAIN, GPUSHARE_TABLE_MODE). With open_mode::open_existing a missing table is
-  /// errc::no_such_table; with open_mode::open_or_create it is created with `opts.capacity`.
+  /// Opens the table for `key` in the table directory, domain and access mode of `opts` and the
+  /// environment (GPUSHARE_DIR, GPUSHARE_DOMAIN, GPUSHARE_TABLE_MODE). With
+  /// open_mode::open_existing a missing table is errc::no_such_table; with
+  /// open_mode::open_or_create it is created with `opts.capacity`.
   static table open(std::string_view key, open_mode mode, const session_options& opts = {}) {
     const resolved_options r = resolve_options(opts);
+    const detail::table_dir dir = detail::check_table_dir(r.directory);
     if (mode == open_mode::open_existing)
       return table(detail::mapped_table::open_existing(
-          detail::table_object_name(r.domain, key, r.access), detail::to_ns(r.open_timeout),
+          detail::table_object_name(dir, r.domain, key, r.access), detail::to_ns(r.open_timeout),
           detail::abandoned_creation::keep));
     detail::create_params p;
+    p.dir = dir;
     p.domain = r.domain;
     p.key = std::string(key);
     p.access = r.access;
@@ -98,10 +101,13 @@ public:
     removal_options o;
     o.domain = r.domain;
     o.open_timeout = r.open_timeout;
-    return remove_unused_table(detail::table_object_name(r.domain, key, r.access), o);
+    return remove_unused_table(
+        detail::table_object_name(detail::check_table_dir(r.directory), r.domain, key, r.access),
+        o);
   }
 
-  /// Opens an existing table by its shm object name ("/gpushare.<domain>.<owner>.<key>").
+  /// Opens an existing table by its object name: "/gpushare.<domain>.<owner>.<key>" in /dev/shm,
+  /// "<dir>/gpushare.<domain>.<owner>.<key>" in a table directory (table_entry::object_name).
   static table open_existing(const std::string& object_name,
                              std::chrono::milliseconds timeout = std::chrono::milliseconds(5000)) {
     return open_existing(object_name, table_open_options{timeout, std::nullopt});

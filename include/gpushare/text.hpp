@@ -88,6 +88,13 @@ inline std::uint64_t parse_capacity(std::string_view s) { return detail::parse_c
 /// A-Z, a-z, 0-9, '.', '_' and '-', not starting with '.').
 inline void validate_domain(std::string_view s) { detail::validate_domain(s); }
 
+/// GPUSHARE_DIR: a table directory as given -> its normalised absolute path, "" for /dev/shm (the
+/// default). Throws errc::invalid_argument for a relative path, "." or "..", or the root. Looks
+/// at nothing on disk (a session checks the directory when it opens a table there).
+inline std::string normalize_table_dir(std::string_view dir) {
+  return detail::normalize_table_dir(dir);
+}
+
 /// The POSIX shared-memory name ("/gpushare.<domain>.u<uid>.<key>", or ".g<gid>." for
 /// table_access::group) of the table for `key` in `domain`, as this process's user or group
 /// opens it. Throws gpushare::error (invalid_argument) for a domain or key the library refuses.
@@ -96,7 +103,18 @@ inline std::string table_name(std::string_view domain, std::string_view key,
   return detail::table_object_name(domain, key, access);
 }
 
-/// The file that holds the table named `name` (a table_name() result): "/dev/shm" + name.
+/// The name of the table for `key` in `domain` in the table directory `dir` ("" or "/dev/shm":
+/// the shm name above; else "<dir>/gpushare.<domain>.u<uid>.<key>", and for table_access::group
+/// ".g<gid>." with the directory's group). Checks the directory (check as a session does:
+/// errc::bad_directory, errc::permission_denied) and throws errc::invalid_argument for a domain,
+/// key or path the library refuses.
+inline std::string table_name(std::string_view dir, std::string_view domain, std::string_view key,
+                              table_access access) {
+  return detail::table_object_name(detail::check_table_dir(dir), domain, key, access);
+}
+
+/// The file that holds the table named `name` (a table_name() result): "/dev/shm" + name for a
+/// shm name, the name itself in a table directory.
 inline std::string table_file(const std::string& name) { return detail::object_path(name); }
 
 } // namespace v0

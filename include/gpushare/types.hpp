@@ -161,6 +161,7 @@ struct resolved_options {
   /// ("GPUSHARE_MEMORY_LIMIT=4gb"), for messages that show them resolved; "" otherwise.
   std::string memory_limit_given, memory_guarantee_given;
   std::string domain = "default";
+  std::string directory; ///< the table directory, normalised; "" for /dev/shm
   table_access access = table_access::user;
   std::uint64_t capacity = 0;
   std::uint64_t quantum_ns = 5'000'000;
@@ -188,7 +189,13 @@ struct session_options {
   std::optional<memory_amount> memory_limit;      ///< GPUSHARE_MEMORY_LIMIT; default: capacity
   std::optional<memory_amount> memory_guarantee;  ///< GPUSHARE_MEMORY_GUARANTEE; default 0
   std::optional<std::string> domain;              ///< GPUSHARE_DOMAIN; default "default"
-  std::optional<table_access> access; ///< GPUSHARE_TABLE_MODE; default table_access::user
+  /// GPUSHARE_TABLE_MODE; default table_access::user, or table_access::group in a table
+  /// directory with the setgid bit (the multi-user convention: README, "In a cluster").
+  std::optional<table_access> access;
+  /// GPUSHARE_DIR: the table directory, an absolute path ("/run/gpushare/GPU-..."); default
+  /// /dev/shm. Tables there are files of the same names, same layout and same protocols; the
+  /// directory must exist on a local filesystem (errc::bad_directory otherwise).
+  std::optional<std::string> directory;
   /// Capacity in bytes, used only if this process creates the table. GPUSHARE_CAPACITY
   /// ("80GiB", "unlimited"); default: 0 = unlimited (2^63 bytes), or, for the CUDA layer's
   /// device_session, the device's memory minus headroom.

@@ -68,6 +68,7 @@ class DeviceSession:
         max_guard: Optional[Duration] = None,
         domain: Optional[str] = None,
         table_mode: Optional[TableMode] = None,
+        directory: Optional[str] = None,
         capacity: Optional[Bytes] = None,
         open_timeout: TimeoutArg = None,
         headroom: Optional[Amount] = None,

@@ -20,7 +20,7 @@ struct error_class {
   const char* doc;
 };
 
-std::array<error_class, 17> error_classes() {
+std::array<error_class, 18> error_classes() {
   return {{
       {errc::invalid_argument, "InvalidArgument", PyExc_ValueError,
        "A setting, size, name or percentage is out of range or malformed."},
@@ -32,7 +32,8 @@ std::array<error_class, 17> error_classes() {
        "The shared object is not a gpushare table, or its header is damaged."},
       {errc::table_busy, "TableBusy", nullptr,
        "The table's creator is still initialising it, or its lock is held by a stopped process."},
-      {errc::no_space, "NoSpace", nullptr, "/dev/shm has no room for the table."},
+      {errc::no_space, "NoSpace", nullptr,
+       "The table directory (/dev/shm) has no room for the table."},
       {errc::permission_denied, "PermissionDenied", PyExc_PermissionError,
        "The table exists but this user may not open it (or may not do this to it)."},
       {errc::no_free_slot, "NoFreeSlot", nullptr,
@@ -53,11 +54,14 @@ std::array<error_class, 17> error_classes() {
       {errc::cuda_error, "CudaError", nullptr, "A CUDA call failed (the message names it)."},
       {errc::no_such_table, "NoSuchTable", PyExc_FileNotFoundError,
        "There is no table of that name (opening without creating)."},
+      {errc::bad_directory, "BadDirectory", PyExc_NotADirectoryError,
+       "The table directory is missing, not a directory, on a network filesystem, or open to "
+       "other users' files."},
   }};
 }
 
 /// The class of each errc value, indexed by its number (kept alive by the module).
-std::array<PyObject*, 18> classes_by_code{};
+std::array<PyObject*, 19> classes_by_code{};
 PyObject* base_class = nullptr;
 
 void raise(const gpushare::error& e) {

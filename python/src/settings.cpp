@@ -207,6 +207,10 @@ gpushare::session_options session_options_from(const py::kwargs& kw,
       {"memory_guarantee",
        [&](py::handle v) { o.memory_guarantee = memory_amount_from(v, "memory_guarantee"); }},
       {"domain", [&](py::handle v) { o.domain = str_setting(v, "domain"); }},
+      {"directory",
+       [&](py::handle v) { // a str or an os.PathLike (pathlib.Path)
+         o.directory = str_setting(py::module_::import("os").attr("fspath")(v), "directory");
+       }},
       {"table_mode",
        [&](py::handle v) {
          o.access = gpushare::detail::parse_table_access(str_setting(v, "table_mode"));

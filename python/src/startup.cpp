@@ -28,7 +28,8 @@ std::optional<std::uint32_t> maybe_count(py::handle v, const char* what) {
   if (!py::isinstance<py::int_>(v) || v.cast<long long>() <= 0 ||
       v.cast<long long>() > 0xffffffffLL)
     throw gpushare::error(gpushare::errc::invalid_argument,
-                          std::string(what).append(" must be a positive integer, not ")
+                          std::string(what)
+                              .append(" must be a positive integer, not ")
                               .append(py::repr(v).cast<std::string>()));
   return v.cast<std::uint32_t>();
 }

@@ -41,11 +41,13 @@ const char* removal_status_name(gpushare::removal_status s) {
 gpushare::session_options place_from(const py::kwargs& kw) {
   for (const auto& [key, value] : kw) {
     const std::string k = key.cast<std::string>();
-    if (k != "domain" && k != "table_mode" && k != "capacity" && k != "open_timeout")
+    if (k != "domain" && k != "table_mode" && k != "directory" && k != "capacity" &&
+        k != "open_timeout")
       throw py::type_error(
           std::string("Table got an unknown setting '")
               .append(k)
-              .append("'; the settings are: domain, table_mode, capacity, open_timeout"));
+              .append("'; the settings are: domain, table_mode, directory, capacity, "
+                      "open_timeout"));
   }
   return session_options_from(kw);
 }
@@ -75,7 +77,7 @@ void bind_table_class(py::module_& m) {
       },
       py::arg("key"), py::arg("mode"),
       "Opens the table of `key`: mode \"open_existing\" (a missing table raises NoSuchTable) or "
-      "\"open_or_create\". Settings: domain, table_mode, capacity, open_timeout.");
+      "\"open_or_create\". Settings: domain, table_mode, directory, capacity, open_timeout.");
   t.def_static(
       "open_existing",
       [](const std::string& object_name, py::handle timeout) {
@@ -128,20 +130,26 @@ void bind_text(py::module_& m) {
       "\"4GiB\" -> 4294967296, as GPUSHARE_MEMORY_LIMIT reads it (no percentages).");
   m.def(
       "table_name",
-      [](const std::string& key, const std::string& domain, const std::string& table_mode) {
-        return gpushare::table_name(domain, key, gpushare::detail::parse_table_access(table_mode));
+      [](const std::string& key, const std::string& domain, const std::string& table_mode,
+         std::optional<std::string> directory) {
+        const auto access = gpushare::detail::parse_table_access(table_mode);
+        return directory ? gpushare::table_name(*directory, domain, key, access)
+                         : gpushare::table_name(domain, key, access);
       },
       py::arg("key"), py::arg("domain") = "default", py::arg("table_mode") = "user",
-      "The shm object name of the table of `key`.");
+      py::arg("directory") = py::none(),
+      "The object name of the table of `key` (in /dev/shm, or a path in `directory`).");
   m.def(
       "list_tables",
-      [](std::optional<std::string> domain) {
+      [](std::optional<std::string> domain, std::optional<std::string> directory) {
         py::list out;
-        for (const gpushare::table_entry& e : gpushare::list_tables(domain))
+        for (const gpushare::table_entry& e :
+             gpushare::list_tables_in(directory.value_or(""), domain))
           out.append(e.object_name);
         return out;
       },
-      py::arg("domain") = py::none(), "The object names of the tables in /dev/shm (of `domain`).");
+      py::arg("domain") = py::none(), py::arg("directory") = py::none(),
+      "The object names of the tables in /dev/shm, or in `directory` (of `domain`).");
 }
 
 } // namespace

@@ -81,7 +81,8 @@ def test_every_code_has_its_class():
     codes = ["invalid_argument", "invalid_environment", "table_incompatible", "table_corrupt",
              "table_busy", "no_space", "permission_denied", "no_free_slot",
              "guarantee_unavailable", "over_limit", "exceeds_capacity", "timeout",
-             "session_closed", "system_error", "no_device", "cuda_error", "no_such_table"]
+             "session_closed", "system_error", "no_device", "cuda_error", "no_such_table",
+             "bad_directory"]
     assert sorted(gpushare.errors_by_code) == sorted(codes)
     for code, cls in gpushare.errors_by_code.items():
         assert issubclass(cls, gpushare.Error)
@@ -91,4 +92,5 @@ def test_every_code_has_its_class():
     assert issubclass(gpushare.Timeout, TimeoutError)
     assert issubclass(gpushare.InvalidArgument, ValueError)
     assert issubclass(gpushare.NoSuchTable, FileNotFoundError)
+    assert issubclass(gpushare.BadDirectory, NotADirectoryError)
     assert issubclass(gpushare.PermissionDenied, PermissionError)

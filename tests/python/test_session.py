@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # One process: sessions, reservations, guards, settings, info, snapshots and tables.
 import datetime
+import os
 import threading
 
 import pytest
@@ -188,6 +189,25 @@ def test_notices_and_helpers(key, settings):
     assert gpushare.format_percent(300_000) == "30%"
     assert gpushare.parse_bytes("4GiB") == 4 * GiB
     assert gpushare.errors_by_code["timeout"] is gpushare.Timeout
+
+
+def test_a_table_directory_holds_the_table_and_lists_it(tmp_path):
+    import pathlib
+    d = tmp_path / "tables"
+    d.mkdir(mode=0o700)
+    key = "GPU-pydir-%d" % os.getpid()
+    with gpushare.Session(key, name="in-dir", domain="pytest", directory=d, capacity="64MiB") as s:
+        assert s.table_name == str(d / ("gpushare.pytest.u%d.%s" % (os.geteuid(), key)))
+        assert (d / pathlib.Path(s.table_name).name).is_file()
+        assert gpushare.list_tables(domain="pytest", directory=str(d)) == [s.table_name]
+        assert gpushare.table_name(key, "pytest", "user", str(d)) == s.table_name
+        t = gpushare.Table.open(key, "open_existing", domain="pytest", directory=str(d))
+        assert [x.name for x in t.snapshot().sessions] == ["in-dir"]
+    with pytest.raises(gpushare.BadDirectory) as e:
+        gpushare.Session(key, domain="pytest", directory=str(d / "missing"))
+    assert "does not exist" in str(e.value)
+    with pytest.raises(gpushare.InvalidArgument):
+        gpushare.Session(key, domain="pytest", directory="relative/dir")
 
 
 def test_session_info_shows_the_platform_identity(key, settings, monkeypatch):

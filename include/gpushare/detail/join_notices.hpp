@@ -30,6 +30,7 @@ namespace detail {
 inline constexpr std::string_view known_variables[] = {
     "GPUSHARE_NAME",
     "GPUSHARE_DOMAIN",
+    "GPUSHARE_DIR",
     "GPUSHARE_TABLE_MODE",
     "GPUSHARE_PRIORITY",
     "GPUSHARE_SHARE",
@@ -147,12 +148,17 @@ inline std::string split_tables_warning(std::string_view own, std::string_view k
 }
 
 /// The warnings for a session that joined table `own` of key `key`: unknown GPUSHARE_*
-/// variables of the environment, then other tables of its key. A /dev/shm that cannot be listed
-/// gives no split warning (the join itself succeeded).
-inline std::vector<std::string> join_warnings(std::string_view own, std::string_view key) {
+/// variables of the environment, then other tables of its key, in its own table directory and
+/// in /dev/shm. A directory that cannot be listed gives no split warning (the join succeeded).
+inline std::vector<std::string> join_warnings(const std::string& own, std::string_view key) {
   std::vector<std::string> out = unknown_variable_warnings(environment_gpushare_names());
   try {
-    if (std::string w = split_tables_warning(own, key, list_table_files_for_key(key)); !w.empty())
+    std::vector<table_entry> tables = list_table_files_for_key(key);
+    if (name_is_path(own)) {
+      std::vector<table_entry> in_dir = list_table_files_for_key(key, object_dir(own));
+      tables.insert(tables.begin(), in_dir.begin(), in_dir.end());
+    }
+    if (std::string w = split_tables_warning(own, key, tables); !w.empty())
       out.push_back(std::move(w));
   } catch (const error&) {
   }

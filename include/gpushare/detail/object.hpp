@@ -90,6 +90,7 @@ enum class abandoned_creation {
 };
 
 struct create_params {
+  table_dir dir; ///< where (check_table_dir(); the default is /dev/shm)
   std::string domain;
   std::string key;
   table_access access = table_access::user;
@@ -155,6 +156,7 @@ private:
     base_ = nullptr;
   }
   bool create_in(unique_fd fd, const create_params& p);
+  void give_dir_group(int fd, const table_dir& dir);
   attach_result attach(unique_fd fd, unready_watch& watch, abandoned_creation on_abandoned);
   std::uint32_t map_to_attach(int fd, struct stat& st, std::size_t& file_size);
   void validate_ready(std::size_t file_size) const;
@@ -192,7 +194,7 @@ inline bool mapped_table::steal_and_unlink(int fd, const std::string& name) {
   // The init lock stays held until our descriptor closes, so a late creator sees it lost.
   if (!names_same_file(fd, name)) return false; // replaced meanwhile: never unlink a newer one
   if (!inspect_unready(fd).ours()) return false;
-  return ::shm_unlink(name.c_str()) == 0;
+  return unlink_object(name) == 0;
 }
 
 /// Writes the header fields of a table being created by this process, after its prefix and before
@@ -208,6 +210,27 @@ inline void write_new_header(table_header& h, mode_t mode, const create_params& 
   h.capacity = p.capacity == 0 ? unlimited_capacity : p.capacity;
 }
 
+/// A group-mode table created in table directory `dir` takes the directory's group, whatever
+/// the creator's primary group (a setgid directory gives it already): the group its name says.
+/// Unlinks the creation and throws errc::permission_denied when the creator is not in it.
+inline void mapped_table::give_dir_group(int fd, const table_dir& dir) {
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && st.st_gid == dir.gid) return;
+  if (::fchown(fd, static_cast<uid_t>(-1), dir.gid) == 0) return;
+  const int err = errno;
+  unlink_object(name_);
+  if (err == EPERM)
+    throw error(errc::permission_denied,
+                "cannot create group-mode table '" + name_ +
+                    "': it must have the group of table "
+                    "directory '" +
+                    dir.path + "', " + describe_group(dir.gid) + ", and this process (" +
+                    describe_caller() +
+                    ") is not in it: join it (Kubernetes: supplementalGroups: [" +
+                    std::to_string(dir.gid) + "])");
+  throw system_failure(errc::system_error, "cannot set the group of table '" + name_ + "'", err);
+}
+
 inline bool mapped_table::create_in(unique_fd fd, const create_params& p) {
   if (try_lock_byte(fd.get(), init_lock_byte) != 0) return false; // declared dead already
   // A peer may have judged us dead (we stalled between creating and locking), taken and dropped
@@ -215,20 +238,23 @@ inline bool mapped_table::create_in(unique_fd fd, const create_params& p) {
   if (!names_same_file(fd.get(), name_)) return false;
   crash_point("create.locked");
   const mode_t mode = p.access == table_access::group ? 0660 : 0600;
-  // fchmod rather than umask: umask is process-wide and shm_open applied it to our mode.
+  if (p.access == table_access::group && !p.dir.shm()) give_dir_group(fd.get(), p.dir);
+  // fchmod rather than umask: umask is process-wide and open applied it to our mode.
   if (::fchmod(fd.get(), mode) != 0) {
     const int err = errno;
-    ::shm_unlink(name_.c_str());
+    unlink_object(name_);
     throw system_failure(errc::system_error, "cannot set the mode of table '" + name_ + "'", err);
   }
   const std::size_t size = table_size(p.slot_count);
   auto sizing_failed = [&](int err) {
-    ::shm_unlink(name_.c_str());
+    unlink_object(name_);
+    const std::string dir = object_dir(name_);
     if (err == ENOSPC)
-      return error(errc::no_space, "no space in /dev/shm for table '" + name_ + "' (" +
-                                       std::to_string(size) +
-                                       " bytes): free space there (`df -h /dev/shm`; `gpushare "
-                                       "clean` removes unused tables) or enlarge the tmpfs");
+      return error(errc::no_space, "no space in " + dir + " for table '" + name_ + "' (" +
+                                       std::to_string(size) + " bytes): free space there (`df -h " +
+                                       dir +
+                                       "`; `gpushare clean` removes unused tables) or enlarge "
+                                       "its filesystem");
     return system_failure(errc::system_error, "cannot size table '" + name_ + "'", err);
   };
   // The prefix first, before the object grows: from here until it is ready, the object is our
@@ -248,7 +274,7 @@ inline bool mapped_table::create_in(unique_fd fd, const create_params& p) {
   try {
     base = map_lockless(fd.get(), size, name_);
   } catch (...) {
-    ::shm_unlink(name_.c_str());
+    unlink_object(name_);
     throw;
   }
   base_ = base;
@@ -354,7 +380,7 @@ inline mapped_table mapped_table::open_or_create(const create_params& p) {
   // child would inherit it, and our creation would look in progress after we died.
   const fork_registry::no_fork_scope no_fork;
   mapped_table t;
-  t.name_ = table_object_name(p.domain, p.key, p.access);
+  t.name_ = table_object_name(p.dir, p.domain, p.key, p.access);
   t.expected_ = p.access;
   if (p.slot_count == 0 || p.slot_count > max_slot_count)
     throw error(errc::invalid_argument, "slot count " + std::to_string(p.slot_count) +
@@ -364,14 +390,14 @@ inline mapped_table mapped_table::open_or_create(const create_params& p) {
   const mode_t mode = p.access == table_access::group ? 0660 : 0600;
   unready_watch unready;
   for (;;) {
-    int fd = ::shm_open(t.name_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+    int fd = open_object(t.name_, O_RDWR | O_CREAT | O_EXCL, mode);
     if (fd >= 0) {
       crash_point("create.opened"); // created the name, not yet holding its init lock
       if (t.create_in(unique_fd(fd), p)) return t;
       continue; // a peer judged our creation abandoned; start over
     }
     if (errno != EEXIST) break;
-    fd = ::shm_open(t.name_.c_str(), O_RDWR | O_CLOEXEC, 0);
+    fd = open_object(t.name_, O_RDWR);
     if (fd < 0) {
       if (errno == ENOENT) continue; // unlinked between our two calls
       break;
@@ -395,22 +421,23 @@ inline mapped_table mapped_table::open_existing(const std::string& name, std::ui
                                                 open_intent intent) {
   const fork_registry::no_fork_scope no_fork; // we may take the init lock (steal_and_unlink)
   mapped_table t;
-  t.name_ = name;
+  t.name_ = canonical_object_name(name);
   t.intent_ = intent;
   if (intent != open_intent::participant) on_abandoned = abandoned_creation::keep;
-  const int flags = (intent == open_intent::observer ? O_RDONLY : O_RDWR) | O_CLOEXEC;
+  if (name_is_path(t.name_)) (void)check_table_dir(object_dir(t.name_));
+  const int flags = intent == open_intent::observer ? O_RDONLY : O_RDWR;
   const std::uint64_t deadline = monotonic_ns() + timeout_ns;
   unready_watch unready;
   for (;;) {
-    switch (t.attach(open_table_object(name, flags), unready, on_abandoned)) {
+    switch (t.attach(open_table_object(t.name_, flags), unready, on_abandoned)) {
     case attach_result::ready: return t;
     case attach_result::removed: // only with abandoned_creation::remove
       throw error(errc::no_such_table,
-                  "table '" + name + "' was abandoned by its creator and has been removed");
+                  "table '" + t.name_ + "' was abandoned by its creator and has been removed");
     case attach_result::initialising: break;
     }
     if (monotonic_ns() > deadline)
-      throw error(errc::table_busy, "table '" + name + "' is still being initialised");
+      throw error(errc::table_busy, "table '" + t.name_ + "' is still being initialised");
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }

@@ -19,6 +19,7 @@
 
 #include <gpushare/detail/object_name.hpp>
 #include <gpushare/detail/posix.hpp>
+#include <gpushare/detail/table_dir.hpp>
 #include <gpushare/error.hpp>
 #include <gpushare/types.hpp>
 
@@ -73,7 +74,7 @@ inline void check_trust(const struct stat& st, const std::string& name, open_int
                        (!expected || *expected == table_access::user);
   // Group mode: of the gid of the name (the caller's egid when it creates), 0660 or less.
   const bool group_ok = (mode & 007u) == 0 && name_has_owner(name, 'g', st.st_gid) &&
-                        (!self || !expected || st.st_gid == egid) &&
+                        (!self || !expected || st.st_gid == egid || in_group(st.st_gid)) &&
                         (!expected || *expected == table_access::group);
   if (regular && (user_ok || group_ok)) return;
   std::string want;
@@ -84,23 +85,42 @@ inline void check_trust(const struct stat& st, const std::string& name, open_int
   if (!expected || *expected == table_access::group)
     want += std::string(want.empty() ? "a" : ", a") +
             " group-mode table must have the gid in its name" +
-            (self && expected ? " (" + std::to_string(egid) + ")" : std::string()) +
+            (self && expected && !name_is_path(name) ? " (" + std::to_string(egid) + ")"
+                                                     : std::string()) +
             " with no other permissions";
   throw error(errc::permission_denied,
               "refusing to open table '" + name + "': '" + object_path(name) + "' has " +
                   describe_owner(st) + (S_ISREG(st.st_mode) ? "" : ", not a regular file") + " (" +
                   want + ", and be a regular file with one link); the name is taken by uid " +
-                  std::to_string(st.st_uid) +
-                  ", and /dev/shm lets only that user or root remove it: use another "
-                  "GPUSHARE_DOMAIN, or ask root to remove it");
+                  std::to_string(st.st_uid) + ": use another GPUSHARE_DOMAIN, or ask that user " +
+                  "or root to remove it");
 }
+
+/// Opens the file of the table object `name` as glibc's shm_open opens a /dev/shm object, and a
+/// table directory's the same way: open(2) with O_NOFOLLOW (a symbolic link is refused, ELOOP),
+/// O_CLOEXEC and O_NOCTTY. Returns the descriptor, or -1 with errno.
+inline int open_object(const std::string& name, int flags, mode_t mode = 0) {
+  return ::open(object_path(name).c_str(), flags | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, mode);
+}
+
+/// Removes the name of the table object `name` (shm_unlink, or unlink in a table directory).
+inline int unlink_object(const std::string& name) { return ::unlink(object_path(name).c_str()); }
 
 /// shm_open(name, flags) of an existing table object, with the errors a reader gets: no such
 /// table (no_such_table), another user's (permission_denied), anything else (system_error).
 inline unique_fd open_table_object(const std::string& name, int flags) {
-  const int fd = ::shm_open(name.c_str(), flags, 0);
+  const int fd = open_object(name, flags);
   if (fd >= 0) return unique_fd(fd);
   const int err = errno;
+  if (err == ELOOP)
+    throw error(errc::permission_denied, "refusing to open table '" + name + "': '" +
+                                             object_path(name) + "' is a symbolic link");
+  if (err == EACCES && name_is_path(name))
+    throw error(errc::permission_denied,
+                "permission denied opening table '" + name + "' in table directory '" +
+                    object_dir(name) + "': this process (" + describe_caller() +
+                    ") is not in the group of the table or of the directory; join it "
+                    "(Kubernetes: supplementalGroups) or run as the table's owner");
   if (err == ENOENT)
     throw error(errc::no_such_table,
                 "no table named '" + name +
@@ -116,6 +136,20 @@ inline unique_fd open_table_object(const std::string& name, int flags) {
 
 /// The error for a failed shm_open(`name`) of open_or_create(), errno `err`.
 inline error open_or_create_failure(const std::string& name, table_access access, int err) {
+  if (err == ELOOP)
+    return error(errc::permission_denied, "refusing to open table '" + name + "': '" +
+                                              object_path(name) + "' is a symbolic link");
+  if (err == EACCES && name_is_path(name)) {
+    struct stat dir {};
+    const std::string d = object_dir(name);
+    if (::stat(d.c_str(), &dir) == 0 && ::access(d.c_str(), W_OK) != 0)
+      return error(errc::permission_denied,
+                   "permission denied creating table '" + name + "': table directory '" + d +
+                       "' (" + describe_dir(dir) + ") does not let this process (" +
+                       describe_caller() + ") create files: join " + describe_group(dir.st_gid) +
+                       " (Kubernetes: supplementalGroups: [" + std::to_string(dir.st_gid) +
+                       "]), or use a directory of your own");
+  }
   if (err == EACCES) {
     // The name carries our own uid (or gid), so whoever owns this object took our name.
     struct stat st {};
@@ -125,8 +159,7 @@ inline error open_or_create_failure(const std::string& name, table_access access
                    "permission denied opening table '" + name + "': '" + path + "' has " +
                        describe_owner(st) + "; the name is taken by uid " +
                        std::to_string(st.st_uid) +
-                       ", and /dev/shm lets only that user or root remove it: use another "
-                       "GPUSHARE_DOMAIN, or ask root to remove it" +
+                       ": use another GPUSHARE_DOMAIN, or ask that user or root to remove it" +
                        (access == table_access::group
                             ? std::string()
                             : " (to share a table with a group, set GPUSHARE_TABLE_MODE=group in "
@@ -138,7 +171,8 @@ inline error open_or_create_failure(const std::string& name, table_access access
                      "GPUSHARE_DOMAIN");
   }
   if (err == ENOSPC)
-    return error(errc::no_space, "no space in /dev/shm to create table '" + name + "'");
+    return error(errc::no_space,
+                 "no space in " + object_dir(name) + " to create table '" + name + "'");
   return system_failure(errc::system_error, "cannot open table '" + name + "'", err);
 }
 

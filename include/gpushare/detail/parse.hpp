@@ -69,6 +69,8 @@ inline constexpr duration_option max_guard_option{"guard bound",
                                                   "\"30s\", \"500ms\", \"2min\""};
 inline constexpr std::string_view table_access_forms =
     "\"user\" or \"0600\" (only this user), \"group\" or \"0660\" (this user's group too)";
+inline constexpr std::string_view table_dir_forms =
+    "an absolute path of an existing directory, e.g. /run/gpushare (\"/dev/shm\": the default)";
 inline constexpr std::string_view domain_forms =
     "1 to 32 characters from A-Z, a-z, 0-9, '.', '_' and '-', not starting with '.'";
 inline constexpr std::string_view key_forms =

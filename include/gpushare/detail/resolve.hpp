@@ -4,6 +4,8 @@
 // (detail/parse.hpp) with one message.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -17,6 +19,7 @@
 #include <gpushare/detail/cluster_env.hpp>
 #include <gpushare/detail/identity.hpp>
 #include <gpushare/detail/parse.hpp>
+#include <gpushare/detail/table_dir.hpp>
 #include <gpushare/error.hpp>
 #include <gpushare/types.hpp>
 
@@ -256,9 +259,19 @@ inline void resolve_scheduling(const session_options& opts, const env_lookup& en
   resolve_remedies(opts, env, r);
 }
 
-/// Resolves the table's access mode.
+/// Resolves the table directory and the table's access mode (group by default in a setgid
+/// table directory; the directory itself is checked when a session or table opens it).
 inline void resolve_access(const session_options& opts, const env_lookup& env,
                            resolved_options& r) {
+  r.directory = pick_option(
+                    opts.directory, env, "GPUSHARE_DIR", table_dir_forms,
+                    [](std::string_view s) { return normalize_table_dir(s); },
+                    [](const std::string& s) { (void)normalize_table_dir(s); })
+                    .value_or(std::string());
+  if (opts.directory) r.directory = normalize_table_dir(*opts.directory);
+  struct stat dir {};
+  const bool setgid_dir = !r.directory.empty() && ::stat(r.directory.c_str(), &dir) == 0 &&
+                          S_ISDIR(dir.st_mode) && (dir.st_mode & S_ISGID) != 0;
   r.access =
       pick_option(opts.access, env, "GPUSHARE_TABLE_MODE", table_access_forms, parse_table_access,
                   [](table_access a) {
@@ -267,7 +280,7 @@ inline void resolve_access(const session_options& opts, const env_lookup& env,
                                   "session_options::access is neither table_access::user "
                                   "nor table_access::group");
                   })
-          .value_or(table_access::user);
+          .value_or(setgid_dir ? table_access::group : table_access::user);
 }
 
 } // namespace detail

@@ -24,6 +24,7 @@ inline constexpr int max_join_attempts = 64;
 
 inline session_core::session_core(std::string_view key, const resolved_options& r) {
   create_params p;
+  p.dir = check_table_dir(r.directory);
   p.domain = r.domain;
   p.key = std::string(key);
   p.access = r.access;
