@@ -4,8 +4,9 @@
 // device the thread never used); allocation failures described with the session's device; the
 // context overhead measured per process, under concurrent context creation, and charged once per
 // process and table; MIG instances named MIG-... as NVML names them; a cluster scheduler's
-// per-device limits (CUDA_DEVICE_MEMORY_LIMIT_<n>) read for the session's own device. Tests that need two devices
-// skip on a machine with one; on the simulator (label cudasim) the CTest environment gives two.
+// per-device limits (CUDA_DEVICE_MEMORY_LIMIT_<n>) read for the session's own device. Tests that
+// need two devices skip on a machine with one; on the simulator (label cudasim) the CTest
+// environment gives two.
 #include <doctest/doctest.h>
 
 #include <cuda_runtime_api.h>
