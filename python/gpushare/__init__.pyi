@@ -365,6 +365,13 @@ class Session:
         directory: Optional[str] = None,
         capacity: Optional[Bytes] = None,
         open_timeout: TimeoutArg = None,
+        pod: Optional[str] = None,
+        pod_namespace: Optional[str] = None,
+        container: Optional[str] = None,
+        slurm_job_id: Optional[int] = None,
+        slurm_step_id: Optional[Union[int, Literal["batch", "extern", "interactive"]]] = None,
+        slurm_array_job_id: Optional[int] = None,
+        slurm_array_task_id: Optional[int] = None,
     ) -> None: ...
     def reserve(self, bytes: Bytes, timeout: TimeoutArg = None) -> Reservation: ...
     def try_reserve(self, bytes: Bytes) -> Optional[Reservation]: ...

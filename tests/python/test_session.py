@@ -232,3 +232,23 @@ def test_session_info_shows_the_platform_identity(key, settings, monkeypatch):
     with gpushare.Session(key, name="plain", **settings) as s:
         assert not s.info().identity
         assert s.info().identity.slurm_job_id is None
+
+
+def test_identity_keywords_win_over_the_environment(key, settings, monkeypatch):
+    monkeypatch.setenv("GPUSHARE_POD_NAME", "from-env")
+    monkeypatch.setenv("SLURM_JOB_ID", "1")
+    with gpushare.Session(key, name="coded", pod="coded-0", pod_namespace="", container="c",
+                          slurm_job_id=77, slurm_step_id="extern", slurm_array_job_id=70,
+                          slurm_array_task_id=3, **settings) as s:
+        i = s.info().identity
+        assert (i.pod, i.pod_namespace, i.container) == ("coded-0", "", "c")
+        assert (i.slurm_job_id, i.slurm_step, i.slurm_array_job_id, i.slurm_array_task_id) == (
+            77, "extern", 70, 3)
+    with pytest.raises(gpushare.InvalidArgument):
+        gpushare.Session(key, pod="Bad_Pod", **settings)
+    with pytest.raises(gpushare.InvalidArgument):
+        gpushare.Session(key, slurm_step_id="later", **settings)
+    with pytest.raises(gpushare.InvalidArgument):
+        gpushare.Session(key, slurm_job_id=2**32, **settings)
+    with pytest.raises(TypeError):
+        gpushare.Session(key, slurm_job_id="77", **settings)
