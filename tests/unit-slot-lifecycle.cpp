@@ -13,6 +13,7 @@
 #include <vector>
 
 #include <gpushare/detail/slot.hpp>
+#include <gpushare/detail/snapshot.hpp>
 #include <gpushare/types.hpp>
 
 namespace d = gpushare::detail;
@@ -98,11 +99,17 @@ struct walker {
     st.memory_guarantee = pick(3) == 0 ? pick(64) * mib : 0;
     if (!d::join_fits(*t.header, st.memory_guarantee)) return;
     const std::string name = std::string("s").append(std::to_string(pick(1000)));
-    const std::uint32_t g = d::join_slot(t.view(), i, {1234, 1, 2, name}, st);
+    gpushare::platform_identity id; // half the sessions say who they belong to
+    if (pick(2) == 0) {
+      id.pod = name;
+      id.slurm_job_id = static_cast<std::uint32_t>(pick(5));
+    }
+    const std::uint32_t g = d::join_slot(t.view(), i, {1234, 1, 2, name, &id}, st);
     CHECK(g == generation[i] + 1); // (slot, generation) never names an earlier session
     generation[i] = g;
     check_fresh(t, i, st);
     CHECK(std::string(t.slots[i].name) == name);
+    CHECK(d::read_platform(t.slots[i].platform) == id); // never the previous session's
   }
 
   void use(std::uint32_t i) {

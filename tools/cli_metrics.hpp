@@ -9,6 +9,7 @@
 #include <gpushare/version.hpp>
 
 #include "cli_args.hpp"
+#include "cli_identity.hpp"
 #include "cli_prometheus.hpp"
 #include "cli_sample.hpp"
 #include "cli_status.hpp"
@@ -128,6 +129,7 @@ inline std::string seconds_value(std::uint64_t ns) { return fixed_decimal(ns, 9)
 inline void session_samples(exposition& x, label_set l, const session_info& i) {
   l.emplace_back("session", i.name);
   l.emplace_back("slot", std::to_string(i.id.slot));
+  for (auto& label : identity_labels(i.identity)) l.push_back(std::move(label));
   label_set with_pid = l;
   with_pid.emplace_back("pid", std::to_string(i.pid));
   x.sample("gpushare_session_info", with_pid, 1);

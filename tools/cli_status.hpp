@@ -17,6 +17,7 @@
 
 #include "cli_args.hpp"
 #include "cli_format.hpp"
+#include "cli_identity.hpp"
 #include "cli_json.hpp"
 #include "cli_sample.hpp"
 #include "cli_usage.hpp"
@@ -126,8 +127,8 @@ struct session_column {
   std::string (*cell)(const session_info&, std::optional<double> recent) = nullptr;
 };
 
-/// The columns of the session rows of `s`. EXTERNAL, CGUARANTEE, MAXGUARD and REVOKED are shown
-/// only when a session of the table has a value there.
+/// The columns of the session rows of `s`. EXTERNAL, CGUARANTEE, MAXGUARD, REVOKED and IDENTITY
+/// are shown only when a session of the table has a value there.
 inline std::vector<session_column> session_columns(const table_snapshot& s) {
   bool external = false, guarantee = false, bound = false, revoked = false;
   for (const auto& i : s.sessions) {
@@ -144,6 +145,7 @@ inline std::vector<session_column> session_columns(const table_snapshot& s) {
       {{"SLOT", R}, true, [](I i, P) { return std::to_string(i.id.slot); }},
       {{"NAME", L}, true, [](I i, P) { return safe_text(i.name); }},
       {{"PID", R}, true, [](I i, P) { return std::to_string(i.pid); }},
+      {{"IDENTITY", L}, any_identity(s.sessions), [](I i, P) { return identity_cell(i); }},
       {{"PRIO", L}, true, [](I i, P) { return priority_text(i.priority); }},
       {{"SHARE", R}, true, [](I i, P) { return std::to_string(i.share); }},
       {{"CLIMIT", R}, true, [](I i, P) { return format_percent(i.compute_limit_ppm); }},
@@ -288,6 +290,7 @@ inline void session_json(json_writer& w, const session_info& i, std::optional<do
   w.field("pid", i.pid);
   w.field("start_time_ticks", i.start_time_ticks);
   w.field("joined_unix_ns", i.joined_unix_ns);
+  identity_json(w, i.identity);
   w.field("state", i.state());
   w.field("priority", static_cast<std::int32_t>(i.priority));
   w.field("priority_name", priority_text(i.priority));

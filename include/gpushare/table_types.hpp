@@ -33,6 +33,10 @@ struct session_info : session_statistics {
   std::int32_t pid = 0; ///< for display: liveness never relies on it
   std::uint64_t start_time_ticks = 0;
   std::uint64_t joined_unix_ns = 0;
+  /// Who it belongs to on its platform: pod, namespace, container, Slurm job and step, as the
+  /// session's options or environment said when it joined (docs/cluster-env.md). pids collide
+  /// across PID namespaces; this tells sessions of different containers apart.
+  platform_identity identity;
   int priority = priority::normal;
   std::uint32_t share = default_share;
   std::uint32_t compute_limit_ppm = 1'000'000;

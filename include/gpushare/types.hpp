@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace gpushare {
 inline namespace v0 {
@@ -121,6 +122,33 @@ struct duration_option {
   std::string_view examples; ///< for messages: "\"500us\", \"5ms\""
 };
 
+/// Slurm's special step ids (Slurm's slurm.h): the step of a batch script, of the processes
+/// Slurm adopts into a job from outside (its "extern" step) and of an interactive allocation.
+/// Slurm writes SLURM_STEP_ID with "%u", so these arrive as their decimal values.
+inline constexpr std::uint32_t slurm_batch_step = 0xfffffffbu;
+inline constexpr std::uint32_t slurm_extern_step = 0xfffffffcu;
+inline constexpr std::uint32_t slurm_interactive_step = 0xfffffffau;
+
+/// Who a session belongs to on its platform, as the platform says it (docs/cluster-env.md):
+/// a Kubernetes pod, namespace and container, a Slurm job, step and array task. Shown by
+/// `gpushare status`, its JSON and `gpushare metrics`; never trusted for anything. Empty
+/// strings and nullopt: not known.
+struct platform_identity {
+  std::string pod;           ///< Kubernetes pod name (DNS-1123 subdomain, up to 253 characters)
+  std::string pod_namespace; ///< Kubernetes namespace (DNS-1123 label, up to 63 characters)
+  std::string container;     ///< Kubernetes container name (DNS-1123 label, up to 63)
+  std::optional<std::uint32_t> slurm_job_id;
+  std::optional<std::uint32_t> slurm_step_id; ///< a step number or one of slurm_*_step
+  std::optional<std::uint32_t> slurm_array_job_id;
+  std::optional<std::uint32_t> slurm_array_task_id;
+
+  bool empty() const noexcept {
+    return pod.empty() && pod_namespace.empty() && container.empty() && !slurm_job_id &&
+           !slurm_step_id && !slurm_array_job_id && !slurm_array_task_id;
+  }
+  friend bool operator==(const platform_identity&, const platform_identity&) = default;
+};
+
 /// The options with every field filled in: code, then environment, then defaults.
 struct resolved_options {
   std::string name;
@@ -141,6 +169,13 @@ struct resolved_options {
   std::uint64_t max_guard_ns = 0;          ///< 0: the table's default
   std::uint32_t compute_guarantee_ppm = 0; ///< 0: none
   std::chrono::milliseconds open_timeout{5000};
+  platform_identity identity; ///< who the session belongs to (docs/cluster-env.md)
+  /// Where a setting came from a cluster scheduler's variable instead of a GPUSHARE_* one
+  /// ("CUDA_DEVICE_MEMORY_LIMIT_0=4g"), for messages: "" otherwise.
+  std::string memory_limit_from_cluster, compute_limit_from_cluster;
+  /// What resolving had to tell that is not an error (an identity variable that is not valid and
+  /// was ignored, a cluster limit that was read): raised when the session joins.
+  std::vector<notice> notices;
 };
 
 /// Everything a session can be configured with. Unset (nullopt) fields take the value of the
@@ -182,6 +217,22 @@ struct session_options {
   std::optional<std::uint32_t> compute_guarantee_ppm;
   /// How long opening waits for another process that is initialising the table.
   std::chrono::milliseconds open_timeout{5000};
+
+  // Who the session belongs to (docs/cluster-env.md). Each field set here wins; an unset one is
+  // read from the environment. An empty string set here means "none" (the environment is not
+  // read for it).
+  std::optional<std::string> pod;                   ///< GPUSHARE_POD_NAME, else POD_NAME
+  std::optional<std::string> pod_namespace;         ///< GPUSHARE_POD_NAMESPACE, else POD_NAMESPACE
+  std::optional<std::string> container;             ///< GPUSHARE_CONTAINER_NAME
+  std::optional<std::uint32_t> slurm_job_id;        ///< SLURM_JOB_ID, else SLURM_JOBID
+  std::optional<std::uint32_t> slurm_step_id;       ///< SLURM_STEP_ID, else SLURM_STEPID
+  std::optional<std::uint32_t> slurm_array_job_id;  ///< SLURM_ARRAY_JOB_ID
+  std::optional<std::uint32_t> slurm_array_task_id; ///< SLURM_ARRAY_TASK_ID
+  /// The CUDA ordinal (as this process sees it) of the GPU the session stands for: picks the
+  /// per-device value of a cluster scheduler's limit (CUDA_DEVICE_MEMORY_LIMIT_<n>,
+  /// CUDA_MPS_PINNED_DEVICE_MEM_LIMIT's "<n>=..."). cuda::device_session sets its device's;
+  /// unset: 0, the first visible device (docs/cluster-env.md).
+  std::optional<int> device_ordinal;
 };
 
 /// Reads an environment variable: nullopt when unset. Tests pass a fake one.

@@ -120,8 +120,41 @@ std::string str_setting(py::handle v, const char* what) {
   return v.cast<std::string>();
 }
 
+/// A Slurm id: an int from 0 to 2^32 - 1 or, for a step, also "batch", "extern" or
+/// "interactive" (docs/cluster-env.md).
+std::uint32_t slurm_id_setting(py::handle v, const char* what, bool step) {
+  if (step && is_str(v)) {
+    const std::string s = v.cast<std::string>();
+    if (const auto id = gpushare::detail::parse_slurm_step(s)) return *id;
+    bad(std::string(what) + " \"" + s + "\" is none: give an int, \"batch\", \"extern\" or " +
+        "\"interactive\"");
+  }
+  if (!is_int(v)) wrong_type(what, v, step ? "an int or a special step's name" : "an int");
+  return static_cast<std::uint32_t>(int_in(v, what, 0, UINT32_MAX));
+}
+
 /// Runs the handler of each keyword; unknown ones raise TypeError naming the known ones.
 using handlers = std::map<std::string, std::function<void(py::handle)>, std::less<>>;
+
+/// The handlers of who the session belongs to (docs/cluster-env.md): Kubernetes names as
+/// strings ("" for none), Slurm ids as ints.
+void add_identity_handlers(handlers& h, gpushare::session_options& o) {
+  h["pod"] = [&](py::handle v) { o.pod = str_setting(v, "pod"); };
+  h["pod_namespace"] = [&](py::handle v) { o.pod_namespace = str_setting(v, "pod_namespace"); };
+  h["container"] = [&](py::handle v) { o.container = str_setting(v, "container"); };
+  h["slurm_job_id"] = [&](py::handle v) {
+    o.slurm_job_id = slurm_id_setting(v, "slurm_job_id", false);
+  };
+  h["slurm_step_id"] = [&](py::handle v) {
+    o.slurm_step_id = slurm_id_setting(v, "slurm_step_id", true);
+  };
+  h["slurm_array_job_id"] = [&](py::handle v) {
+    o.slurm_array_job_id = slurm_id_setting(v, "slurm_array_job_id", false);
+  };
+  h["slurm_array_task_id"] = [&](py::handle v) {
+    o.slurm_array_task_id = slurm_id_setting(v, "slurm_array_task_id", false);
+  };
+}
 void apply(const py::kwargs& kw, const handlers& h, std::initializer_list<const char*> skip,
            const char* what) {
   for (const auto& [key, value] : kw) {
@@ -189,7 +222,7 @@ py::object timedelta_of_ns(std::uint64_t ns) {
 gpushare::session_options session_options_from(const py::kwargs& kw,
                                                std::initializer_list<const char*> skip) {
   gpushare::session_options o;
-  const handlers h{
+  handlers h{
       {"name", [&](py::handle v) { o.name = str_setting(v, "name"); }},
       {"priority", [&](py::handle v) { o.priority = priority_setting(v); }},
       {"share", [&](py::handle v) { o.share = share_setting(v); }},
@@ -234,6 +267,7 @@ gpushare::session_options session_options_from(const py::kwargs& kw,
              std::chrono::milliseconds(ns == wait_forever ? INT32_MAX : ns / 1'000'000);
        }},
   };
+  add_identity_handlers(h, o);
   apply(kw, h, skip, "Session()");
   return o;
 }

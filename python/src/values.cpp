@@ -7,8 +7,11 @@
 
 #include <pybind11/stl.h>
 
+#include <optional>
 #include <string>
 #include <vector>
+
+#include <gpushare/detail/identity.hpp>
 
 namespace gpushare_python {
 namespace {
@@ -83,9 +86,29 @@ void bind_session_id(py::module_& m) {
   });
 }
 
+void bind_platform_identity(py::module_& m) {
+  using gpushare::platform_identity;
+  record<platform_identity> r(m, "PlatformIdentity",
+                              "Who a session belongs to on its platform: Kubernetes pod, "
+                              "namespace and container (\"\" when not known), Slurm job, step "
+                              "and array task (None when not known). docs/cluster-env.md.");
+  r.F(platform_identity, pod).F(platform_identity, pod_namespace).F(platform_identity, container);
+  r.F(platform_identity, slurm_job_id).F(platform_identity, slurm_step_id);
+  r.computed(
+      "slurm_step",
+      [](const platform_identity& i) -> std::optional<std::string> {
+        if (!i.slurm_step_id) return std::nullopt;
+        return gpushare::detail::slurm_step_text(*i.slurm_step_id);
+      },
+      "The step as Slurm names it: \"0\", \"batch\", \"extern\", \"interactive\"; None.");
+  r.F(platform_identity, slurm_array_job_id).F(platform_identity, slurm_array_task_id);
+  r.done();
+  r.cls.def("__bool__", [](const platform_identity& i) { return !i.empty(); });
+}
+
 /// Who a session is and its settings.
 void session_settings(record<session_info>& r) {
-  r.F(session_info, id).F(session_info, name).F(session_info, pid);
+  r.F(session_info, id).F(session_info, name).F(session_info, pid).F(session_info, identity);
   r.computed(
       "state", [](const session_info& i) { return i.state(); },
       "\"running\" (in a guard), \"waiting\" or \"idle\".");
@@ -169,6 +192,7 @@ void bind_notice(py::module_& m) {
 
 void bind_values(py::module_& m) {
   bind_session_id(m);
+  bind_platform_identity(m);
   bind_session_info(m);
   bind_eviction(m);
   bind_startup_holder(m);

@@ -3,8 +3,10 @@
 // than 0; the calling thread's device and contexts left as they were (no context created on a
 // device the thread never used); allocation failures described with the session's device; the
 // context overhead measured per process, under concurrent context creation, and charged once per
-// process and table; MIG instances named MIG-... as NVML names them. Tests that need two devices
-// skip on a machine with one; on the simulator (label cudasim) the CTest environment gives two.
+// process and table; MIG instances named MIG-... as NVML names them; a cluster scheduler's
+// per-device limits (CUDA_DEVICE_MEMORY_LIMIT_<n>) read for the session's own device. Tests that
+// need two devices skip on a machine with one; on the simulator (label cudasim) the CTest
+// environment gives two.
 #include <doctest/doctest.h>
 
 #include <cuda_runtime_api.h>
@@ -156,6 +158,35 @@ TEST_CASE("a session on device 1 of 2 works end to end: malloc, guard, accountin
   s.free(p);
   CHECK(s.info().reserved == 0);
   CHECK_FALSE(has_context(0));
+}
+
+TEST_CASE("a session on device 1 takes the cluster scheduler's limits for device 1, not 0") {
+  // docs/cluster-env.md: device_session sets session_options::device_ordinal to its device.
+  CUTEST_REQUIRE_GPU();
+  if (!two_devices()) return;
+  cutest::private_domain d("hami1"), d0("hami0"); // one table each
+  ::setenv("CUDA_DEVICE_MEMORY_LIMIT_0", "1g", 1);
+  ::setenv("CUDA_DEVICE_MEMORY_LIMIT_1", "3g", 1);
+  ::setenv("CUDA_DEVICE_SM_LIMIT_1", "40", 1);
+  std::optional<gc::device_session> s1, s0;
+  try {
+    s1.emplace(1, d.options());
+    d.uses(s1->device().uuid);
+    s0.emplace(0, d0.options());
+    d0.uses(s0->device().uuid);
+  } catch (...) {
+    for (const char* v :
+         {"CUDA_DEVICE_MEMORY_LIMIT_0", "CUDA_DEVICE_MEMORY_LIMIT_1", "CUDA_DEVICE_SM_LIMIT_1"})
+      ::unsetenv(v);
+    throw;
+  }
+  for (const char* v :
+       {"CUDA_DEVICE_MEMORY_LIMIT_0", "CUDA_DEVICE_MEMORY_LIMIT_1", "CUDA_DEVICE_SM_LIMIT_1"})
+    ::unsetenv(v);
+  CHECK(s1->info().memory_limit == 3 * GiB);
+  CHECK(s1->info().compute_limit_ppm == 400'000u);
+  CHECK(s0->info().memory_limit == 1 * GiB);
+  CHECK(s0->info().compute_limit_ppm == 1'000'000u); // no SM limit for device 0
 }
 
 TEST_CASE("an allocation that fails on device 1 describes device 1's memory, not the thread's "

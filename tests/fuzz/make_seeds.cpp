@@ -56,6 +56,11 @@ int main() {
     s.generation = 3;
     s.pid = 1;
     std::strcpy(s.name, "dead-owner");
+    std::strcpy(s.platform.pod, "pod-a");
+    std::strcpy(s.platform.pod_namespace, "team-a");
+    s.platform.present = platform_has_job | platform_has_step;
+    s.platform.slurm_job_id = 7;
+    s.platform.slurm_step_id = gpushare::slurm_batch_step;
     s.settings.priority = 2;
     s.settings.share = 3;
     s.settings.compute_limit_ppm = 500'000;

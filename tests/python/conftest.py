@@ -5,6 +5,7 @@
 #   cudasim_env   an environment for a child process on the simulated CUDA runtime (a state of
 #                 its own, removed afterwards); skips the test where cudasim is not built
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -16,6 +17,17 @@ import gpushare
 DOMAIN = "gpusharetest"
 GiB = 1 << 30
 MiB = 1 << 20
+
+# The platform's variables a session reads (docs/cluster-env.md: a pod's or Slurm job's identity,
+# a cluster scheduler's limits) are unset, as the C++ tests' main() does, so that the tests run
+# alike in a pod, in a Slurm job and on a desktop; a test that wants them sets them.
+_PLATFORM = ("GPUSHARE_POD_NAME", "POD_NAME", "GPUSHARE_POD_NAMESPACE", "POD_NAMESPACE",
+             "GPUSHARE_CONTAINER_NAME", "SLURM_JOB_ID", "SLURM_JOBID", "SLURM_STEP_ID",
+             "SLURM_STEPID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID",
+             "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT")
+for _name in list(os.environ):
+    if _name in _PLATFORM or re.fullmatch(r"CUDA_DEVICE_(MEMORY|SM)_LIMIT(_.*)?", _name):
+        del os.environ[_name]
 
 
 def unique_key(what="pytest"):

@@ -208,3 +208,47 @@ def test_a_table_directory_holds_the_table_and_lists_it(tmp_path):
     assert "does not exist" in str(e.value)
     with pytest.raises(gpushare.InvalidArgument):
         gpushare.Session(key, domain="pytest", directory="relative/dir")
+
+
+def test_session_info_shows_the_platform_identity(key, settings, monkeypatch):
+    # docs/cluster-env.md: the pod and Slurm variables of the environment, read when it joins.
+    for var, value in {"GPUSHARE_POD_NAME": "infer-0", "POD_NAMESPACE": "team-a",
+                       "GPUSHARE_CONTAINER_NAME": "server", "SLURM_JOB_ID": "4242",
+                       "SLURM_STEP_ID": "4294967291"}.items():
+        monkeypatch.setenv(var, value)
+    for var in ("SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID"):
+        monkeypatch.delenv(var, raising=False)
+    with gpushare.Session(key, name="tagged", **settings) as s:
+        i = s.info().identity
+        assert (i.pod, i.pod_namespace, i.container) == ("infer-0", "team-a", "server")
+        assert (i.slurm_job_id, i.slurm_step_id, i.slurm_step) == (4242, 4294967291, "batch")
+        assert i.slurm_array_task_id is None
+        assert i
+        assert i.as_dict()["pod"] == "infer-0"
+        assert s.snapshot().sessions[0].identity.container == "server"
+    for var in ("GPUSHARE_POD_NAME", "POD_NAMESPACE", "GPUSHARE_CONTAINER_NAME", "SLURM_JOB_ID",
+                "SLURM_STEP_ID", "POD_NAME", "SLURM_JOBID", "SLURM_STEPID"):
+        monkeypatch.delenv(var, raising=False)
+    with gpushare.Session(key, name="plain", **settings) as s:
+        assert not s.info().identity
+        assert s.info().identity.slurm_job_id is None
+
+
+def test_identity_keywords_win_over_the_environment(key, settings, monkeypatch):
+    monkeypatch.setenv("GPUSHARE_POD_NAME", "from-env")
+    monkeypatch.setenv("SLURM_JOB_ID", "1")
+    with gpushare.Session(key, name="coded", pod="coded-0", pod_namespace="", container="c",
+                          slurm_job_id=77, slurm_step_id="extern", slurm_array_job_id=70,
+                          slurm_array_task_id=3, **settings) as s:
+        i = s.info().identity
+        assert (i.pod, i.pod_namespace, i.container) == ("coded-0", "", "c")
+        assert (i.slurm_job_id, i.slurm_step, i.slurm_array_job_id, i.slurm_array_task_id) == (
+            77, "extern", 70, 3)
+    with pytest.raises(gpushare.InvalidArgument):
+        gpushare.Session(key, pod="Bad_Pod", **settings)
+    with pytest.raises(gpushare.InvalidArgument):
+        gpushare.Session(key, slurm_step_id="later", **settings)
+    with pytest.raises(gpushare.InvalidArgument):
+        gpushare.Session(key, slurm_job_id=2**32, **settings)
+    with pytest.raises(TypeError):
+        gpushare.Session(key, slurm_job_id="77", **settings)

@@ -80,6 +80,9 @@ public:
     }
 
     session_options o = opts;
+    // Its device picks the per-device values of a cluster scheduler's limits
+    // (CUDA_DEVICE_MEMORY_LIMIT_<n>, docs/cluster-env.md).
+    if (!o.device_ordinal) o.device_ordinal = info_.ordinal;
     // The device's memory minus headroom, unless the code or GPUSHARE_CAPACITY sets one.
     if (!o.capacity && !process_environment("GPUSHARE_CAPACITY"))
       o.capacity = capacity_for_device(total, r);

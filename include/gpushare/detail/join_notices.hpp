@@ -48,6 +48,9 @@ inline constexpr std::string_view known_variables[] = {
     "GPUSHARE_MAX_IN_FLIGHT",
     "GPUSHARE_DRAIN",
     "GPUSHARE_DRAIN_TIMEOUT",
+    "GPUSHARE_POD_NAME",
+    "GPUSHARE_POD_NAMESPACE",
+    "GPUSHARE_CONTAINER_NAME",
     // Not read by the library: `gpushare run --library` passes the key to the program in it.
     "GPUSHARE_KEY",
 };

@@ -203,6 +203,27 @@ struct slot_compute {
   std::uint64_t lower_debt_ns;
 };
 
+inline constexpr std::size_t pod_capacity = 256;            // a pod name (up to 253) incl. NUL
+inline constexpr std::size_t k8s_label_capacity = 64;       // a namespace or container (63) + NUL
+inline constexpr std::uint32_t platform_has_job = 1;        // slurm_job_id is set
+inline constexpr std::uint32_t platform_has_step = 2;       // slurm_step_id is set
+inline constexpr std::uint32_t platform_has_array_job = 4;  // slurm_array_job_id is set
+inline constexpr std::uint32_t platform_has_array_task = 8; // slurm_array_task_id is set
+
+/// Who the session belongs to on its platform (platform_identity, detail/identity.hpp): written
+/// once when it joins, display only. Strings are NUL-terminated (empty: not known).
+struct slot_platform {
+  char pod[pod_capacity];
+  char pod_namespace[k8s_label_capacity];
+  char container[k8s_label_capacity];
+  std::uint32_t present; ///< platform_has_* bits: which Slurm ids are set
+  std::uint32_t slurm_job_id;
+  std::uint32_t slurm_step_id;
+  std::uint32_t slurm_array_job_id;
+  std::uint32_t slurm_array_task_id;
+  std::uint32_t unused; ///< zero
+};
+
 /// One session's record. A join resets the whole record but what must stay monotone across the
 /// sessions that use the slot (detail/slot.hpp), then writes the identity, `settings` in one
 /// assignment and the usage; everything else starts at zero.
@@ -251,7 +272,9 @@ struct alignas(64) slot_record {
   std::uint32_t startup_waiting; ///< threads of this session waiting for the start-up lock
   std::uint32_t startup_unused;  ///< zero
 
-  std::uint8_t spare[512 - 488]; ///< room to grow without moving fields
+  slot_platform platform; ///< who it belongs to (written at join)
+
+  std::uint8_t spare[1024 - 896]; ///< room to grow without moving fields
 };
 
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
@@ -260,7 +283,7 @@ static_assert(std::is_standard_layout_v<table_prefix>);
 static_assert(offsetof(table_prefix, init_state) == 12);
 static_assert(sizeof(table_prefix) == 40);
 static_assert(std::is_standard_layout_v<slot_record>);
-static_assert(sizeof(slot_record) == 512, "slot layout changed: bump table_layout_version");
+static_assert(sizeof(slot_record) == 1024, "slot layout changed: bump table_layout_version");
 static_assert(std::is_trivially_copyable_v<session_statistics>);
 static_assert(std::is_standard_layout_v<session_statistics>);
 static_assert(sizeof(slot_settings) == 56 && sizeof(slot_memory) == 32 &&
@@ -272,7 +295,9 @@ static_assert(offsetof(slot_record, stats) == 288);
 static_assert(offsetof(slot_record, lease) == 392);
 static_assert(offsetof(slot_record, journal_exits) == 424);
 static_assert(offsetof(slot_record, startup_waiting) == 480);
-static_assert(offsetof(slot_record, spare) == 488);
+static_assert(sizeof(slot_platform) == 408);
+static_assert(offsetof(slot_record, platform) == 488);
+static_assert(offsetof(slot_record, spare) == 896);
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 static_assert(offsetof(table_header, lock) % 64 == 0);
 static_assert(offsetof(table_header, startup_wake) % 64 == 0);

@@ -16,6 +16,8 @@
 #include <string_view>
 #include <tuple>
 
+#include <gpushare/detail/cluster_env.hpp>
+#include <gpushare/detail/identity.hpp>
 #include <gpushare/detail/parse.hpp>
 #include <gpushare/detail/table_dir.hpp>
 #include <gpushare/error.hpp>
@@ -103,6 +105,30 @@ inline void check_guarantee_within_limit(const resolved_options& r, bool limit_f
           show(*limit, limit_from_env, r.memory_limit_given, "memory_limit")));
 }
 
+/// The device ordinal whose per-device cluster limits apply (session_options::device_ordinal,
+/// default 0).
+inline int cluster_device_ordinal(const session_options& opts) {
+  const int n = opts.device_ordinal.value_or(0);
+  if (n < 0)
+    throw error(errc::invalid_argument, "session_options::device_ordinal is " + std::to_string(n) +
+                                            "; give a CUDA device ordinal (0 or more) or leave it "
+                                            "unset");
+  return n;
+}
+
+/// Neither the code nor GPUSHARE_MEMORY_LIMIT set a memory limit: a cluster scheduler's, if any
+/// (detail/cluster_env.hpp).
+inline void resolve_cluster_memory(const session_options& opts, const env_lookup& env,
+                                   resolved_options& r) {
+  const auto got = cluster_memory_limit(env, cluster_device_ordinal(opts));
+  if (!got) return;
+  r.memory_limit = memory_amount::of_bytes(got->value);
+  r.memory_limit_given = got->given;
+  r.memory_limit_from_cluster = got->given;
+  r.notices.push_back(cluster_limit_notice("memory limit", format_bytes(got->value), got->given,
+                                           "GPUSHARE_MEMORY_LIMIT"));
+}
+
 /// Resolves the memory limit and guarantee and checks them against each other.
 inline void resolve_memory(const session_options& opts, const env_lookup& env,
                            resolved_options& r) {
@@ -114,6 +140,7 @@ inline void resolve_memory(const session_options& opts, const env_lookup& env,
                   parse_memory_amount,
                   [](const memory_amount& m) { check_in_code_memory("memory_guarantee", m); });
   r.memory_limit = limit;
+  if (!limit) resolve_cluster_memory(opts, env, r);
   if (guarantee) r.memory_guarantee = *guarantee;
   for (auto [var, in_code, given] :
        {std::tuple{"GPUSHARE_MEMORY_LIMIT", opts.memory_limit.has_value(), &r.memory_limit_given},
@@ -121,7 +148,8 @@ inline void resolve_memory(const session_options& opts, const env_lookup& env,
                    &r.memory_guarantee_given}})
     if (!in_code)
       if (const auto value = env(var)) *given = std::string(var) + "=" + *value;
-  check_guarantee_within_limit(r, limit && !opts.memory_limit, guarantee && !opts.memory_guarantee);
+  check_guarantee_within_limit(r, r.memory_limit && !opts.memory_limit,
+                               guarantee && !opts.memory_guarantee);
 }
 
 /// Resolves the capacity (session_options::capacity, else GPUSHARE_CAPACITY) and the open
@@ -209,13 +237,19 @@ inline void resolve_scheduling(const session_options& opts, const env_lookup& en
       pick_option(opts.share, env, "GPUSHARE_SHARE", share_forms, parse_share, [](std::uint32_t s) {
         check_setting(share_range, s, "session_options::share");
       }).value_or(default_share);
-  r.compute_limit_ppm =
+  const auto limit =
       pick_option(opts.compute_limit_ppm, env, "GPUSHARE_COMPUTE_LIMIT", percent_forms,
-                  parse_percent_ppm,
-                  [](std::uint32_t p) {
+                  parse_percent_ppm, [](std::uint32_t p) {
                     check_setting(compute_limit_range, p, "session_options::compute_limit_ppm");
-                  })
-          .value_or(1'000'000);
+                  });
+  r.compute_limit_ppm = limit.value_or(1'000'000);
+  if (!limit)
+    if (const auto got = cluster_compute_limit(env, cluster_device_ordinal(opts))) {
+      r.compute_limit_ppm = got->value;
+      r.compute_limit_from_cluster = got->given;
+      r.notices.push_back(cluster_limit_notice("compute limit", format_ppm_percent(got->value),
+                                               got->given, "GPUSHARE_COMPUTE_LIMIT"));
+    }
   const auto quantum_ns = pick_duration(opts.quantum, env, "GPUSHARE_QUANTUM", "quantum",
                                         quantum_option, false, parse_quantum_ns);
   r.quantum_ns = quantum_ns.value_or(default_quantum_ns);

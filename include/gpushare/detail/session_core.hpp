@@ -341,7 +341,7 @@ private:
   void claim_slot();
   bool activate(const resolved_options& r);
   std::uint64_t resolve_memory_settings(const resolved_options& r, const table_header& h);
-  void raise_join_notices(std::string_view key);
+  void raise_join_notices(std::string_view key, const std::vector<notice>& resolved);
 
   // Waits (waits.hpp).
   /// What a memory wait does when its deadline passes.

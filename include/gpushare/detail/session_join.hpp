@@ -39,7 +39,7 @@ inline session_core::session_core(std::string_view key, const resolved_options& 
   facts_.created_table = table_.mapping().created();
   facts_.requested_capacity = r.capacity >= max_memory_bytes ? 0 : r.capacity;
   fork_registry::instance().add(this);
-  raise_join_notices(key);
+  raise_join_notices(key, r.notices);
 }
 
 /// Opens the table, claims a slot and activates it. `gpushare clean` may remove the table
@@ -112,7 +112,7 @@ inline bool session_core::activate(const resolved_options& r) {
       }
       throw guarantee_unavailable(facts_, table_, guarantee);
     }
-    const slot_identity who{::getpid(), start_ticks, realtime_ns(), facts_.name};
+    const slot_identity who{::getpid(), start_ticks, realtime_ns(), facts_.name, &r.identity};
     generation_ =
         join_slot(table_.view(), slot_, who, join_settings(r, facts_.limit_at_join, guarantee));
     joined_ = true;
@@ -139,9 +139,15 @@ inline std::uint64_t session_core::resolve_memory_settings(const resolved_option
 }
 
 /// The notices of a join, kept in the session and each delivered once per process to the
-/// notice handler (detail/notices.hpp): the capacity notice (messages.hpp) once per table and
-/// requested capacity, and the join warnings (join_notices.hpp) once each.
-inline void session_core::raise_join_notices(std::string_view key) {
+/// notice handler (detail/notices.hpp): those of resolving its options (`resolved`), the capacity
+/// notice (messages.hpp) once per table and requested capacity, and the join warnings
+/// (join_notices.hpp) once each.
+inline void session_core::raise_join_notices(std::string_view key,
+                                             const std::vector<notice>& resolved) {
+  for (const notice& n : resolved) { // resolving's: ignored identity variables, cluster limits
+    notices_.push_back(n);
+    deliver_notice(notices_.back());
+  }
   if (std::string note = capacity_mismatch_text(); !note.empty()) {
     notices_.push_back({notice::kind::note, std::move(note)});
     deliver_notice(notices_.back(),

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string_view>
 
 #include <gpushare/detail/budget.hpp>
@@ -51,7 +52,31 @@ struct slot_identity {
   std::uint64_t start_time_ticks = 0; ///< /proc/self/stat starttime
   std::uint64_t joined_unix_ns = 0;
   std::string_view name;
+  const platform_identity* platform = nullptr; ///< who it belongs to; nullptr: not known
 };
+
+/// Copies `v` into the zeroed `dst` of `capacity` bytes, keeping the terminating NUL.
+inline void copy_bounded(char* dst, std::size_t capacity, std::string_view v) noexcept {
+  const std::size_t n = std::min(v.size(), capacity - 1);
+  if (n > 0) std::memcpy(dst, v.data(), n);
+}
+
+/// Writes `id` into the zeroed `p` (a joining slot's, reset by reset_slot_for_join()).
+inline void write_platform(slot_platform& p, const platform_identity& id) noexcept {
+  copy_bounded(p.pod, pod_capacity, id.pod);
+  copy_bounded(p.pod_namespace, k8s_label_capacity, id.pod_namespace);
+  copy_bounded(p.container, k8s_label_capacity, id.container);
+  const auto put = [&](const std::optional<std::uint32_t>& v, std::uint32_t bit,
+                       std::uint32_t& field) {
+    if (!v) return;
+    p.present |= bit;
+    field = *v;
+  };
+  put(id.slurm_job_id, platform_has_job, p.slurm_job_id);
+  put(id.slurm_step_id, platform_has_step, p.slurm_step_id);
+  put(id.slurm_array_job_id, platform_has_array_job, p.slurm_array_job_id);
+  put(id.slurm_array_task_id, platform_has_array_task, p.slurm_array_task_id);
+}
 
 /// The settings of a session that joins with the resolved options `r`, its memory limit and
 /// guarantee already resolved against the table's capacity.
@@ -83,8 +108,8 @@ inline std::uint32_t join_slot(const table_view& t, std::uint32_t i, const slot_
   s.pid = who.pid;
   s.start_time_ticks = who.start_time_ticks;
   s.joined_unix_ns = who.joined_unix_ns;
-  const std::size_t n = std::min(who.name.size(), name_capacity - 1);
-  if (n > 0) std::memcpy(s.name, who.name.data(), n); // the rest is zero: reset above
+  copy_bounded(s.name, name_capacity, who.name); // the rest is zero: reset above
+  if (who.platform != nullptr) write_platform(s.platform, *who.platform);
   s.settings = settings;
   s.settings.memory_guarantee = 0; // counts nowhere yet: set_usage() adds it to the totals
   ++s.settings_seq;

@@ -42,6 +42,22 @@ inline void read_settings(const slot_settings& s, session_info& i) {
       s.handover_mode == handover_at_yield ? handover_point::at_yield : handover_point::at_guard;
 }
 
+/// Who a session belongs to, as its slot records it.
+inline platform_identity read_platform(const slot_platform& p) {
+  platform_identity id;
+  id.pod = read_bounded(p.pod, pod_capacity);
+  id.pod_namespace = read_bounded(p.pod_namespace, k8s_label_capacity);
+  id.container = read_bounded(p.container, k8s_label_capacity);
+  const auto get = [&](std::uint32_t bit, std::uint32_t v) {
+    return (p.present & bit) != 0 ? std::optional<std::uint32_t>(v) : std::nullopt;
+  };
+  id.slurm_job_id = get(platform_has_job, p.slurm_job_id);
+  id.slurm_step_id = get(platform_has_step, p.slurm_step_id);
+  id.slurm_array_job_id = get(platform_has_array_job, p.slurm_array_job_id);
+  id.slurm_array_task_id = get(platform_has_array_task, p.slurm_array_task_id);
+  return id;
+}
+
 inline session_info read_session(const slot_record& s, std::uint32_t index) {
   session_info i;
   // The counters, then what the journal and the lease hold that no lock holder has folded into
@@ -61,6 +77,7 @@ inline session_info read_session(const slot_record& s, std::uint32_t index) {
   i.pid = s.pid;
   i.start_time_ticks = s.start_time_ticks;
   i.joined_unix_ns = s.joined_unix_ns;
+  i.identity = read_platform(s.platform);
   i.settings_seq = s.settings_seq;
   read_settings(s.settings, i);
   i.reserved = sat_sub(s.memory.reserved, s.journal_shrink_bytes.load(std::memory_order_relaxed));
