@@ -16,7 +16,7 @@
 #include "cli_clean.hpp"
 #include "cli_errors.hpp"
 #include "cli_evict.hpp"
-#include "cli_metrics.hpp"
+#include "cli_exporter.hpp"
 #include "cli_run.hpp"
 #include "cli_run_usage.hpp"
 #include "cli_set.hpp"
