@@ -129,14 +129,14 @@ http_response read_response(int fd, bool has_body = true) {
 }
 
 /// One request on a connection of its own.
-http_response exchange(int port, const std::string& request, bool has_body = true) {
+http_response ask(int port, const std::string& request, bool has_body = true) {
   socket_fd s = connect_to(port);
   send_all(s.fd, request);
   return read_response(s.fd, has_body);
 }
 
 http_response get(int port, const std::string& path) {
-  return exchange(port, "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+  return ask(port, "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
 }
 
 /// True while the server has neither closed `fd` nor sent anything on it.
@@ -231,7 +231,9 @@ private:
 struct live_session {
   session s;
   std::optional<reservation> r;
-  explicit live_session(const test_domain& d) : s("gpu", options(d)) { r = s.reserve(3 * MiB, 0ms); }
+  explicit live_session(const test_domain& d) : s("gpu", options(d)) {
+    r = s.reserve(3 * MiB, 0ms);
+  }
   static session_options options(const test_domain& d) {
     session_options o = d.options("exported", 64 * MiB);
     o.share = 4;
@@ -296,15 +298,15 @@ TEST_CASE("metrics --listen answers unknown paths 404 and other methods 405") {
   CHECK(missing.body == "not found: the metrics are at /metrics\n");
   CHECK(get(x.port(), "/metrics/extra").status == 404);
   const http_response post =
-      exchange(x.port(), "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n"
-                         "Connection: close\r\n\r\na=1");
+      ask(x.port(), "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n"
+                    "Connection: close\r\n\r\na=1");
   CHECK(post.status == 405);
   CHECK(post.header("Allow") == "GET, HEAD");
   CHECK(post.body == "method POST is not allowed: use GET\n");
-  const http_response del = exchange(x.port(), "DELETE / HTTP/1.1\r\nConnection: close\r\n\r\n");
+  const http_response del = ask(x.port(), "DELETE / HTTP/1.1\r\nConnection: close\r\n\r\n");
   CHECK(del.status == 405);
   // A body over the limit (8 KiB) is refused, not read.
-  const http_response big = exchange(
+  const http_response big = ask(
       x.port(), "POST /metrics HTTP/1.1\r\nContent-Length: 100000000\r\nConnection: close\r\n\r\n");
   CHECK(big.status == 413);
   CHECK(get(x.port(), "/metrics").status == 200);
@@ -314,16 +316,18 @@ TEST_CASE("metrics --listen answers a malformed request 400 and serves the next 
   test_domain d;
   live_session l(d);
   exporter x(d.name());
-  const std::string long_header = "GET /metrics HTTP/1.1\r\nX: " + std::string(9000, 'a') + "\r\n\r\n";
+  const std::string long_header =
+      "GET /metrics HTTP/1.1\r\nX: " + std::string(9000, 'a') + "\r\n\r\n";
   for (const std::string& bad :
        {std::string("BANANA\r\n\r\n"), std::string("GET /metrics HTTP/9.9\r\n\r\n"),
         std::string("GET /metrics\r\n\r\n"), long_header}) {
-    const http_response r = exchange(x.port(), bad);
+    const http_response r = ask(x.port(), bad);
     CHECK_MESSAGE(r.status == 400, bad.substr(0, 40));
   }
   const http_response next = get(x.port(), "/metrics");
   CHECK(next.status == 200);
-  CHECK(contains(next.body, "gpushare_session_reserved_bytes{" + l.session_labels(d) + "} 3145728\n"));
+  CHECK(contains(next.body,
+                 "gpushare_session_reserved_bytes{" + l.session_labels(d) + "} 3145728\n"));
 }
 
 TEST_CASE("metrics --listen serves 32 concurrent clients complete responses") {
@@ -390,8 +394,8 @@ TEST_CASE("metrics --listen ends with exit code 0 on SIGTERM and on SIGINT") {
     socket_fd idle = connect_to(x.port()); // an open connection does not keep it alive
     const int code = x.stop(sig);
     CHECK_MESSAGE(code == 0, x.output());
-    CHECK(x.output() == "serving metrics on http://127.0.0.1:" + std::to_string(x.port()) +
-                            "/metrics\n");
+    CHECK(x.output() ==
+          "serving metrics on http://127.0.0.1:" + std::to_string(x.port()) + "/metrics\n");
   }
 }
 
@@ -418,7 +422,8 @@ TEST_CASE("promtool check metrics accepts what the exporter serves") {
   REQUIRE(r.status == 200);
   const std::string file = "/tmp/gpushare-exporter-" + d.name() + ".prom";
   std::ofstream(file) << r.body;
-  const test::command_result check = test::run_command("promtool check metrics < " + file + " 2>&1");
+  const test::command_result check =
+      test::run_command("promtool check metrics < " + file + " 2>&1");
   std::remove(file.c_str());
   CHECK_MESSAGE(check.exit_code == 0, check.output);
 }

@@ -50,8 +50,7 @@ TEST_CASE("parse_listen names what is wrong with a bad --listen") {
   CHECK(has(listen_error("banana"), "\"banana\" is not a port number and has no ':PORT'"));
   CHECK(has(listen_error("banana"), "expected PORT, ADDR:PORT or [IPV6-ADDR]:PORT"));
   CHECK(listen_error("70000") == "--listen: port 70000 is out of range (1 to 65535)");
-  CHECK(listen_error("123456789012") ==
-        "--listen: port 123456789012 is out of range (1 to 65535)");
+  CHECK(listen_error("123456789012") == "--listen: port 123456789012 is out of range (1 to 65535)");
   CHECK(has(listen_error("0"), "port 0 is not allowed"));
   CHECK(has(listen_error("127.0.0.1:0"), "port 0 is not allowed"));
   CHECK(has(listen_error(""), "is empty"));

@@ -143,6 +143,12 @@ inline void set_limits(httplib::Server& s) {
   s.set_keep_alive_timeout(exporter_timeout_s);
   s.set_keep_alive_max_count(exporter_requests_per_connection);
   s.set_payload_max_length(exporter_max_body);
+  // SO_REUSEADDR only (a restart binds while old connections linger), not httplib's default
+  // SO_REUSEPORT as well: that would let a second exporter share the port without an error.
+  s.set_socket_options([](int sock) {
+    const int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
 }
 
 } // namespace exporter_detail

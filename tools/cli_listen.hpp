@@ -22,9 +22,7 @@ struct listen_address {
   bool ipv6 = false;
 
   /// "127.0.0.1:9840", "[::1]:9840": as the address is written in a URL.
-  std::string text() const {
-    return (ipv6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
-  }
+  std::string text() const { return (ipv6 ? "[" + host + "]" : host) + ":" + std::to_string(port); }
 };
 
 /// The address when --listen gives only a port: loopback, so that nothing is exposed beyond this
@@ -88,8 +86,9 @@ inline listen_address parse_listen(std::string_view spec) {
     bad(spec, "looks like an IPv6 address: put it in brackets, as in [::1]:9840");
   if (host.empty()) bad(spec, "has no address before the ':' (give 0.0.0.0 for every interface)");
   if (!is_ipv4(host))
-    bad(spec, "has " + quote(host) + ", which is not a numeric IPv4 address (host names are "
-                                     "not accepted)");
+    bad(spec, "has " + quote(host) +
+                  ", which is not a numeric IPv4 address (host names are "
+                  "not accepted)");
   return {host, port_of(spec, spec.substr(colon + 1)), false};
 }
 
