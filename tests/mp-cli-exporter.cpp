@@ -27,6 +27,8 @@ using namespace gpushare;
 using namespace cli_test;
 using namespace std::chrono_literals;
 
+#if GPUSHARE_CLI_HTTPLIB
+
 namespace {
 
 constexpr std::uint64_t MiB = 1ull << 20;
@@ -249,7 +251,6 @@ struct live_session {
 
 } // namespace
 
-#if GPUSHARE_CLI_HTTPLIB
 // ------------------------------------------------------------------------------------------------
 // Scrapes
 // ------------------------------------------------------------------------------------------------
