@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -155,11 +156,11 @@ bool still_open(int fd) {
 /// stdout), on a port found free; killed and reaped at the end if still running.
 class exporter {
 public:
-  explicit exporter(const std::string& domain) {
+  explicit exporter(const std::string& domain, const std::vector<std::string>& extra = {}) {
     // The port was free when picked; another program may take it before the tool binds it.
     for (int attempt = 0; attempt < 10; ++attempt) {
       port_ = free_port();
-      if (start(domain)) return;
+      if (start(domain, extra)) return;
     }
     FAIL("the exporter could not bind a free port in 10 attempts: " << output_);
   }
@@ -183,13 +184,15 @@ public:
   const std::string& output() const { return output_; }
 
 private:
-  bool start(const std::string& domain) {
+  bool start(const std::string& domain, const std::vector<std::string>& extra) {
     test::process_options o;
     o.err = test::stderr_to::stdout_pipe;
     o.unset = {"GPUSHARE_DOMAIN"};
-    p_ = test::start_process({GPUSHARE_CLI_PATH, "metrics", "--domain", domain, "--listen",
-                              "127.0.0.1:" + std::to_string(port_)},
-                             o);
+    std::vector<std::string> words = {GPUSHARE_CLI_PATH, "metrics",
+                                      "--domain",        domain,
+                                      "--listen",        "127.0.0.1:" + std::to_string(port_)};
+    words.insert(words.end(), extra.begin(), extra.end());
+    p_ = test::start_process(words, o);
     output_ = read_line();
     if (output_ == "serving metrics on http://127.0.0.1:" + std::to_string(port_) + "/metrics\n")
       return true;
@@ -289,6 +292,37 @@ TEST_CASE("metrics --listen serves what metrics prints and samples afresh on eve
   CHECK(index.status == 200);
   CHECK(index.header("Content-Type") == "text/html; charset=utf-8");
   CHECK(contains(index.body, "<a href=\"/metrics\">/metrics</a>"));
+}
+
+/// The line of `family` for the session named `name` in an exposition, or "".
+std::string session_line(const std::string& body, const std::string& family,
+                         const std::string& name) {
+  for (const auto& line : lines_of(body))
+    if (line.rfind(family + "{", 0) == 0 && contains(line, "session=\"" + name + "\"")) return line;
+  return "";
+}
+
+TEST_CASE("metrics --listen --dir serves the tables of a table directory") {
+  std::string dir = "/dev/shm/gpushare-exportertest-XXXXXX";
+  REQUIRE(::mkdtemp(dir.data()) != nullptr);
+  test_domain d;
+  {
+    session_options o = d.options("in-dir", 64 * MiB);
+    o.directory = dir;
+    session s("gpu", o);
+    auto r = s.reserve(5 * MiB, 0ms);
+    exporter in_dir(d.name(), {"--dir", dir});
+    const http_response got = get(in_dir.port(), "/metrics");
+    CHECK(got.status == 200);
+    CHECK(
+        session_line(got.body, "gpushare_session_reserved_bytes", "in-dir").ends_with(" 5242880"));
+    exporter in_shm(d.name()); // /dev/shm itself: not there
+    const http_response shm = get(in_shm.port(), "/metrics");
+    CHECK(shm.status == 200);
+    CHECK(session_line(shm.body, "gpushare_session_reserved_bytes", "in-dir").empty());
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
 }
 
 TEST_CASE("metrics --listen answers unknown paths 404 and other methods 405") {
