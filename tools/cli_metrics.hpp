@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// `gpushare metrics`: every table's and session's figures in the Prometheus text format.
+// `gpushare metrics`: every table's and session's figures in the Prometheus text format (the
+// command itself, printing or serving them, is cli_exporter.hpp).
 #pragma once
 
 #include <cstdint>
-#include <span>
 #include <string>
 
 #include <gpushare/version.hpp>
@@ -13,7 +13,6 @@
 #include "cli_prometheus.hpp"
 #include "cli_sample.hpp"
 #include "cli_status.hpp"
-#include "cli_usage.hpp"
 
 namespace gpushare::cli {
 
@@ -206,18 +205,6 @@ inline std::string metrics_text(const sample& s) {
     for (const session_info& i : ts.sessions) session_samples(x, labels, i);
   }
   return x.render();
-}
-
-inline int run_metrics(std::span<const std::string> args) {
-  static constexpr flag_spec specs[] = {
-      {"--domain", true}, {"--all-domains", false}, {"--dir", true}};
-  const parsed_args a = parse_command_line(args, specs, 0);
-  if (a.help) {
-    write_stdout(std::string(metrics_usage));
-    return 0;
-  }
-  write_stdout(metrics_text(take_sample(domain_option(a))));
-  return 0;
 }
 
 } // namespace gpushare::cli

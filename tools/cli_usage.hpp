@@ -18,7 +18,8 @@ Commands:
   set       change a live session's share, priority or limits (or a table's default guard bound)
   evict     end a session stopped or hung inside a guard, so the others get the device
   clean     remove tables that no live session uses
-  metrics   Prometheus text format, for node exporter's textfile collector
+  metrics   Prometheus text format, for node exporter's textfile collector or over HTTP
+            (--listen)
   run       run a program that does not use gpushare under a memory budget
 
 Options:
@@ -159,7 +160,7 @@ say whether they use it).
 )";
 
 inline constexpr std::string_view metrics_usage =
-    R"(Usage: gpushare metrics [--dir DIR] [--domain D | --all-domains]
+    R"(Usage: gpushare metrics [--dir DIR] [--domain D | --all-domains] [--listen [ADDR:]PORT]
 
 Prints every table's and every live session's figures in the Prometheus text format. For node
 exporter's textfile collector:
@@ -167,10 +168,24 @@ exporter's textfile collector:
   gpushare metrics > /var/lib/node_exporter/textfile/gpushare.prom.$$ &&
     mv /var/lib/node_exporter/textfile/gpushare.prom.$$ /var/lib/node_exporter/textfile/gpushare.prom
 
+With --listen, serves them over HTTP instead, read afresh on every scrape, until SIGINT or
+SIGTERM (then exit code 0): GET /metrics is what `gpushare metrics` would print at that moment,
+GET / a page that points at it; other paths get 404, other methods 405. It prints one line,
+"serving metrics on http://ADDR:PORT/metrics", once it listens. No privileges are needed.
+
 Options:
-  --dir DIR      the table directory (default: GPUSHARE_DIR, else /dev/shm)
-  --domain D     only tables of domain D (default: GPUSHARE_DOMAIN when it is set)
-  --all-domains  tables of every domain, even when GPUSHARE_DOMAIN is set
+  --dir DIR           the table directory (default: GPUSHARE_DIR, else /dev/shm)
+  --domain D          only tables of domain D (default: GPUSHARE_DOMAIN when it is set)
+  --all-domains       tables of every domain, even when GPUSHARE_DOMAIN is set
+  --listen ADDR:PORT  serve over HTTP: PORT alone listens on 127.0.0.1 (this machine only);
+                      0.0.0.0:PORT on every IPv4 interface, [::]:PORT or [IPV6-ADDR]:PORT for
+                      IPv6. Numeric addresses only. A connection gets 5 s to send its request
+                      and 5 s per write of the response; at most 8 are served at once
+
+Exit codes: 0 success (with --listen: stopped by SIGINT or SIGTERM); 1 the tables cannot be
+listed, or the address cannot be bound (in use, not this machine's, a port below 1024 without
+privileges); 2 a bad command line, or --listen in a tool built without cpp-httplib (Debian:
+libcpp-httplib-dev).
 )";
 
 } // namespace gpushare::cli

@@ -1,0 +1,220 @@
+// SPDX-License-Identifier: Apache-2.0
+// `gpushare metrics`, once on stdout or, with --listen, over HTTP for Prometheus (a node
+// exporter: GET /metrics samples every table afresh). The HTTP server is cpp-httplib (Debian:
+// libcpp-httplib-dev); a tool built without it still prints, and says what to install when
+// --listen is asked for. See docs/cli.md, "gpushare metrics".
+#pragma once
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include "cli_args.hpp"
+#include "cli_errors.hpp"
+#include "cli_listen.hpp"
+#include "cli_metrics.hpp"
+#include "cli_sample.hpp"
+#include "cli_status.hpp"
+#include "cli_usage.hpp"
+
+#if defined(GPUSHARE_CLI_HTTPLIB) && GPUSHARE_CLI_HTTPLIB
+#include <httplib.h>
+#endif
+
+namespace gpushare::cli {
+
+/// The Content-Type of the Prometheus text exposition format.
+inline constexpr std::string_view metrics_content_type = "text/plain; version=0.0.4; charset=utf-8";
+
+/// The exporter's limits (docs/cli.md): each connection gets this long to send its request or
+/// take a part of the response, and this long idle between two requests; at most this many
+/// connections are served at once (more wait their turn), each for at most this many requests;
+/// a request's body may be at most this long (GET needs none).
+inline constexpr int exporter_timeout_s = 5;
+inline constexpr std::size_t exporter_threads = 8;
+inline constexpr std::size_t exporter_requests_per_connection = 100;
+inline constexpr std::size_t exporter_max_body = 8192;
+
+/// What GET / answers: a pointer to /metrics.
+inline constexpr std::string_view exporter_index_page =
+    "<!DOCTYPE html>\n<html><head><title>gpushare metrics</title></head>\n"
+    "<body><h1>gpushare metrics</h1>\n"
+    "<p>The tables of this machine in the Prometheus text format: "
+    "<a href=\"/metrics\">/metrics</a></p></body></html>\n";
+
+/// The signals that end the exporter. Blocked in every thread, taken by sigtimedwait.
+inline sigset_t exporter_stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  return set;
+}
+
+/// Waits for SIGINT or SIGTERM (blocked: see exporter_stop_signals), or for `done`. Returns the
+/// signal, or 0 when `done` came first.
+inline int wait_for_stop_signal(const sigset_t& set, const std::atomic<bool>& done) {
+  const timespec tick{0, 100'000'000};
+  while (!done.load()) {
+    const int sig = ::sigtimedwait(&set, nullptr, &tick);
+    if (sig > 0) return sig;
+  }
+  return 0;
+}
+
+/// Why binding failed, for a human: the system's reason and what to do about it.
+inline std::string bind_failure_text(const listen_address& where, int err) {
+  std::string out = "cannot listen on " + where.text();
+  if (err == 0) return out + " (the address could not be bound; is it one of this machine's?)";
+  out.append(": ").append(std::strerror(err));
+  if (err == EADDRINUSE) out += " (another program listens on this port: pick another one)";
+  if (err == EACCES) out += " (ports below 1024 need privileges: pick a port from 1024 up)";
+  if (err == EADDRNOTAVAIL) out += " (the address is not one of this machine's)";
+  return out;
+}
+
+#if defined(GPUSHARE_CLI_HTTPLIB) && GPUSHARE_CLI_HTTPLIB
+
+inline constexpr bool exporter_available = true;
+
+namespace exporter_detail {
+
+/// The body of an error response that no handler wrote (httplib's own 400, 413, 414, ...).
+inline std::string status_text(int status) {
+  switch (status) {
+  case 400: return "bad request: the request line or a header is malformed\n";
+  case 413: return "the request's body is too long (GET needs none)\n";
+  case 414: return "the request target is too long\n";
+  default: return "the request failed\n";
+  }
+}
+
+inline void plain_text(httplib::Response& res, int status, const std::string& text) {
+  res.status = status;
+  res.set_content(text, "text/plain; charset=utf-8");
+}
+
+/// GET /metrics, GET / (HEAD as well: httplib answers it from the GET handler without the
+/// body); every other method 405, every other path 404, a malformed request 400.
+inline void add_routes(httplib::Server& s, const domain_choice& domain) {
+  s.Get("/metrics", [domain](const httplib::Request&, httplib::Response& res) {
+    try {
+      res.set_content(metrics_text(take_sample(domain)), std::string(metrics_content_type));
+    } catch (const std::exception& e) {
+      plain_text(res, 500, std::string("gpushare metrics: error: ").append(e.what()) + "\n");
+    }
+  });
+  s.Get("/", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(std::string(exporter_index_page), "text/html; charset=utf-8");
+  });
+  const httplib::Server::Handler not_allowed = [](const httplib::Request& req,
+                                                  httplib::Response& res) {
+    res.set_header("Allow", "GET, HEAD");
+    plain_text(res, 405, "method " + req.method + " is not allowed: use GET\n");
+  };
+  s.Post(".*", not_allowed);
+  s.Put(".*", not_allowed);
+  s.Patch(".*", not_allowed);
+  s.Delete(".*", not_allowed);
+  s.Options(".*", not_allowed);
+  s.set_error_handler(httplib::Server::Handler([](const httplib::Request&, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    if (res.status == 404)
+      plain_text(res, 404, "not found: the metrics are at /metrics\n");
+    else
+      plain_text(res, res.status, std::to_string(res.status) + " " + status_text(res.status));
+  }));
+}
+
+/// The limits that keep a slow or malformed client from holding the exporter.
+inline void set_limits(httplib::Server& s) {
+  s.new_task_queue = [] { return new httplib::ThreadPool(exporter_threads); };
+  s.set_read_timeout(exporter_timeout_s, 0);
+  s.set_write_timeout(exporter_timeout_s, 0);
+  s.set_keep_alive_timeout(exporter_timeout_s);
+  s.set_keep_alive_max_count(exporter_requests_per_connection);
+  s.set_payload_max_length(exporter_max_body);
+  // SO_REUSEADDR only (a restart binds while old connections linger), not httplib's default
+  // SO_REUSEPORT as well: that would let a second exporter share the port without an error.
+  s.set_socket_options([](int sock) {
+    const int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
+}
+
+} // namespace exporter_detail
+
+/// Serves the metrics of `domain` at `where` until SIGINT or SIGTERM; 0 then. A failure to bind
+/// is a runtime_failure (exit code 1).
+inline int serve_metrics(const listen_address& where, const domain_choice& domain) {
+  // Before any thread starts, so that every thread inherits the mask and the signals come to
+  // sigtimedwait below; SIGPIPE: a client that hangs up mid-response must not end the process.
+  const sigset_t stop = exporter_stop_signals();
+  ::pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+  httplib::Server server;
+  exporter_detail::add_routes(server, domain);
+  exporter_detail::set_limits(server);
+  server.set_address_family(where.ipv6 ? AF_INET6 : AF_INET);
+  errno = 0;
+  if (!server.bind_to_port(where.host, where.port))
+    throw runtime_failure(bind_failure_text(where, errno));
+  write_stdout("serving metrics on http://" + where.text() + "/metrics\n");
+  std::atomic<bool> done{false};
+  bool listened = false;
+  std::thread listener([&] {
+    listened = server.listen_after_bind();
+    done.store(true);
+  });
+  const int sig = wait_for_stop_signal(stop, done);
+  // stop() closes the listening socket; the loop only sees it once running: retry till it ends.
+  while (!done.load()) {
+    server.stop();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  listener.join();
+  if (sig == 0 && !listened)
+    throw runtime_failure("the server on " + where.text() + " stopped: accepting failed");
+  return 0;
+}
+
+#else
+
+inline constexpr bool exporter_available = false;
+
+/// Without cpp-httplib: says what to install; exit code 2 (the option cannot be used here).
+inline int serve_metrics(const listen_address&, const domain_choice&) {
+  std::fputs("gpushare metrics: error: --listen needs cpp-httplib, and this gpushare tool was "
+             "built without it: install it (Debian/Ubuntu: apt-get install libcpp-httplib-dev) "
+             "and build the tool again, or publish `gpushare metrics` through node exporter's "
+             "textfile collector instead (gpushare metrics --help)\n",
+             stderr);
+  return 2;
+}
+
+#endif
+
+inline int run_metrics(std::span<const std::string> args) {
+  static constexpr flag_spec specs[] = {
+      {"--domain", true}, {"--all-domains", false}, {"--dir", true}, {"--listen", true}};
+  const parsed_args a = parse_command_line(args, specs, 0);
+  if (a.help) {
+    write_stdout(std::string(metrics_usage));
+    return 0;
+  }
+  const domain_choice domain = domain_option(a);
+  if (const auto listen = a.value("--listen")) return serve_metrics(parse_listen(*listen), domain);
+  write_stdout(metrics_text(take_sample(domain)));
+  return 0;
+}
+
+} // namespace gpushare::cli
