@@ -52,7 +52,8 @@ def workloads():
     """(file, metadata, pod spec) of every Pod and of every DaemonSet's pod template."""
     out = [(p, d["metadata"], d["spec"]) for p, d in objects("Pod")]
     for p, d in objects("DaemonSet"):
-        meta = dict(d["spec"]["template"]["metadata"], namespace=d["metadata"]["namespace"])
+        meta = dict(d["spec"]["template"]["metadata"], namespace=d["metadata"]["namespace"],
+                    name=d["metadata"]["name"])
         out.append((p, meta, d["spec"]["template"]["spec"]))
     return out
 
@@ -284,6 +285,20 @@ def test_time_slicing_gives_each_pod_one_replica():
     for path, c in pods:
         assert c["resources"]["limits"] == {res["name"]: 1}, path.name
     assert res["replicas"] >= len(pods)
+
+
+def test_pod_affinity_names_the_other_workload():
+    """The training pod follows the inference pod of its own kind (time-slicing or DRA)."""
+    def kind(path):
+        return "dra" if path.name == "dra-claim.yaml" else "time-slicing"
+    for path, meta, spec in workloads():
+        for term in spec.get("affinity", {}).get("podAffinity", {}).get(
+                "requiredDuringSchedulingIgnoredDuringExecution", []):
+            wanted = term["labelSelector"]["matchLabels"]
+            peers = [m["name"] for p, m, _ in workloads() if kind(p) == kind(path)
+                     and m["name"] != meta["name"] and wanted.items() <= m["labels"].items()]
+            assert len(peers) == 1, (path.name, meta["name"], wanted, peers)
+            assert term["topologyKey"] == "kubernetes.io/hostname"
 
 
 def test_dra_claims_match_the_memory_limits():
