@@ -14,9 +14,13 @@
 #   slurm-test.sh core JOB_PROGRAM GPUSHARE_CLI DEPLOY_DIR
 #   slurm-test.sh cudasim CUDA_JOB_PROGRAM GPUSHARE_CLI DEPLOY_DIR CUDASIM_LIB_DIR
 #
-# core: the jobs are gpushare_slurm_job (gpushare::session, key GPUSHARE_KEY). cudasim: they are
-# gpushare_slurm_cuda_job (gpushare::cuda::device_session) on the simulated CUDA runtime, both
-# on one simulated GPU (one CUDASIM_STATE), its table keyed by that GPU's UUID.
+# core: the jobs are gpushare_slurm_job (gpushare::session, key GPUSHARE_KEY), run as two
+# different users (daemon and nobody, base-passwd's, present on every Debian) whose jobs get
+# group `users` (sbatch --gid), the table directory's group: the multi-user convention, and an
+# epilog that removes another user's table. cudasim: they are gpushare_slurm_cuda_job
+# (gpushare::cuda::device_session) on the simulated CUDA runtime, both on one simulated GPU (one
+# CUDASIM_STATE, a /dev/shm object of one user: so both run as root), the table keyed by that
+# GPU's UUID.
 #
 # Skipped (GPUSHARE_SKIP) when not root or when Slurm or munge is not installed. Takes over
 # nothing global: no /etc/slurm, /etc/munge or systemctl; its own ports; it stops what it
@@ -40,17 +44,25 @@ fi
 job_program="$(readlink -f "$2")" cli="$(readlink -f "$3")" deploy="$(readlink -f "$4")"
 job_env=ALL
 cudasim_state=""
+job_users=(daemon nobody) job_group=users
 if [[ "$mode" == cudasim ]]; then
   # Both jobs on one simulated GPU: cudasim's libraries first, one state of this run's own.
   cudasim_state="gpushare-slurm-test-$$"
   job_env="ALL,LD_LIBRARY_PATH=$(readlink -f "$5"),CUDASIM_STATE=$cudasim_state"
+  job_users=(root root) job_group=root
 fi
+for user in "${job_users[@]}"; do
+  getent passwd "$user" >/dev/null || skip "user $user does not exist"
+done
+getent group "$job_group" >/dev/null || skip "group $job_group does not exist"
 readonly window_s=6 shards_total=4 capacity=8589934592 # 8 GiB
 node="$(hostname -s)"
 
 tmp="$(mktemp -d /tmp/gpushare-slurm.XXXXXX)"
-mkdir -p "$tmp"/{state,spool,log,run,munge,dev,out}
-chmod 0700 "$tmp/munge"
+mkdir -p "$tmp"/{state,spool,log,run,munge,dev,out,bin}
+# The jobs' users reach the table directory, the program and their output through $tmp.
+chmod 0711 "$tmp" "$tmp/munge"
+chmod 1777 "$tmp/out"
 pids=()
 failed=1
 cleanup() {
@@ -150,7 +162,7 @@ EOF
 # The deploy scripts' settings, where they look first: beside slurm.conf.
 cat >"$tmp/gpushare-slurm.env" <<EOF
 GPUSHARE_SLURM_BASE=$tmp/tables
-GPUSHARE_SLURM_GROUP=root
+GPUSHARE_SLURM_GROUP=$job_group
 GPUSHARE_SLURM_CLI=$cli
 GPUSHARE_SLURM_KEYS=index
 GPUSHARE_SLURM_SHARDS_PER_GPU=$shards_total
@@ -170,13 +182,17 @@ pids+=($!)
 wait_for 60 "node $node to be idle" bash -c "sinfo -h -N -n '$node' -o %T | grep -qx idle"
 
 # ---- two jobs on one GPU: 1 and 3 of its 4 shards ---------------------------------------------
+# A copy of the program the jobs' users may run wherever the build tree is (/root/...).
+install -m 0755 "$job_program" "$tmp/bin/"
+job_program="$tmp/bin/$(basename "$job_program")"
 job_ids=()
-for shards in 1 3; do
-  job_ids+=("$(sbatch --parsable --gres="shard:$shards" --oversubscribe --time=5 -D "$tmp" \
-    --export="$job_env" \
-    -o "$tmp/out/%j.log" --wrap "'$job_program' '$tmp/out/job-$shards.txt' $window_s")")
+for i in 0 1; do
+  shards=$((i == 0 ? 1 : 3))
+  job_ids+=("$(sbatch --parsable --gres="shard:$shards" --oversubscribe --time=5 -D "$tmp/out" \
+    --uid="${job_users[$i]}" --gid="$job_group" --export="$job_env" -o "$tmp/out/%j.log" \
+    --wrap "'$job_program' '$tmp/out/job-$shards.txt' $window_s")")
 done
-echo "jobs ${job_ids[*]} submitted (1 and 3 shards)"
+echo "jobs ${job_ids[*]} submitted (1 and 3 shards, users ${job_users[*]}, group $job_group)"
 dir="$tmp/tables/gpu0"
 
 # Both jobs are in the table (each writes .ready once it sees the other), or one ended early.
@@ -208,7 +224,8 @@ field() { # field FILE KEY
 expect() { # expect WHAT ACTUAL EXPECTED
   [[ "$2" == "$3" ]] || fail "$1: got '$2', expected '$3'"
 }
-expect "table directory mode and group" "$(stat -c '%a %G' "$dir")" "2770 root"
+expect "table directory mode and group" "$(stat -c '%a %G' "$dir")" "2770 $job_group"
+group_id="$(getent group "$job_group" | cut -d: -f3)"
 expected_peers="$(printf 'slurm-%s\n' "${job_ids[@]}" | sort | paste -sd,)"
 tables=()
 for i in 0 1; do
@@ -219,6 +236,8 @@ for i in 0 1; do
   expect "job $id SLURM_SHARDS_ON_NODE" "$(field "$report" env_SLURM_SHARDS_ON_NODE)" "$shards"
   expect "job $id GPUSHARE_DIR" "$(field "$report" env_GPUSHARE_DIR)" "$dir"
   expect "job $id session name" "$(field "$report" name)" "slurm-$id"
+  expect "job $id user and group" "$(field "$report" uid) $(field "$report" egid)" \
+    "$(id -u "${job_users[$i]}") $(getent group "$job_group" | cut -d: -f3)"
   expect "job $id share" "$(field "$report" share)" "$shards"
   expect "job $id GPUSHARE_MEMORY_LIMIT" "$(field "$report" env_GPUSHARE_MEMORY_LIMIT)" \
     "$((shards * 25))%"
@@ -234,6 +253,9 @@ for i in 0 1; do
   expect "job $id saw" "$(field "$report" peers)" "$expected_peers"
   table="$(field "$report" table)"
   expect "job $id table's directory" "$(dirname "$table")" "$dir"
+  # A group table, named after the directory's group (docs/design.md, section 13).
+  [[ "$(basename "$table")" == *".g$group_id."* ]] ||
+    fail "job $id: table $table is not a table of group $job_group (gid $group_id)"
   # Both held their whole budgets during the window: together exactly the capacity.
   expect "job $id: most committed in the table" "$(field "$report" max_committed_total)" \
     "$capacity"

@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include <unistd.h>
+
 #include <gpushare/gpushare.hpp>
 
 namespace slurm_job {
@@ -109,6 +111,8 @@ inline void record_environment(report& r) {
   for (const char* v : {"SLURM_JOB_ID", "SLURM_SHARDS_ON_NODE", "GPUSHARE_DIR", "GPUSHARE_KEY",
                         "GPUSHARE_NAME", "GPUSHARE_SHARE", "GPUSHARE_MEMORY_LIMIT"})
     r.set(std::string("env_") + v, env_or(v, ""));
+  r.set("uid", static_cast<std::uint64_t>(::getuid()));
+  r.set("egid", static_cast<std::uint64_t>(::getegid()));
 }
 
 /// Tells the test that both jobs are in the table (it runs `gpushare status` then).
