@@ -32,7 +32,7 @@ skip() {
   exit 0
 }
 ((EUID == 0)) || skip "not root: slurmd and the Prolog/Epilog must run as root"
-for tool in slurmctld slurmd munged sbatch squeue scontrol sinfo setpriv ss; do
+for tool in slurmctld slurmd munged sbatch squeue scontrol sinfo setpriv; do
   command -v "$tool" >/dev/null || skip "$tool is not installed (Debian: slurm-wlm, munge)"
 done
 mode="${1:-}"
@@ -59,7 +59,11 @@ readonly window_s=6 shards_total=4 capacity=8589934592 # 8 GiB
 node="$(hostname -s)"
 
 tmp="$(mktemp -d /tmp/gpushare-slurm.XXXXXX)"
-mkdir -p "$tmp"/{state,spool,log,run,munge,dev,out,bin}
+mkdir -p "$tmp"/{state,spool,log,run,munge,dev,out,bin,deploy}
+# The scripts as docs/slurm.md installs them, in a directory of their own that every job's user
+# can read (the TaskProlog runs as the job's user, wherever the source tree is).
+install -m 0755 "$deploy"/gpushare-* "$tmp/deploy/"
+deploy="$tmp/deploy"
 # The jobs' users reach the table directory, the program and their output through $tmp.
 chmod 0711 "$tmp" "$tmp/munge"
 chmod 1777 "$tmp/out"
@@ -87,12 +91,16 @@ fail() {
   echo "FAIL: $*" >&3
   exit 1
 }
-# A free TCP port on localhost, not one a system Slurm may use.
+# A TCP port on localhost that nothing listens on (a connection is refused), not one a system
+# Slurm may use.
 free_port() {
   local port
   for _ in $(seq 200); do
     port=$((20000 + RANDOM % 30000))
-    [[ -z "$(ss -Hltn "sport = :$port")" ]] && { echo "$port"; return; }
+    if ! (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+      echo "$port"
+      return
+    fi
   done
   fail "no free port found"
 }

@@ -6,6 +6,8 @@
 # the scripts read is in docs/slurm.md and in gpushare-slurm.env.example (and nothing else is),
 # and every GPUSHARE_* variable the TaskProlog exports is one README's "Configuration" documents
 # (or GPUSHARE_KEY, which `gpushare run` reads, or GPUSHARE_SLURM_DIRS, docs/slurm.md's own).
+# Also: the Prolog fails for a missing group (naming the fix) and does nothing for a job
+# without GPUs; the Epilog exits 0 without its directory.
 #
 #   task-prolog-test.sh SOURCE_DIR
 set -euo pipefail
@@ -19,7 +21,8 @@ fail() {
   failures=$((failures + 1))
 }
 
-cat >"$tmp/settings.env" <<'EOF'
+cat >"$tmp/settings.env" <<EOF
+GPUSHARE_SLURM_LOG=$tmp/scripts.log
 GPUSHARE_SLURM_BASE=/run/gpushare-test
 GPUSHARE_SLURM_KEYS=index
 GPUSHARE_SLURM_SHARDS_PER_GPU=3
@@ -69,8 +72,23 @@ export GPUSHARE_CAPACITY=80GiB" SLURM_JOB_ID=12
 mkdir "$tmp/etc"
 printf 'GPUSHARE_SLURM_BASE=/beside\n' >"$tmp/etc/gpushare-slurm.env"
 got="$(env -i PATH="$PATH" SLURM_CONF="$tmp/etc/slurm.conf" SLURM_JOB_GPUS=3 \
-  "$deploy/gpushare-task-prolog" | head -n1)"
-[[ "$got" == "export GPUSHARE_DIR=/beside/gpu3" ]] || fail "settings beside slurm.conf: got '$got'"
+  "$deploy/gpushare-task-prolog")"
+[[ "${got%%$'\n'*}" == "export GPUSHARE_DIR=/beside/gpu3" ]] ||
+  fail "settings beside slurm.conf: got '$got'"
+
+# The Prolog refuses a group that does not exist (exit 1: Slurm drains the node, and the message
+# says what to do); without GPUs it does nothing. The Epilog never fails.
+if err="$(env -i PATH="$PATH" GPUSHARE_SLURM_CONFIG="$tmp/settings.env" SLURM_JOB_GPUS=0 \
+  GPUSHARE_SLURM_GROUP=gpushare-no-such-group "$deploy/gpushare-prolog" 2>&1)"; then
+  fail "the Prolog accepted a missing group"
+fi
+[[ "$err" == *"groupadd --system gpushare-no-such-group"* ]] ||
+  fail "the Prolog's message for a missing group: '$err'"
+env -i PATH="$PATH" GPUSHARE_SLURM_CONFIG="$tmp/settings.env" GPUSHARE_SLURM_GROUP=none-x \
+  "$deploy/gpushare-prolog" || fail "the Prolog failed for a job without GPUs"
+[[ ! -e /run/gpushare-test ]] || fail "/run/gpushare-test exists: this test needs it not to"
+env -i PATH="$PATH" GPUSHARE_SLURM_CONFIG="$tmp/settings.env" SLURM_JOB_GPUS=0 \
+  "$deploy/gpushare-epilog" || fail "the Epilog failed without its directory"
 
 # The names agree.
 read_by_scripts="$(grep -ohE 'GPUSHARE_SLURM_[A-Z_]+' "$deploy"/gpushare-* |
