@@ -129,6 +129,9 @@ wait_for 20 "munged's socket" test -S "$tmp/munge/munge.sock"
 # "File" specification' otherwise), and slurmd only looks the file up. A link to /dev/null stands
 # for /dev/nvidia0; no program opens it (the jobs use no CUDA).
 ln -s /dev/null "$tmp/dev/gpu0"
+ctld_port="$(free_port)"
+slurmd_port="$(free_port)"
+while [[ "$slurmd_port" == "$ctld_port" ]]; do slurmd_port="$(free_port)"; done
 cat >"$tmp/gres.conf" <<EOF
 AutoDetect=off
 Name=gpu File=$tmp/dev/gpu0
@@ -137,8 +140,8 @@ EOF
 cat >"$tmp/slurm.conf" <<EOF
 ClusterName=gpusharetest
 SlurmctldHost=$node(127.0.0.1)
-SlurmctldPort=$(free_port)
-SlurmdPort=$(free_port)
+SlurmctldPort=$ctld_port
+SlurmdPort=$slurmd_port
 AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=socket=$tmp/munge/munge.sock

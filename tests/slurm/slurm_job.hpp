@@ -59,7 +59,7 @@ inline std::string wait_for_sessions(gpushare::session& s, std::size_t n) {
       for (const auto& i : snap.sessions) names.push_back(i.name);
       std::sort(names.begin(), names.end());
       std::string out;
-      for (const auto& name : names) out += (out.empty() ? "" : ",") + name;
+      for (const auto& name : names) out.append(out.empty() ? "" : ",").append(name);
       return out;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
