@@ -36,7 +36,8 @@ for tool in slurmctld slurmd munged sbatch squeue scontrol sinfo setpriv; do
   command -v "$tool" >/dev/null || skip "$tool is not installed (Debian: slurm-wlm, munge)"
 done
 mode="${1:-}"
-if ! { [[ "$mode" == core ]] && (($# == 4)); } && ! { [[ "$mode" == cudasim ]] && (($# == 5)); }; then
+if ! { [[ "$mode" == core ]] && (($# == 4)); } &&
+  ! { [[ "$mode" == cudasim ]] && (($# == 5)); }; then
   echo "usage: $0 core JOB_PROGRAM GPUSHARE_CLI DEPLOY_DIR" >&2
   echo "       $0 cudasim CUDA_JOB_PROGRAM GPUSHARE_CLI DEPLOY_DIR CUDASIM_LIB_DIR" >&2
   exit 2
@@ -129,6 +130,7 @@ wait_for 20 "munged's socket" test -S "$tmp/munge/munge.sock"
 # "File" specification' otherwise), and slurmd only looks the file up. A link to /dev/null stands
 # for /dev/nvidia0; no program opens it (the jobs use no CUDA).
 ln -s /dev/null "$tmp/dev/gpu0"
+gres="gpu:1,shard:$shards_total"
 ctld_port="$(free_port)"
 slurmd_port="$(free_port)"
 while [[ "$slurmd_port" == "$ctld_port" ]]; do slurmd_port="$(free_port)"; done
@@ -167,7 +169,7 @@ GresTypes=gpu,shard
 Prolog=$deploy/gpushare-prolog
 TaskProlog=$deploy/gpushare-task-prolog
 Epilog=$deploy/gpushare-epilog
-NodeName=$node NodeAddr=127.0.0.1 CPUs=$(nproc) RealMemory=256 Gres=gpu:1,shard:$shards_total State=UNKNOWN
+NodeName=$node NodeAddr=127.0.0.1 CPUs=$(nproc) RealMemory=256 Gres=$gres State=UNKNOWN
 PartitionName=gpu Nodes=ALL Default=YES MaxTime=10 OverSubscribe=FORCE:4 State=UP
 EOF
 # The deploy scripts' settings, where they look first: beside slurm.conf.
