@@ -9,7 +9,8 @@
 # --json` listed both jobs by name while they ran; each job's memory limit was its shards'
 # fraction of the capacity, its whole budget was granted and one byte more refused, and the
 # reservations summed to the capacity and never above it; device time split by shares (1:3);
-# the epilog removed the table once both jobs had ended.
+# the epilog removed the table once both jobs had ended, and again after a job that scancel killed
+# inside the table.
 #
 #   slurm-test.sh core JOB_PROGRAM GPUSHARE_CLI DEPLOY_DIR
 #   slurm-test.sh cudasim CUDA_JOB_PROGRAM GPUSHARE_CLI DEPLOY_DIR CUDASIM_LIB_DIR
@@ -290,7 +291,27 @@ for i in 0 1; do
   echo "job $id: $shards shards, limit $(field "$report" memory_limit) B, split $split ppm"
 done
 expect "one table for both jobs" "${tables[1]}" "${tables[0]}"
-grep -q "clean --dir $dir: .*removed 1 of 1 table" "$tmp/log/gpushare-slurm.log" ||
+grep -qE "job (${job_ids[0]}|${job_ids[1]}): GPU 0: clean --dir $dir: .*removed 1 of 1 table" \
+  "$tmp/log/gpushare-slurm.log" ||
   fail "no epilog removed the table (log: $(cat "$tmp/log/gpushare-slurm.log"))"
+
+# ---- a cancelled job: Slurm kills it inside the table, and its Epilog still cleans up ----------
+# Alone, it joins, reserves its budget and waits for a peer that never comes; scancel kills it
+# there. Its session dies with it, so the table it leaves is unused and the Epilog removes it.
+kill_id="$(sbatch --parsable --gres=shard:1 --oversubscribe --time=5 -D "$tmp/out" \
+  --uid="${job_users[0]}" --gid="$job_group" --export="$job_env" -o "$tmp/out/%j.log" \
+  --wrap "'$job_program' '$tmp/out/job-cancelled.txt' $window_s")"
+job_ids+=("$kill_id")
+wait_for 60 "the job to be cancelled to join" bash -c "compgen -G '$dir/gpushare.*'"
+scancel "$kill_id"
+wait_for 60 "the cancelled job to end" bash -c "[[ -z \"\$(squeue -h -j $kill_id)\" ]]"
+wait_for 30 "the epilog to remove the cancelled job's table" bash -c \
+  "! compgen -G '$dir/gpushare.*' >/dev/null"
+[[ ! -e "$tmp/out/job-cancelled.txt" ]] || fail "the cancelled job $kill_id ran to its end"
+grep -q "job $kill_id: GPU 0: clean --dir $dir: .*removed 1 of 1 table" \
+  "$tmp/log/gpushare-slurm.log" || fail "job $kill_id's Epilog did not remove the table"
+echo "cancelled job $kill_id: its Epilog removed the table it left:"
+grep "job $kill_id: GPU 0: clean" "$tmp/log/gpushare-slurm.log"
+
 failed=0
 echo "PASS ($mode): two Slurm jobs shared one table, budgets and shares held, the epilog cleaned up"
