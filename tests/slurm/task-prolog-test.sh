@@ -68,6 +68,24 @@ export GPUSHARE_CAPACITY=80GiB" SLURM_JOB_ID=11 SLURM_JOB_GPUS=0,1 SLURM_SHARDS_
 check "no GPU" "export GPUSHARE_NAME=slurm-12
 export GPUSHARE_CAPACITY=80GiB" SLURM_JOB_ID=12
 
+# GPUSHARE_SLURM_KEYS=uuid: the UUID of the GPU whose minor number is Slurm's id, from
+# nvidia-smi (a stand-in here, printing what `nvidia-smi --query-gpu=minor_number,uuid
+# --format=csv,noheader` prints); a GPU nvidia-smi does not list keeps gpu<id>.
+mkdir "$tmp/bin"
+printf '%s\n' '#!/bin/sh' \
+  '[ "$*" = "--query-gpu=minor_number,uuid --format=csv,noheader" ] || exit 9' \
+  "printf '0, GPU-11111111-aaaa\\n2, GPU-22222222-bbbb\\n'" >"$tmp/bin/nvidia-smi"
+chmod +x "$tmp/bin/nvidia-smi"
+printf 'GPUSHARE_SLURM_BASE=/b\nGPUSHARE_SLURM_KEYS=uuid\nGPUSHARE_SLURM_LOG=%s\n' \
+  "$tmp/scripts.log" >"$tmp/uuid.env"
+for case in "2 GPU-22222222-bbbb" "0 GPU-11111111-aaaa" "1 gpu1"; do
+  read -r id key <<<"$case"
+  got="$(env -i PATH="$tmp/bin:$PATH" GPUSHARE_SLURM_CONFIG="$tmp/uuid.env" \
+    SLURM_JOB_GPUS="$id" "$deploy/gpushare-task-prolog")"
+  [[ "$got" == "export GPUSHARE_DIR=/b/$key"$'\n'"export GPUSHARE_KEY=$key" ]] ||
+    fail "uuid keys, GPU $id: got '$got', expected directory and key $key"
+done
+
 # Where the settings are found: beside slurm.conf when GPUSHARE_SLURM_CONFIG is unset.
 mkdir "$tmp/etc"
 printf 'GPUSHARE_SLURM_BASE=/beside\n' >"$tmp/etc/gpushare-slurm.env"
