@@ -96,7 +96,9 @@ struct reaper {
     }
   }
   const container& add(container k) { return all.emplace_back(k); }
-  void reaped(pid_t reap) { std::erase_if(all, [&](const container& k) { return k.reap == reap; }); }
+  void reaped(pid_t reap) {
+    std::erase_if(all, [&](const container& k) { return k.reap == reap; });
+  }
 };
 
 /// Runs `fn` in a container, recording what it throws in `c.error` (exit code 9).
@@ -149,6 +151,11 @@ void spin_for(std::uint64_t ns) {
 /// what the snapshot shows, then run 1 ms guards until told to stop.
 int busy_member(const std::string& dir, const std::string& domain, int index,
                 const std::string& name, std::uint32_t share, std::uint64_t reserve, control& c) {
+  // As the downward API sets them in a pod (docs/kubernetes.md): who the session is, since its
+  // pid collides with the other container's.
+  ::setenv("GPUSHARE_POD_NAME", ("pod-" + name).c_str(), 1);
+  ::setenv("GPUSHARE_POD_NAMESPACE", "team-a", 1);
+  ::setenv("GPUSHARE_CONTAINER_NAME", "worker", 1);
   session_options o;
   o.directory = dir;
   o.domain = domain;
@@ -200,11 +207,11 @@ TEST_CASE("containers: separate PID and mount namespaces share a bind-mounted ta
   test::shared_block<control> c;
   reaper r;
   r.add(start_container(dirs.tables, dirs.mount_point(0), 1000, recorded(c[0], [&](const auto& d) {
-    return busy_member(d, domain, 0, "three", 3, 40 * MiB, c[0]);
-  })));
+                          return busy_member(d, domain, 0, "three", 3, 40 * MiB, c[0]);
+                        })));
   r.add(start_container(dirs.tables, dirs.mount_point(1), 1001, recorded(c[0], [&](const auto& d) {
-    return busy_member(d, domain, 1, "one", 1, 40 * MiB, c[0]);
-  })));
+                          return busy_member(d, domain, 1, "one", 1, 40 * MiB, c[0]);
+                        })));
   REQUIRE(waited_for([&] { return c[0].seen[0] != 0 && c[0].seen[1] != 0; }, c[0], r));
   CHECK(c[0].seen[0] == 2);
   CHECK(c[0].seen[1] == 2);
@@ -219,8 +226,17 @@ TEST_CASE("containers: separate PID and mount namespaces share a bind-mounted ta
   CHECK(st.code == 0);
   const json doc = parse_json(st.out);
   const json& t = table_of(doc, "GPU-ctr");
-  CHECK(session_of(t, "three")["reserved_bytes"].u64() == 40 * MiB);
-  CHECK(session_of(t, "one")["reserved_bytes"].u64() == 40 * MiB);
+  for (const char* name : {"three", "one"}) {
+    const json& s = session_of(t, name);
+    CHECK(s["reserved_bytes"].u64() == 40 * MiB);
+    CHECK(s["pid"].u64() == 1);
+    CHECK(s["identity"]["pod"].str() == std::string("pod-") + name);
+    CHECK(s["identity"]["namespace"].str() == "team-a");
+    CHECK(s["identity"]["container"].str() == "worker");
+  }
+  const cli_result text = run_cli({"status", "--dir", dirs.tables, "--domain", domain});
+  CHECK(contains(text.out, "team-a/pod-three/worker"));
+  CHECK(contains(text.out, "team-a/pod-one/worker"));
   // 3:1 over a steady-state window.
   std::this_thread::sleep_for(300ms);
   const auto before = device_time(tables[0].object_name);
@@ -253,13 +269,13 @@ TEST_CASE("containers: a SIGKILLed container's reservation comes back to another
     o.capacity = 100 * MiB;
     return o;
   };
-  const container victim = r.add(start_container(
-      dirs.tables, dirs.mount_point(0), 1000, recorded(c[0], [&](const std::string& d) -> int {
-        session s("GPU-ctr", options(d, "victim"));
-        reservation res = s.reserve(80 * MiB, 0ms);
-        c[0].joined++;
-        for (;;) ::pause();
-      })));
+  const container victim = r.add(start_container(dirs.tables, dirs.mount_point(0), 1000,
+                                                 recorded(c[0], [&](const std::string& d) -> int {
+                                                   session s("GPU-ctr", options(d, "victim"));
+                                                   reservation res = s.reserve(80 * MiB, 0ms);
+                                                   c[0].joined++;
+                                                   for (;;) ::pause();
+                                                 })));
   REQUIRE(waited_for([&] { return c[0].joined.load() == 1; }, c[0], r));
   const container survivor = r.add(start_container(
       dirs.tables, dirs.mount_point(1), 1001, recorded(c[0], [&](const std::string& d) {
