@@ -248,7 +248,9 @@ struct live_session {
     return "table=\"" + d.object_name("gpu") + "\",key=\"gpu\",domain=\"" + d.name() + "\"";
   }
   std::string session_labels(const test_domain& d) const {
-    return table_labels(d) + ",session=\"exported\",slot=\"" + std::to_string(s.id().slot) + "\"";
+    // (and the platform identity's labels, empty for a session without one: cli_identity.hpp)
+    return table_labels(d) + ",session=\"exported\",slot=\"" + std::to_string(s.id().slot) +
+           "\",pod=\"\",namespace=\"\",container=\"\",slurm_job_id=\"\",slurm_step_id=\"\"";
   }
 };
 

@@ -243,6 +243,8 @@ TEST_CASE("status --json and metrics carry the bounds, guarantees, revocations a
                labels + "} 1\n") != std::string::npos);
   CHECK(m.find("# TYPE gpushare_session_revocations_total counter\n"
                "gpushare_session_revocations_total" +
-               labels + ",session=\"trainer\",slot=\"1\"} 3\n") != std::string::npos);
+               labels +
+               ",session=\"trainer\",slot=\"1\",pod=\"\",namespace=\"\",container=\"\","
+               "slurm_job_id=\"\",slurm_step_id=\"\"} 3\n") != std::string::npos);
   CHECK(m.find("# HELP gpushare_session_revocations_total ") != std::string::npos);
 }

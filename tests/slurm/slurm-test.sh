@@ -71,12 +71,24 @@ chmod 0711 "$tmp" "$tmp/munge"
 chmod 1777 "$tmp/out"
 pids=()
 failed=1
+any_alive() { # any_alive PID...: whether one of them still runs
+  local p
+  for p in "$@"; do kill -0 "$p" 2>/dev/null && return 0; done
+  return 1
+}
 cleanup() {
   set +e
   if [[ -f "$tmp/slurm.conf" ]]; then
     SLURM_CONF="$tmp/slurm.conf" scancel --quiet --full "${job_ids[@]:-0}" 2>/dev/null
   fi
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null; done
+  # slurmd may linger over job steps it still tracks (after a failure): 10 s, then SIGKILL.
+  local waited=0
+  while ((waited < 100)) && any_alive "${pids[@]}"; do
+    sleep 0.1
+    waited=$((waited + 1))
+  done
+  for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null; done
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null; done
   [[ -n "$cudasim_state" ]] && "$cli" clean --cudasim "$cudasim_state" >/dev/null 2>&1
   if ((failed)); then
@@ -89,6 +101,8 @@ cleanup() {
 trap cleanup EXIT
 
 exec 3>&2 # fail() reports here, also from a check whose output wait_for() discards
+# (the daemons started below get no fd 3: a job step they leave behind after a failure must not
+# hold CTest's output pipe open until the test times out)
 fail() {
   echo "FAIL: $*" >&3
   exit 1
@@ -122,7 +136,7 @@ dd if=/dev/urandom of="$tmp/munge/munge.key" bs=1024 count=1 status=none
 chmod 0400 "$tmp/munge/munge.key"
 munged --foreground --force --socket="$tmp/munge/munge.sock" --key-file="$tmp/munge/munge.key" \
   --log-file="$tmp/log/munged.log" --pid-file="$tmp/run/munged.pid" \
-  --seed-file="$tmp/munge/munged.seed" >>"$tmp/log/munged.log" 2>&1 &
+  --seed-file="$tmp/munge/munged.seed" >>"$tmp/log/munged.log" 2>&1 3>&- &
 pids+=($!)
 wait_for 20 "munged's socket" test -S "$tmp/munge/munge.sock"
 
@@ -188,10 +202,10 @@ export SLURM_CONF="$tmp/slurm.conf"
 # settings may reach them.
 for v in "${!GPUSHARE_@}"; do unset "$v"; done
 
-slurmctld -D -i -f "$SLURM_CONF" >>"$tmp/log/slurmctld.out" 2>&1 &
+slurmctld -D -i -f "$SLURM_CONF" >>"$tmp/log/slurmctld.out" 2>&1 3>&- &
 pids+=($!)
 wait_for 30 "slurmctld to answer" bash -c 'scontrol ping | grep -q UP'
-slurmd -D -f "$SLURM_CONF" >>"$tmp/log/slurmd.out" 2>&1 &
+slurmd -D -f "$SLURM_CONF" >>"$tmp/log/slurmd.out" 2>&1 3>&- &
 pids+=($!)
 wait_for 60 "node $node to be idle" bash -c "sinfo -h -N -n '$node' -o %T | grep -qx idle"
 
