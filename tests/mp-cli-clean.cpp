@@ -181,3 +181,40 @@ TEST_CASE("joins racing repeated cleans always end up in the table under the nam
   CHECK(shared[1].load() > 0);
   CHECK(shared[2].load() == 0);
 }
+
+namespace {
+// A remover that strikes at every join's most exposed point: right after the table is opened.
+std::string strike_name;
+std::atomic<int>* strike_counts = nullptr; // removed, found in use, attempts
+
+void remove_at_every_join_opened(const char* where) {
+  if (std::string_view(where) != "join.opened") return;
+  strike_counts[2].fetch_add(1);
+  const removal_result r = remove_unused_table(strike_name);
+  if (r.status == removal_status::removed) strike_counts[0].fetch_add(1);
+  if (r.status == removal_status::in_use) strike_counts[1].fetch_add(1);
+}
+} // namespace
+
+TEST_CASE("a cleaner that removes the table at every join's opening cannot starve the join") {
+  // The join opens the existing empty table, which the cleaner removes; the join starts over and
+  // creates the table, claiming its slot before the table is ready, so the cleaner finds it in
+  // use. Without that claim, every attempt's table is removed and the join gives up after 64.
+  test_domain d;
+  {
+    auto t = table::open("gpu", gpushare::open_mode::open_or_create, d.options("x"));
+  } // exists, with no session
+  test::shared_block<std::atomic<int>> shared(3);
+  strike_name = d.object_name("gpu");
+  strike_counts = &shared[0];
+  const pid_t child = test::spawn([&] {
+    detail::crash_point_hook = remove_at_every_join_opened;
+    session s("gpu", d.options("joiner"));
+    detail::crash_point_hook = nullptr;
+    return check_in_named_table(s);
+  });
+  CHECK(test::wait_exit(child) == 0);
+  CHECK(shared[0].load() == 1); // the table the join first opened was removed...
+  CHECK(shared[1].load() == 1); // ...the one it then created was in use at once...
+  CHECK(shared[2].load() == 2); // ...and the join took two attempts
+}

@@ -7,7 +7,9 @@
 // its slot, that the name still refers to the file it mapped (session_core::activate()); if the
 // table was unlinked in between, it drops its claim and joins the table now under the name. A
 // joiner that claimed its slot before the cleaner's check makes the table look live, so it is not
-// removed. Either way no session ends up in an unlinked table.
+// removed. Either way no session ends up in an unlinked table. A joiner that creates the table
+// claims its slot before the table is ready, so a cleaner can never remove its creation and a
+// cleaner running in a loop cannot starve it.
 #pragma once
 
 #include <gpushare/detail/require_cpp20.hpp>

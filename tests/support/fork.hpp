@@ -11,7 +11,9 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -28,7 +30,11 @@ inline pid_t spawn(const std::function<int()>& fn) {
     int rc = 99;
     try {
       rc = fn();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "test child %d threw: %s\n", static_cast<int>(::getpid()), e.what());
     } catch (...) {
+      std::fprintf(stderr, "test child %d threw a non-std exception\n",
+                   static_cast<int>(::getpid()));
     }
     std::_Exit(rc); // no atexit handlers, no doctest teardown in the child
   }

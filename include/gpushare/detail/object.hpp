@@ -89,6 +89,9 @@ enum class abandoned_creation {
   remove, ///< unlink it, then report it removed: what `gpushare clean` does
 };
 
+/// create_params::creator_slot when the creator claims no slot.
+inline constexpr std::uint32_t no_creator_slot = 0xffffffffu;
+
 struct create_params {
   table_dir dir; ///< where (check_table_dir(); the default is /dev/shm)
   std::string domain;
@@ -97,6 +100,9 @@ struct create_params {
   std::uint64_t capacity = unlimited_capacity;
   std::uint32_t slot_count = default_slot_count;
   std::uint64_t open_timeout_ns = 5'000'000'000ull;
+  /// A session's join: the slot whose liveness lock the creator takes while it still holds the
+  /// init lock, so that its new table never looks unused to a cleaner (no_creator_slot: none).
+  std::uint32_t creator_slot = no_creator_slot;
 };
 
 /// An open, mapped, validated table object. Owns the descriptor (whose open file description
@@ -114,6 +120,7 @@ public:
       view_ = std::exchange(o.view_, {});
       name_ = std::move(o.name_);
       created_ = o.created_;
+      creator_slot_ = std::exchange(o.creator_slot_, no_creator_slot);
       intent_ = o.intent_;
       expected_ = o.expected_;
     }
@@ -136,6 +143,9 @@ public:
   const table_view& view() const noexcept { return view_; }
   const std::string& name() const noexcept { return name_; }
   bool created() const noexcept { return created_; }
+  /// The slot this process claimed while creating the table (create_params::creator_slot), or
+  /// no_creator_slot: its liveness lock is held on this descriptor.
+  std::uint32_t creator_slot() const noexcept { return creator_slot_; }
   /// Who opened it: an observer's mapping is read-only.
   open_intent intent() const noexcept { return intent_; }
   /// Forget the descriptor without closing it (used in a forked child, where it is closed).
@@ -168,6 +178,7 @@ private:
   table_view view_;
   std::string name_;
   bool created_ = false;
+  std::uint32_t creator_slot_ = no_creator_slot;
   open_intent intent_ = open_intent::participant;
   std::optional<table_access> expected_; ///< the access open_or_create asked for
 };
@@ -282,6 +293,11 @@ inline bool mapped_table::create_in(unique_fd fd, const create_params& p) {
   auto* h = static_cast<table_header*>(base);
   crash_point("create.initialising"); // the prefix (magic, sizes, INIT) is already written
   write_new_header(*h, mode, p);
+  // A joining creator claims its slot before the init lock goes: a cleaner, which removes only
+  // tables with no lock byte held, can then never remove the table between its creation and the
+  // join, and a join racing a cleaner that runs in a loop wins once it creates (issue 28's CI).
+  if (p.creator_slot < p.slot_count && try_lock_byte(fd.get(), slot_lock_byte(p.creator_slot)) == 0)
+    creator_slot_ = p.creator_slot;
   h->prefix.init_state.store(init_state_ready, std::memory_order_release);
   crash_point("create.ready");
   unlock_byte(fd.get(), init_lock_byte);

@@ -337,7 +337,7 @@ private:
   }
 
   // Joining (session_join.hpp).
-  void join_table(const resolved_options& r, const create_params& p);
+  void join_table(const resolved_options& r, create_params p);
   void claim_slot();
   bool activate(const resolved_options& r);
   std::uint64_t resolve_memory_settings(const resolved_options& r, const table_header& h);

@@ -46,11 +46,17 @@ inline session_core::session_core(std::string_view key, const resolved_options& 
 /// between our opening it and our joining it; then activate() finds the name no longer refers
 /// to our file, and we join the table that the name refers to now (docs/cli.md, "The clean
 /// protocol").
-inline void session_core::join_table(const resolved_options& r, const create_params& p) {
+inline void session_core::join_table(const resolved_options& r, create_params p) {
+  p.creator_slot = static_cast<std::uint32_t>(::getpid()) * 2654435761u % p.slot_count;
   for (int attempt = 1;; ++attempt) {
     table_ = table_core(mapped_table::open_or_create(p));
     crash_point("join.opened");
-    claim_slot();
+    if (const std::uint32_t s = table_.mapping().creator_slot(); s != no_creator_slot) {
+      slot_ = s; // claimed while creating: no cleaner could remove the table meanwhile
+      table_.set_own_slot(s);
+    } else {
+      claim_slot();
+    }
     crash_point("join.claimed");
     bool active = false;
     try {
