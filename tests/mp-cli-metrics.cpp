@@ -47,7 +47,7 @@ TEST_CASE("metrics prints HELP and TYPE lines and each session's values with esc
       "table=\"" + d.object_name("gpu") + "\",key=\"gpu\",domain=\"" + d.name() + "\"";
   const std::string session_labels =
       table_labels + ",session=\"we\\\"ird\\\\name\",slot=\"" + std::to_string(s.id().slot) +
-      "\",pod=\"\",namespace=\"\",container=\"\",slurm_job_id=\"\",slurm_step_id=\"\"";
+      "\",pod=\"\",namespace=\"\",container=\"\",slurm_job_id=\"\",slurm_step_id=\"\",group=\"\"";
   // The pid is a label of the info series only: a restarted process continues the others.
   CHECK(contains(m.out, "gpushare_session_info{" + session_labels + ",pid=\"" +
                             std::to_string(::getpid()) + "\"} 1\n"));

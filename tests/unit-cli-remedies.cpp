@@ -245,6 +245,6 @@ TEST_CASE("status --json and metrics carry the bounds, guarantees, revocations a
                "gpushare_session_revocations_total" +
                labels +
                ",session=\"trainer\",slot=\"1\",pod=\"\",namespace=\"\",container=\"\","
-               "slurm_job_id=\"\",slurm_step_id=\"\"} 3\n") != std::string::npos);
+               "slurm_job_id=\"\",slurm_step_id=\"\",group=\"\"} 3\n") != std::string::npos);
   CHECK(m.find("# HELP gpushare_session_revocations_total ") != std::string::npos);
 }

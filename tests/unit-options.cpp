@@ -330,3 +330,46 @@ TEST_CASE("memory_amount::resolve never truncates a 128-bit product to 64 bits")
   CHECK(memory_amount::of_ppm(UINT64_MAX).resolve(UINT64_MAX) == UINT64_MAX);
   CHECK(memory_amount::of_ppm(2'000'000).resolve(100) == 200);
 }
+
+TEST_CASE("group: name, memory limit and share from code or the environment, with their errors") {
+  const resolved_options none = resolve_options({}, no_env);
+  CHECK(none.group.empty());
+  CHECK_FALSE(none.group_memory_limit.has_value());
+  CHECK_FALSE(none.group_share.has_value());
+  const auto env = fake_env({{"GPUSHARE_GROUP", "pod-7f9c"},
+                             {"GPUSHARE_GROUP_MEMORY_LIMIT", "4GiB"},
+                             {"GPUSHARE_GROUP_SHARE", "3"}});
+  const resolved_options r = resolve_options({}, env);
+  CHECK(r.group == "pod-7f9c");
+  REQUIRE(r.group_memory_limit.has_value());
+  CHECK(r.group_memory_limit->resolve(0) == 4 * GiB);
+  CHECK(r.group_memory_limit_given == "GPUSHARE_GROUP_MEMORY_LIMIT=4GiB");
+  CHECK(r.group_share == 3u);
+  session_options o;
+  o.group = "job-42";
+  o.group_share = 7;
+  const resolved_options c = resolve_options(o, env);
+  CHECK(c.group == "job-42");
+  CHECK(c.group_share == 7u);
+  CHECK(c.group_memory_limit->resolve(0) == 4 * GiB); // the environment fills what code left
+  check_error({}, fake_env({{"GPUSHARE_GROUP", "no spaces"}}), errc::invalid_environment,
+              {"GPUSHARE_GROUP", "no spaces", "'.', '_' and '-'"});
+  check_error({}, fake_env({{"GPUSHARE_GROUP", std::string(48, 'a')}}), errc::invalid_environment,
+              {"GPUSHARE_GROUP", "1 to 47"});
+  check_error({}, fake_env({{"GPUSHARE_GROUP", "g"}, {"GPUSHARE_GROUP_SHARE", "0"}}),
+              errc::invalid_environment, {"GPUSHARE_GROUP_SHARE"});
+  check_error({}, fake_env({{"GPUSHARE_GROUP", "g"}, {"GPUSHARE_GROUP_MEMORY_LIMIT", "lots"}}),
+              errc::invalid_environment, {"GPUSHARE_GROUP_MEMORY_LIMIT", "lots"});
+  // Group settings without a group: an error that says to name the group.
+  check_error({}, fake_env({{"GPUSHARE_GROUP_SHARE", "2"}}), errc::invalid_environment,
+              {"no group", "GPUSHARE_GROUP"});
+  session_options bad;
+  bad.group = "has/slash";
+  check_error(bad, no_env, errc::invalid_argument, {"group", "has/slash"});
+  session_options orphan;
+  orphan.group_share = 2;
+  check_error(orphan, no_env, errc::invalid_argument, {"no group"});
+  session_options empty_in_code;
+  empty_in_code.group = "";
+  CHECK(resolve_options(empty_in_code, fake_env({{"GPUSHARE_GROUP", "pod-7f9c"}})).group.empty());
+}

@@ -78,6 +78,36 @@ TEST_CASE("simulation, busy sessions with mixed guard lengths get their shares w
   }
 }
 
+TEST_CASE("simulation with groups: a group of busy members gets its group share as one session") {
+  for (u64 seed = 1; seed <= 30; ++seed) {
+    const scenario sc = grouped_busy_scenario(seed);
+    CAPTURE(seed);
+    const result r = simulate(sc);
+    CHECK(r.overlaps == 0);
+    CHECK(r.busy() >= 0.999);
+    std::vector<std::string> entities;
+    for (const auto& s : sc.sessions) {
+      const std::string id = s.group.empty() ? s.name : s.group;
+      if (std::find(entities.begin(), entities.end(), id) == entities.end()) entities.push_back(id);
+    }
+    for (const std::string& e : entities) {
+      double got = 0;
+      int members = 0;
+      for (std::size_t k = 0; k < sc.sessions.size(); ++k)
+        if ((sc.sessions[k].group.empty() ? sc.sessions[k].name : sc.sessions[k].group) == e) {
+          got += r.fraction(k);
+          ++members;
+        }
+      CAPTURE(e);
+      CAPTURE(members);
+      CHECK(std::abs(got - expected_entity_fraction(sc, e)) <= 0.02);
+      // Every busy member runs: a group's members take turns within its share.
+      for (std::size_t k = 0; k < sc.sessions.size(); ++k)
+        if (sc.sessions[k].group == e) CHECK(r.sessions[k].guards > 0); // was 0 (quanta)
+    }
+  }
+}
+
 TEST_CASE("simulation: n equal busy sessions wait at most (n - 1) x (quantum + longest guard)") {
   for (int n = 2; n <= 6; ++n) {
     for (u64 seed = 1; seed <= 4; ++seed) {

@@ -9,6 +9,7 @@
 #include <gpushare/version.hpp>
 
 #include "cli_args.hpp"
+#include "cli_groups.hpp"
 #include "cli_identity.hpp"
 #include "cli_prometheus.hpp"
 #include "cli_sample.hpp"
@@ -119,6 +120,7 @@ inline void declare_session_metrics(exposition& x) {
 /// Every metric family, in output order.
 inline void declare_metrics(exposition& x) {
   declare_table_metrics(x);
+  declare_group_metrics(x);
   declare_session_metrics(x);
 }
 
@@ -129,6 +131,7 @@ inline void session_samples(exposition& x, label_set l, const session_info& i) {
   l.emplace_back("session", i.name);
   l.emplace_back("slot", std::to_string(i.id.slot));
   for (auto& label : identity_labels(i.identity)) l.push_back(std::move(label));
+  l.emplace_back("group", i.group);
   label_set with_pid = l;
   with_pid.emplace_back("pid", std::to_string(i.pid));
   x.sample("gpushare_session_info", with_pid, 1);
@@ -202,6 +205,7 @@ inline std::string metrics_text(const sample& s) {
       x.sample("gpushare_device_observed_timestamp_seconds", device,
                seconds_value(ts.device_observed_unix_ns));
     }
+    group_samples(x, labels, ts);
     for (const session_info& i : ts.sessions) session_samples(x, labels, i);
   }
   return x.render();

@@ -17,6 +17,7 @@
 
 #include "cli_args.hpp"
 #include "cli_format.hpp"
+#include "cli_groups.hpp"
 #include "cli_identity.hpp"
 #include "cli_json.hpp"
 #include "cli_sample.hpp"
@@ -127,8 +128,8 @@ struct session_column {
   std::string (*cell)(const session_info&, std::optional<double> recent) = nullptr;
 };
 
-/// The columns of the session rows of `s`. EXTERNAL, CGUARANTEE, MAXGUARD, REVOKED and IDENTITY
-/// are shown only when a session of the table has a value there.
+/// The columns of the session rows of `s`. EXTERNAL, CGUARANTEE, MAXGUARD, REVOKED, IDENTITY and
+/// GROUP are shown only when a session of the table has a value there.
 inline std::vector<session_column> session_columns(const table_snapshot& s) {
   bool external = false, guarantee = false, bound = false, revoked = false;
   for (const auto& i : s.sessions) {
@@ -146,6 +147,7 @@ inline std::vector<session_column> session_columns(const table_snapshot& s) {
       {{"NAME", L}, true, [](I i, P) { return safe_text(i.name); }},
       {{"PID", R}, true, [](I i, P) { return std::to_string(i.pid); }},
       {{"IDENTITY", L}, any_identity(s.sessions), [](I i, P) { return identity_cell(i); }},
+      {{"GROUP", L}, !groups_of(s).empty(), [](I i, P) { return group_cell(i); }},
       {{"PRIO", L}, true, [](I i, P) { return priority_text(i.priority); }},
       {{"SHARE", R}, true, [](I i, P) { return std::to_string(i.share); }},
       {{"CLIMIT", R}, true, [](I i, P) { return format_percent(i.compute_limit_ppm); }},
@@ -227,6 +229,7 @@ inline std::string table_text(const table_reading& t, const recent_usage& recent
         age_text(now_unix_ns, s.device_observed_unix_ns) + ")\n";
   out += remedies_text(s, now_unix_ns);
   out += startup_text(s);
+  out += groups_text(s);
   if (s.sessions.empty())
     out += "  no live sessions\n";
   else
@@ -291,6 +294,7 @@ inline void session_json(json_writer& w, const session_info& i, std::optional<do
   w.field("start_time_ticks", i.start_time_ticks);
   w.field("joined_unix_ns", i.joined_unix_ns);
   identity_json(w, i.identity);
+  session_group_json(w, i);
   w.field("state", i.state());
   w.field("priority", static_cast<std::int32_t>(i.priority));
   w.field("priority_name", priority_text(i.priority));
@@ -426,6 +430,7 @@ inline void table_json(json_writer& w, const table_reading& t, const recent_usag
   }
   startup_json(w, s);
   device_json(w, s);
+  groups_json(w, s);
   w.key("recent_window_ns");
   if (recent.window_ns)
     w.number(*recent.window_ns);

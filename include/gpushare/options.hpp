@@ -22,9 +22,9 @@ inline namespace v0 {
 /// Fills in every option: a value set in `opts` wins, else the GPUSHARE_* variable from `env`,
 /// else (for the memory and compute limits) a cluster scheduler's variable, else the default
 /// (docs/cluster-env.md); and who the session belongs to (pod, Slurm job: an invalid variable
-/// there is ignored with a notice in `notices`). Values set in code are checked (errc::invalid_argument); unusable variables
-/// (malformed, out of range, or set but empty) throw errc::invalid_environment naming the variable
-/// and quoting its value.
+/// there is ignored with a notice in `notices`). Values set in code are checked
+/// (errc::invalid_argument); unusable variables (malformed, out of range, or set but empty) throw
+/// errc::invalid_environment naming the variable and quoting its value.
 inline resolved_options resolve_options(const session_options& opts,
                                         const env_lookup& env = process_environment) {
   resolved_options r;
@@ -33,6 +33,7 @@ inline resolved_options resolve_options(const session_options& opts,
   detail::resolve_access(opts, env, r);
   detail::resolve_memory(opts, env, r);
   detail::resolve_capacity(opts, env, r);
+  detail::resolve_group(opts, env, r);
   r.identity = detail::resolve_identity(opts, env, r.notices);
   return r;
 }

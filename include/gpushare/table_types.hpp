@@ -37,6 +37,11 @@ struct session_info : session_statistics {
   /// session's options or environment said when it joined (docs/cluster-env.md). pids collide
   /// across PID namespaces; this tells sessions of different containers apart.
   platform_identity identity;
+  /// The group it belongs to ("": none) and the group's memory limit (UINT64_MAX: none) and
+  /// compute share, which every member of the group has (session_options::group).
+  std::string group;
+  std::uint64_t group_memory_limit = 0;
+  std::uint32_t group_share = 0;
   int priority = priority::normal;
   std::uint32_t share = default_share;
   std::uint32_t compute_limit_ppm = 1'000'000;

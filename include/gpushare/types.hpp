@@ -169,7 +169,13 @@ struct resolved_options {
   std::uint64_t max_guard_ns = 0;          ///< 0: the table's default
   std::uint32_t compute_guarantee_ppm = 0; ///< 0: none
   std::chrono::milliseconds open_timeout{5000};
-  platform_identity identity; ///< who the session belongs to (docs/cluster-env.md)
+  /// The group it belongs to ("" for none) and the group's settings as this session gives them:
+  /// nullopt leaves them to the group's members (or the defaults: no limit, share 1).
+  std::string group;
+  std::optional<memory_amount> group_memory_limit;
+  std::optional<std::uint32_t> group_share;
+  std::string group_memory_limit_given; ///< "GPUSHARE_GROUP_MEMORY_LIMIT=..." when from there
+  platform_identity identity;           ///< who the session belongs to (docs/cluster-env.md)
   /// Where a setting came from a cluster scheduler's variable instead of a GPUSHARE_* one
   /// ("CUDA_DEVICE_MEMORY_LIMIT_0=4g"), for messages: "" otherwise.
   std::string memory_limit_from_cluster, compute_limit_from_cluster;
@@ -216,6 +222,16 @@ struct session_options {
   /// guarantee counts as the highest class. Default none: priority classes are strict.
   std::optional<std::uint32_t> compute_guarantee_ppm;
   /// How long opening waits for another process that is initialising the table.
+  /// GPUSHARE_GROUP: a group of sessions of the table (a pod's containers, a job's ranks, e.g.
+  /// "pod-7f9c" or "job-4242") that share one memory limit and one compute share; default none.
+  /// 1 to 47 characters from A-Z, a-z, 0-9, '.', '_' and '-'.
+  std::optional<std::string> group;
+  /// GPUSHARE_GROUP_MEMORY_LIMIT: what the group's sessions may commit together; default: the
+  /// value its members already have, else no limit. Every member gives the same or none.
+  std::optional<memory_amount> group_memory_limit;
+  /// GPUSHARE_GROUP_SHARE: the group's compute share (1 to 1000000), used in place of each
+  /// member's own share; default: its members', else 1.
+  std::optional<std::uint32_t> group_share;
   std::chrono::milliseconds open_timeout{5000};
 
   // Who the session belongs to (docs/cluster-env.md). Each field set here wins; an unset one is

@@ -240,6 +240,10 @@ gpushare::session_options session_options_from(const py::kwargs& kw,
       {"memory_guarantee",
        [&](py::handle v) { o.memory_guarantee = memory_amount_from(v, "memory_guarantee"); }},
       {"domain", [&](py::handle v) { o.domain = str_setting(v, "domain"); }},
+      {"group", [&](py::handle v) { o.group = str_setting(v, "group"); }},
+      {"group_memory_limit",
+       [&](py::handle v) { o.group_memory_limit = memory_amount_from(v, "group_memory_limit"); }},
+      {"group_share", [&](py::handle v) { o.group_share = share_setting(v); }},
       {"directory",
        [&](py::handle v) { // a str or an os.PathLike (pathlib.Path)
          o.directory = str_setting(py::module_::import("os").attr("fspath")(v), "directory");

@@ -119,6 +119,7 @@ void session_settings(record<session_info>& r) {
       "handover", [](const session_info& i) { return handover_name(i.handover); },
       "\"guard\" or \"yield\": where it lets an equal-priority waiter in.");
   r.F(session_info, max_guard_ns).F(session_info, settings_seq);
+  r.F(session_info, group).F(session_info, group_memory_limit).F(session_info, group_share);
   r.F(session_info, start_time_ticks).F(session_info, joined_unix_ns);
 }
 

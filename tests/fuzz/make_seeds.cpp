@@ -61,6 +61,10 @@ int main() {
     s.platform.present = platform_has_job | platform_has_step;
     s.platform.slurm_job_id = 7;
     s.platform.slurm_step_id = gpushare::slurm_batch_step;
+    std::strcpy(s.group.name, "pod-a");
+    s.group.memory_limit = 1ull << 29;
+    s.group.quantum_ns = 5'000'000;
+    s.group.share = 2;
     s.settings.priority = 2;
     s.settings.share = 3;
     s.settings.compute_limit_ppm = 500'000;

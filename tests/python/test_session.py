@@ -252,3 +252,28 @@ def test_identity_keywords_win_over_the_environment(key, settings, monkeypatch):
         gpushare.Session(key, slurm_job_id=2**32, **settings)
     with pytest.raises(TypeError):
         gpushare.Session(key, slurm_job_id="77", **settings)
+
+
+def test_a_group_shares_one_memory_limit_and_share(key, settings):
+    # Sessions naming one group (a pod's containers, a job's ranks) share its memory limit and
+    # compute share; the limit's members must agree (docs/design.md, "Session groups").
+    with gpushare.Session(key, name="a", group="pod-a", group_memory_limit="100MiB",
+                          group_share=3, **settings) as a, \
+            gpushare.Session(key, name="b", group="pod-a", **settings) as b, \
+            gpushare.Session(key, name="lone", **settings) as lone:
+        held = a.reserve(70 * MiB)
+        assert b.try_reserve(31 * MiB) is None  # the group's limit, not the table's
+        assert lone.try_reserve(512 * MiB) is not None
+        with pytest.raises(gpushare.OverLimit) as e:
+            b.reserve(101 * MiB)
+        assert "group 'pod-a'" in str(e.value)
+        info = {i.name: i for i in b.snapshot().sessions}
+        assert info["b"].group == "pod-a"
+        assert info["b"].group_memory_limit == 100 * MiB
+        assert info["b"].group_share == 3
+        assert info["lone"].group == ""
+        with pytest.raises(gpushare.InvalidArgument) as e:
+            gpushare.Session(key, name="c", group="pod-a", group_share=4, **settings)
+        assert "joined with 3" in str(e.value)
+        held.release()
+        assert b.try_reserve(100 * MiB) is not None

@@ -2,6 +2,7 @@
 // Scenario builders and checks shared by the scheduler simulation's tests (scheduler_sim.hpp).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -101,7 +102,66 @@ inline scenario rich_scenario(u64 seed) {
       s.work.accounted_ppm = static_cast<std::uint32_t>(g.uniform(0, 100)) * 10'000;
   }
   if (g.chance(0.3)) sc.cpu.spurious_wake_max = g.uniform(1, 5) * ms;
+  // Some sessions of one class form a group (detail/group.hpp): one virtual time for them all.
+  if (g.chance(0.3)) {
+    const std::uint32_t share = static_cast<std::uint32_t>(g.uniform(1, 4));
+    const int prio0 = sc.sessions[0].priority;
+    for (session_spec& s : sc.sessions)
+      if (s.priority == prio0 && g.chance(0.7)) {
+        s.group = "grp";
+        s.group_share = share;
+      }
+  }
   return sc;
+}
+
+/// Busy sessions in groups and alone: each group gets its group share as one session would,
+/// however many members it has (1 to 4), split among them.
+inline scenario grouped_busy_scenario(u64 seed) {
+  rng g{seed * 15485863};
+  scenario sc;
+  sc.seed = seed;
+  sc.duration = 5 * sec;
+  sc.warmup = 500 * ms;
+  sc.slot_count = 32; // up to 12 sessions, in odd slots
+  const int entities = static_cast<int>(g.uniform(2, 3));
+  for (int e = 0; e < entities; ++e) {
+    const std::uint32_t share = static_cast<std::uint32_t>(g.uniform(1, 4));
+    const int members = g.chance(0.3) ? 1 : static_cast<int>(g.uniform(1, 4));
+    const bool grouped = members > 1 || g.chance(0.5);
+    for (int m = 0; m < members; ++m) {
+      session_spec s =
+          busy(std::string("e").append(std::to_string(e)).append("m").append(std::to_string(m)),
+               static_cast<std::uint32_t>(g.uniform(1, 4))); // ignored in a group
+      if (grouped) {
+        s.group = std::string("g").append(std::to_string(e));
+        s.group_share = share;
+      } else {
+        s.share = share;
+      }
+      s.quantum = g.uniform(2, 6) * ms;
+      s.work.guard_min = g.uniform(100, 800) * us;
+      s.work.guard_max = s.work.guard_min + g.uniform(0, 600) * us;
+      sc.sessions.push_back(s);
+    }
+  }
+  return sc;
+}
+
+/// What group (or lone session) `name` of `sc` should get of the device: its share over the
+/// sum of every group's and lone session's share.
+inline double expected_entity_fraction(const scenario& sc, const std::string& entity) {
+  double total = 0, mine = 0;
+  std::vector<std::string> seen;
+  for (const auto& s : sc.sessions) {
+    const std::string id = s.group.empty() ? s.name : s.group;
+    if (std::find(seen.begin(), seen.end(), id) != seen.end()) continue;
+    seen.push_back(id);
+    const double share = s.group.empty() ? s.share : s.group_share;
+    total += share;
+    if (id == entity) mine = share;
+  }
+  return mine / total;
 }
 
 /// Busy sessions of one class with mixed guard lengths: their device time must follow shares.

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <queue>
@@ -73,6 +74,8 @@ struct session_spec {
   std::uint32_t limit_ppm = 1'000'000;
   std::uint32_t guarantee_ppm = 0; ///< its compute guarantee (0: none)
   u64 max_guard = 0;               ///< its guard bound (0: none)
+  std::string group;               ///< the group it belongs to ("": none)
+  std::uint32_t group_share = 1;   ///< the group's compute share (every member gives the same)
   int threads = 1;
   u64 stagger = 0; ///< thread k starts k * stagger after the session
   workload work;
@@ -255,7 +258,15 @@ private:
     st.compute_guarantee_ppm = spec.guarantee_ppm;
     st.max_guard_ns = spec.max_guard;
     st.memory_limit = UINT64_MAX;
-    d::join_slot(view(), session_slot_[static_cast<std::size_t>(k)], {}, st); // the library's join
+    d::slot_group group{};
+    if (!spec.group.empty()) {
+      std::memcpy(group.name, spec.group.data(),
+                  std::min(spec.group.size(), d::group_capacity - 1));
+      group.memory_limit = d::unlimited_group_memory;
+      group.share = spec.group_share;
+    }
+    d::join_slot(view(), session_slot_[static_cast<std::size_t>(k)], {}, st,
+                 group); // the library's join
     for (int j = 0; j < spec.threads; ++j) {
       thread th;
       th.session = k;

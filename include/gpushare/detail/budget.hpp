@@ -40,7 +40,7 @@ inline std::uint64_t commitment(const slot_record& s) noexcept {
   return commitment(s.memory.reserved, s.memory.external, s.settings.memory_guarantee);
 }
 
-enum class budget_verdict { granted, over_limit, exceeds_capacity, not_now };
+enum class budget_verdict { granted, over_limit, exceeds_capacity, not_now, over_group_limit };
 
 /// May slot `s` grow its reservations by `bytes` now?
 inline budget_verdict check_grow(const table_header& h, const slot_record& s,

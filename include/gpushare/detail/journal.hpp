@@ -135,7 +135,7 @@ bool fold_journal(const table_view& t, std::uint32_t i, std::uint64_t now, Wake&
     released = true; // the waiters' count changed: let the others re-check
   }
   if (const std::uint64_t ns = s.journal_device_ns.exchange(0, std::memory_order_seq_cst))
-    account_device_time(h, s, ns, current_holder(t) == i, now);
+    account_device_time(t, s, ns, current_holder(t) == i, now);
   const std::uint32_t exits = s.journal_exits.exchange(0, std::memory_order_seq_cst);
   const std::uint64_t used = s.journal_used_ns.exchange(0, std::memory_order_seq_cst);
   const std::uint64_t first = s.journal_first_start_ns.exchange(0, std::memory_order_seq_cst);

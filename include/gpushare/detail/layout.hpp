@@ -224,6 +224,23 @@ struct slot_platform {
   std::uint32_t unused; ///< zero
 };
 
+inline constexpr std::size_t group_capacity = 48; // a group name incl. NUL
+
+/// The group a session belongs to (detail/group.hpp), written once when it joins. Sessions of
+/// one table that name the same group share one memory limit (the sum of their commitments stays
+/// within `memory_limit`) and, within a priority class, one compute share: device time any of
+/// them uses advances every member's virtual time at `share`. Every member holds the same values
+/// (a join that gives others is refused). An empty name: no group.
+struct slot_group {
+  char name[group_capacity];
+  std::uint64_t memory_limit; ///< bytes the members may commit together, resolved at join
+  /// The widest quantum among its members (when one joined or changed its quantum last): the
+  /// scheduler's window for a member's claim, so that members of different quanta take turns.
+  std::uint64_t quantum_ns;
+  std::uint32_t share;  ///< the group's compute share (>= 1)
+  std::uint32_t unused; ///< zero
+};
+
 /// One session's record. A join resets the whole record but what must stay monotone across the
 /// sessions that use the slot (detail/slot.hpp), then writes the identity, `settings` in one
 /// assignment and the usage; everything else starts at zero.
@@ -273,8 +290,9 @@ struct alignas(64) slot_record {
   std::uint32_t startup_unused;  ///< zero
 
   slot_platform platform; ///< who it belongs to (written at join)
+  slot_group group;       ///< the group it belongs to (written at join)
 
-  std::uint8_t spare[1024 - 896]; ///< room to grow without moving fields
+  std::uint8_t spare[1024 - 968]; ///< room to grow without moving fields
 };
 
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
@@ -297,7 +315,9 @@ static_assert(offsetof(slot_record, journal_exits) == 424);
 static_assert(offsetof(slot_record, startup_waiting) == 480);
 static_assert(sizeof(slot_platform) == 408);
 static_assert(offsetof(slot_record, platform) == 488);
-static_assert(offsetof(slot_record, spare) == 896);
+static_assert(sizeof(slot_group) == 72);
+static_assert(offsetof(slot_record, group) == 896);
+static_assert(offsetof(slot_record, spare) == 968);
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 static_assert(offsetof(table_header, lock) % 64 == 0);
 static_assert(offsetof(table_header, startup_wake) % 64 == 0);

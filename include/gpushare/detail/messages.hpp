@@ -12,6 +12,7 @@
 #include <string>
 
 #include <gpushare/detail/budget.hpp>
+#include <gpushare/detail/group.hpp>
 #include <gpushare/detail/parse.hpp>
 #include <gpushare/detail/posix.hpp>
 #include <gpushare/detail/scheduler.hpp>
@@ -111,6 +112,41 @@ inline error guarantee_unavailable(const session_facts& f, const table_core& t,
                                t.name(), h.capacity, h.committed_total);
 }
 
+/// A group's memory limit as shown: "4.00 GiB", or "no limit".
+inline std::string format_group_limit(std::uint64_t bytes) {
+  return bytes == unlimited_group_memory ? std::string("no limit") : format_bytes(bytes);
+}
+
+/// A session joining a group with a memory limit or share other than its members' `o` (`who`
+/// is "session 'x' of group 'g'"; `limit` the joiner's limit, resolved).
+inline error group_settings_differ(const std::string& who, const resolved_options& r,
+                                   std::uint64_t limit, const slot_record& o, bool limit_differs) {
+  const std::string member =
+      "session '" + read_bounded(o.name, name_capacity) + "' (pid " + std::to_string(o.pid) + ")";
+  const std::string what =
+      limit_differs ? "a group memory limit of " + format_group_limit(limit) +
+                          amount_read_as(r.group_memory_limit_given, limit) + ", but its member " +
+                          member + " joined with " + format_group_limit(o.group.memory_limit)
+                    : "a group share of " + std::to_string(*r.group_share) + ", but its member " +
+                          member + " joined with " + std::to_string(o.group.share);
+  return error(errc::invalid_argument,
+               who + " gives " + what +
+                   ". A group's limit and share belong to the whole group: give every member the "
+                   "same GPUSHARE_GROUP_MEMORY_LIMIT and GPUSHARE_GROUP_SHARE, or leave them "
+                   "unset in all but the first");
+}
+
+/// A joining member's guarantee that its group's limit cannot hold besides what its members
+/// commit.
+inline error group_guarantee_unavailable(const std::string& who, std::uint64_t guarantee,
+                                         std::uint64_t committed, std::uint64_t limit) {
+  return error(errc::guarantee_unavailable,
+               who + ": a memory guarantee of " + format_bytes(guarantee) +
+                   " cannot be promised within the group: its members already commit " +
+                   format_bytes(committed) + " of its memory limit of " +
+                   format_group_limit(limit) + "; lower the guarantee or wait");
+}
+
 /// Why a session no longer holds its slot `slot` (call under the lock; `s` is that slot,
 /// `generation` the session's): an operator evicted it (`gpushare evict`, table::evict), or a
 /// peer reclaimed it (its liveness lock was lost).
@@ -130,8 +166,17 @@ inline std::string closed_text(const session_facts& f, const table_core& t, cons
          "other sessions; open a new session to use the table again";
 }
 
+/// For a wait of a group's member: "; its group 'g' commits 3.00 GiB of its limit of 4.00 GiB".
+inline std::string group_wait_text(const table_view& t, const slot_record& s) {
+  if (!has_group(s)) return {};
+  return "; its group '" + std::string(group_name(s)) + "' commits " +
+         format_bytes(group_committed(t, group_name(s))) + " of its limit of " +
+         format_group_limit(s.group.memory_limit);
+}
+
 /// A reservation of `bytes` by slot `s` that can never fit (verdict `v`: over the session's
-/// limit, or over the table's whole capacity). Call under the lock.
+/// limit, over its group's limit by itself, or over the table's whole capacity). Call under the
+/// lock.
 inline error never_fits(const session_facts& f, const table_core& t, budget_verdict v,
                         const slot_record& s, std::uint64_t bytes) {
   if (v == budget_verdict::exceeds_capacity) {
@@ -153,6 +198,15 @@ inline error never_fits(const session_facts& f, const table_core& t, budget_verd
     }
     return error(errc::exceeds_capacity, why);
   }
+  if (v == budget_verdict::over_group_limit)
+    return error(errc::over_limit,
+                 "session '" + f.name + "' of group '" + std::string(group_name(s)) +
+                     "': reserving " + format_bytes(bytes) +
+                     " would exceed the group's memory limit of " +
+                     format_group_limit(s.group.memory_limit) + " by itself (reserved " +
+                     format_bytes(s.memory.reserved) + ", used outside reservations " +
+                     format_bytes(s.memory.external) +
+                     "); the group's members share that limit (GPUSHARE_GROUP_MEMORY_LIMIT)");
   return error(errc::over_limit,
                "session '" + f.name + "': reserving " + format_bytes(bytes) +
                    " would exceed its memory limit of " + format_capacity(s.settings.memory_limit) +
@@ -170,12 +224,12 @@ inline error never_fits(const session_facts& f, const table_core& t, budget_verd
 inline error not_available(const session_facts& f, const table_core& t, const slot_record& s,
                            std::uint64_t bytes, std::uint64_t timeout_ns) {
   const table_header& h = t.header();
-  return error(errc::timeout, "session '" + f.name + "': " + format_bytes(bytes) +
-                                  " did not become available in " +
-                                  std::to_string(timeout_ns / 1'000'000) + " ms (table '" +
-                                  t.name() + "': capacity " + format_capacity(h.capacity) +
-                                  ", committed " + format_bytes(h.committed_total) +
-                                  "; this session holds " + format_bytes(s.memory.reserved) + ")");
+  return error(errc::timeout,
+               "session '" + f.name + "': " + format_bytes(bytes) +
+                   " did not become available in " + std::to_string(timeout_ns / 1'000'000) +
+                   " ms (table '" + t.name() + "': capacity " + format_capacity(h.capacity) +
+                   ", committed " + format_bytes(h.committed_total) + "; this session holds " +
+                   format_bytes(s.memory.reserved) + group_wait_text(t.view(), s) + ")");
 }
 
 /// The error of a guard of the session in slot `slot` that did not get the device by its

@@ -75,6 +75,9 @@ inline constexpr std::string_view domain_forms =
     "1 to 32 characters from A-Z, a-z, 0-9, '.', '_' and '-', not starting with '.'";
 inline constexpr std::string_view key_forms =
     "1 to 96 characters from A-Z, a-z, 0-9, '.', '_' and '-', not starting with '.'";
+inline constexpr std::string_view group_forms =
+    "1 to 47 characters from A-Z, a-z, 0-9, '.', '_' and '-', not starting with '.'";
+inline constexpr std::size_t max_group_length = 47;
 inline constexpr std::string_view session_name_forms =
     "1 to 63 printable ASCII characters (space to '~')";
 
@@ -509,6 +512,11 @@ inline void validate_identifier(const value_kind& kind, std::string_view s,
 /// A domain (part of the table's name): see domain_forms.
 inline void validate_domain(std::string_view s) {
   validate_identifier({"domain", domain_forms}, s, max_domain_length);
+}
+
+/// A session group's name: see group_forms.
+inline void validate_group(std::string_view s) {
+  validate_identifier({"group", group_forms}, s, max_group_length);
 }
 
 /// A key (part of a shared object's name): see key_forms.

@@ -259,6 +259,35 @@ inline void resolve_scheduling(const session_options& opts, const env_lookup& en
   resolve_remedies(opts, env, r);
 }
 
+/// Resolves the session's group and the group's settings as this session gives them.
+inline void resolve_group(const session_options& opts, const env_lookup& env, resolved_options& r) {
+  r.group = pick_option(
+                opts.group, env, "GPUSHARE_GROUP", group_forms,
+                [](std::string_view s) {
+                  validate_group(s);
+                  return std::string(s);
+                },
+                [](const std::string& s) {
+                  if (!s.empty()) validate_group(s); // "" in code: no group
+                })
+                .value_or(std::string());
+  r.group_memory_limit =
+      pick_option(opts.group_memory_limit, env, "GPUSHARE_GROUP_MEMORY_LIMIT", memory_amount_forms,
+                  parse_memory_amount,
+                  [](const memory_amount& m) { check_in_code_memory("group_memory_limit", m); });
+  if (!opts.group_memory_limit)
+    if (const auto value = env("GPUSHARE_GROUP_MEMORY_LIMIT"))
+      r.group_memory_limit_given = "GPUSHARE_GROUP_MEMORY_LIMIT=" + *value;
+  r.group_share = pick_option(
+      opts.group_share, env, "GPUSHARE_GROUP_SHARE", share_forms, parse_share,
+      [](std::uint32_t s) { check_setting(share_range, s, "session_options::group_share"); });
+  if (r.group.empty() && (r.group_memory_limit || r.group_share))
+    throw error(opts.group_memory_limit || opts.group_share ? errc::invalid_argument
+                                                            : errc::invalid_environment,
+                "a group memory limit or group share is given but no group: set "
+                "GPUSHARE_GROUP (session_options::group) to the group's name too");
+}
+
 /// Resolves the table directory and the table's access mode (group by default in a setgid
 /// table directory; the directory itself is checked when a session or table opens it).
 inline void resolve_access(const session_options& opts, const env_lookup& env,

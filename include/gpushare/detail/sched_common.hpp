@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include <gpushare/detail/budget.hpp>
+#include <gpushare/detail/group.hpp>
 #include <gpushare/detail/layout.hpp>
 
 namespace gpushare {
@@ -125,9 +126,10 @@ inline void note_cpu_wait(slot_record& s, std::uint32_t sample_ppm) noexcept {
   s.compute.cpu_wait_ppm = static_cast<std::uint32_t>(avg);
 }
 
-/// Virtual time that `used_ns` of device time costs session `s`.
+/// Virtual time that `used_ns` of device time costs session `s` (at its group's share when it
+/// belongs to one: detail/group.hpp).
 inline std::uint64_t virtual_ns(const slot_record& s, std::uint64_t used_ns) noexcept {
-  return mul_div(used_ns, 1000, std::max<std::uint32_t>(s.settings.share, 1));
+  return mul_div(used_ns, 1000, effective_share(s));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -208,11 +210,21 @@ inline std::uint64_t quantum_vt(const slot_record& s) noexcept {
   return virtual_ns(s, s.settings.quantum_ns);
 }
 
+/// How far ahead of the smallest virtual time of its class session `s` may be and still claim
+/// the device: one of its quanta, or for a group's member one of the group's widest quantum
+/// (all members share one virtual time; with their own quanta, a member of a shorter quantum
+/// never came within its window before one of a longer quantum did, and never ran).
+inline std::uint64_t claim_window_vt(const slot_record& s) noexcept {
+  return has_group(s) ? virtual_ns(s, std::max(s.settings.quantum_ns, s.group.quantum_ns))
+                      : quantum_vt(s);
+}
+
 /// The session with the best claim to the device among the waiting slots (except `except`) and,
 /// if given, slot `also` (a caller about to contend, waiting from `now` if it does not wait yet):
 ///   1. the highest priority class;
 ///   2. within it, only the *eligible*: those whose vtime is at most one of their own quanta
-///      ahead of the class's smallest (a session further ahead has had more than its share);
+///      (claim_window_vt()) ahead of the class's smallest (a session further ahead has had more
+///      than its share);
 ///   3. among those, the longest wait (so n equal sessions take turns: each waits at most one
 ///      turn of each other); then the smaller vtime; then the lower slot index.
 /// A waiting session its compute limit holds back at `now` (paced) is no candidate: granted the
@@ -246,7 +258,8 @@ inline std::int64_t best_claim(const table_view& t, std::int64_t except, std::in
   std::uint64_t best_since = 0;
   for_each_candidate([&](std::uint32_t i) {
     const slot_record& s = t.slots[i];
-    if (claim_priority(s, now) != top || s.compute.vtime > sat_add(lowest, quantum_vt(s))) return;
+    if (claim_priority(s, now) != top || s.compute.vtime > sat_add(lowest, claim_window_vt(s)))
+      return;
     const std::uint64_t since = s.compute.wants_device > 0 ? s.compute.wait_since_ns : now;
     if (best != nobody) {
       const slot_record& b = t.slots[best];

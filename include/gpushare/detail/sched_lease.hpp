@@ -45,7 +45,7 @@ inline void fold_lease(const table_view& t, std::uint32_t i, bool charge_quantum
   const std::uint64_t last = s.lease_last_exit_ns.load(std::memory_order_relaxed);
   s.stats.guards = sat_add(s.stats.guards, exits);
   s.stats.guards_on_lease = sat_add(s.stats.guards_on_lease, exits);
-  account_device_time(*t.header, s, used, charge_quantum, last);
+  account_device_time(t, s, used, charge_quantum, last);
   raise_floor(t, s.settings.priority); // renormalises too
   s.compute.last_active_ns = std::max(s.compute.last_active_ns, last);
 }

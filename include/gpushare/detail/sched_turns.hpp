@@ -116,7 +116,7 @@ inline bool should_hand_over(const table_header& h, const slot_record& hs, const
   // holder, behind, keeps going). Equal sessions therefore alternate turn by turn, and a waiter
   // waits at most one turn of each other session.
   if (h.quantum_used_ns >= hs.settings.quantum_ns &&
-      ws.compute.vtime <= sat_add(hs.compute.vtime, quantum_vt(ws)))
+      ws.compute.vtime <= sat_add(hs.compute.vtime, claim_window_vt(ws)))
     return true;
   return catches_up(hs, ws);
 }
@@ -308,11 +308,12 @@ inline constexpr std::uint64_t wall_bound_quanta = 2;
 
 /// Charges holder `s` (in `h`) the wall time of its quantum it did not account, once the quantum
 /// has lasted wall_bound_quanta quanta of wall time. Call at a boundary while others wait.
-inline void charge_wall(table_header& h, slot_record& s, std::uint64_t now) noexcept {
+inline void charge_wall(const table_view& t, slot_record& s, std::uint64_t now) noexcept {
+  table_header& h = *t.header;
   const std::uint64_t wall = sat_sub(now, h.quantum_start_ns);
   if (wall <= mul_div(s.settings.quantum_ns, wall_bound_quanta, 1) || h.quantum_used_ns >= wall)
     return;
-  s.compute.vtime = sat_add(s.compute.vtime, virtual_ns(s, wall - h.quantum_used_ns));
+  charge_vtime(t, index_of(t, s), virtual_ns(s, wall - h.quantum_used_ns));
   h.quantum_used_ns = wall;
 }
 
@@ -344,7 +345,7 @@ inline take_result take_own(const table_view& t, std::uint32_t i, std::uint64_t 
   // 0.7% against 6%).
   const bool first = !h.holder_started;
   if (first) h.quantum_start_ns = now;
-  if (w != nobody) charge_wall(h, s, now);
+  if (w != nobody) charge_wall(t, s, now);
   if (w != nobody && !(first && owed_guarantee(s, now))) {
     const slot_record& ws = t.slots[w];
     const int wc = claim_priority(ws, now);
@@ -426,10 +427,11 @@ inline take_result try_take(const table_view& t, std::uint32_t i, std::uint64_t 
 
 /// Accounts `used_ns` of device time to session `s` (its share, its holder quantum, its pacing
 /// clock when capped). `start_ns`: when the work began (bounds the burst a capped session keeps).
-inline void account_device_time(table_header& h, slot_record& s, std::uint64_t used_ns, bool holder,
-                                std::uint64_t start_ns) noexcept {
+inline void account_device_time(const table_view& t, slot_record& s, std::uint64_t used_ns,
+                                bool holder, std::uint64_t start_ns) noexcept {
+  table_header& h = *t.header;
   s.stats.device_ns = sat_add(s.stats.device_ns, used_ns);
-  s.compute.vtime = sat_add(s.compute.vtime, virtual_ns(s, used_ns));
+  charge_vtime(t, index_of(t, s), virtual_ns(s, used_ns)); // and its group's members
   // The floor trails the vtime by at most vtime_max_lead (see vtime_renormalise_at): a session
   // that runs alone for months, or is charged a huge time at once, brings its floor along, and the
   // next exit_step() or class_clock() renormalises the class.
@@ -456,10 +458,10 @@ inline void account_device_time(table_header& h, slot_record& s, std::uint64_t u
 }
 
 /// Accounts a finished guard of session `s` that used `used_ns` of device time.
-inline void account_guard(table_header& h, slot_record& s, std::uint64_t used_ns, bool holder,
+inline void account_guard(const table_view& t, slot_record& s, std::uint64_t used_ns, bool holder,
                           std::uint64_t start_ns) noexcept {
   ++s.stats.guards;
-  account_device_time(h, s, used_ns, holder, start_ns);
+  account_device_time(t, s, used_ns, holder, start_ns);
 }
 
 /// The last active guard of holder `i` ended. Returns the slot to wake (a new holder, this
@@ -472,7 +474,7 @@ inline std::int64_t release_at_guard_exit(const table_view& t, std::uint32_t i,
   ++h.holder_exits;
   const bool must_pause = paced(s, now); // its compute limit makes it pause: let go
   const std::int64_t w = best_waiter(t, i, now);
-  if (w != nobody) charge_wall(h, s, now);
+  if (w != nobody) charge_wall(t, s, now);
   bool hand =
       w != nobody && (must_pause || should_hand_over(h, s, t.slots[w], boundary::guard_exit, now));
   // Its own threads wait to start guards: a lower class does not get the device before them (a
@@ -537,7 +539,7 @@ inline std::int64_t hand_over_at_yield(const table_view& t, std::uint32_t i,
                                        std::uint64_t now) noexcept {
   const std::int64_t w = best_waiter(t, i, now);
   if (w == nobody) return nobody;
-  charge_wall(*t.header, t.slots[i], now);
+  charge_wall(t, t.slots[i], now);
   if (!should_hand_over(*t.header, t.slots[i], t.slots[w], boundary::yield, now)) return nobody;
   return grant(t, static_cast<std::uint32_t>(w), now);
 }

@@ -76,12 +76,12 @@ inline void raise_floor(const table_view& t, int priority) noexcept {
 /// only when a session starts contending (about once per turn), never per guard.
 inline std::uint64_t credit_limit(const table_view& t, std::uint32_t i) noexcept {
   const slot_record& s = t.slots[i];
-  std::uint32_t smallest = std::max<std::uint32_t>(s.settings.share, 1);
+  std::uint32_t smallest = effective_share(s);
   std::uint64_t widest = quantum_vt(s);
   for (std::uint32_t j = 0; j < t.slot_count; ++j) {
     const slot_record& o = t.slots[j];
     if (o.settings.priority != s.settings.priority || !is_active(o)) continue;
-    smallest = std::min(smallest, std::max<std::uint32_t>(o.settings.share, 1));
+    smallest = std::min(smallest, effective_share(o));
     widest = std::max(widest, quantum_vt(o));
   }
   return sat_add(mul_div(credit_idle_ns, 1000, smallest), mul_div(widest, credit_quanta, 1));

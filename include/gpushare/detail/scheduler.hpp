@@ -101,7 +101,7 @@ inline std::int64_t exits_step(const table_view& t, std::uint32_t i, std::uint32
   slot_record& s = t.slots[i];
   const bool holder = current_holder(t) == i;
   s.stats.guards = sat_add(s.stats.guards, exits);
-  account_device_time(*t.header, s, used_ns, holder, start_ns);
+  account_device_time(t, s, used_ns, holder, start_ns);
   raise_floor(t, s.settings.priority); // and renormalises (once in ~53 days of device time)
   if (exits == 0) return nobody;       // time only (a partly folded journal): no boundary yet
   s.compute.active_guards = sat_sub32(s.compute.active_guards, exits);

@@ -190,7 +190,7 @@ public:
     locked_or_journaled(
         [&](locked&, slot_record& s) {
           const bool holder = current_holder(table_.view()) == slot_;
-          account_device_time(table_.header(), s, used_ns, holder, monotonic_ns());
+          account_device_time(table_.view(), s, used_ns, holder, monotonic_ns());
         },
         [&](table_header& h, slot_record& s) { journal_device_time(h, s, used_ns); });
   }
@@ -341,6 +341,7 @@ private:
   void claim_slot();
   bool activate(const resolved_options& r);
   std::uint64_t resolve_memory_settings(const resolved_options& r, const table_header& h);
+  slot_group group_for_join(const resolved_options& r, std::uint64_t guarantee) const;
   void raise_join_notices(std::string_view key, const std::vector<notice>& resolved);
 
   // Waits (waits.hpp).

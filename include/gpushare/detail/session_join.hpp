@@ -118,9 +118,10 @@ inline bool session_core::activate(const resolved_options& r) {
       }
       throw guarantee_unavailable(facts_, table_, guarantee);
     }
+    const slot_group group = group_for_join(r, guarantee);
     const slot_identity who{::getpid(), start_ticks, realtime_ns(), facts_.name, &r.identity};
-    generation_ =
-        join_slot(table_.view(), slot_, who, join_settings(r, facts_.limit_at_join, guarantee));
+    generation_ = join_slot(table_.view(), slot_, who,
+                            join_settings(r, facts_.limit_at_join, guarantee), group);
     joined_ = true;
     return true;
   }
@@ -142,6 +143,45 @@ inline std::uint64_t session_core::resolve_memory_settings(const resolved_option
   facts_.limit_at_join = limit;
   if (guarantee > limit) throw guarantee_over_limit(facts_, guarantee, limit);
   return guarantee;
+}
+
+/// The group record of a session joining group r.group ({} for none): the limit and share its
+/// members have (a joiner that gives others is refused: they are the group's, not one member's),
+/// else those it gives, else no limit and share 1. Throws errc::invalid_argument for a mismatch
+/// or a guarantee above the group's limit, errc::guarantee_unavailable when the members'
+/// commitments leave too little for the guarantee. Call under the lock.
+inline slot_group session_core::group_for_join(const resolved_options& r,
+                                               std::uint64_t guarantee) const {
+  slot_group g{};
+  if (r.group.empty()) return g;
+  const table_view& t = table_.view();
+  const std::uint64_t capacity = t.header->capacity;
+  const std::string who = "session '" + facts_.name + "' of group '" + r.group + "'";
+  check_fraction_has_capacity(who, "group memory limit", r.group_memory_limit, capacity,
+                              table_.name());
+  copy_bounded(g.name, group_capacity, r.group);
+  const std::uint64_t given_limit =
+      r.group_memory_limit ? r.group_memory_limit->resolve(capacity) : unlimited_group_memory;
+  g.memory_limit = given_limit;
+  g.share = r.group_share.value_or(default_share);
+  if (const std::int64_t m = find_group_member(t, r.group, slot_); m >= 0) {
+    const slot_record& o = t.slots[static_cast<std::uint32_t>(m)];
+    const bool limit_differs = r.group_memory_limit && given_limit != o.group.memory_limit;
+    const bool share_differs = r.group_share && *r.group_share != o.group.share;
+    if (limit_differs || share_differs)
+      throw group_settings_differ(who, r, given_limit, o, limit_differs);
+    g.memory_limit = o.group.memory_limit;
+    g.share = o.group.share;
+  }
+  if (guarantee > g.memory_limit)
+    throw error(errc::invalid_argument,
+                who + ": its memory guarantee of " + format_bytes(guarantee) +
+                    " exceeds the group's memory limit of " + format_group_limit(g.memory_limit) +
+                    "; lower the guarantee (GPUSHARE_MEMORY_GUARANTEE) or raise the group's "
+                    "limit (GPUSHARE_GROUP_MEMORY_LIMIT, given the same to every member)");
+  if (!group_join_fits(t, r.group, g.memory_limit, guarantee))
+    throw group_guarantee_unavailable(who, guarantee, group_committed(t, r.group), g.memory_limit);
+  return g;
 }
 
 /// The notices of a join, kept in the session and each delivered once per process to the

@@ -112,10 +112,15 @@ inline std::int64_t apply_settings(const table_view& t, std::uint32_t i, const s
   if (guarantee != s.settings.memory_guarantee && !guarantee_fits(h, s, guarantee))
     throw guarantee_unavailable(who, format_bytes(guarantee), table, h.capacity,
                                 sat_sub(h.committed_total, commitment(s)));
+  if (guarantee != s.settings.memory_guarantee && !group_guarantee_fits(t, i, guarantee))
+    throw group_guarantee_unavailable(who + " of group '" + std::string(group_name(s)) + "'",
+                                      guarantee, group_committed(t, group_name(s), i),
+                                      s.group.memory_limit);
   // Settings change how its guards are scheduled (a compute limit needs the lock): end a lease.
   const std::int64_t settled = settle_lease(t, i, now);
   if (c.priority) change_class(t, i, *c.priority); // re-based on the new class's clock
   write_settings(s.settings, c);
+  if (c.quantum) refresh_group_quantum(t, i);
   s.settings.memory_limit = limit; // a lower limit takes nothing back; growth stops
   set_usage(h, s, s.memory.reserved, s.memory.external, guarantee);
   ++s.settings_seq;

@@ -95,12 +95,14 @@ inline slot_settings join_settings(const resolved_options& r, std::uint64_t memo
   return s;
 }
 
-/// Makes free slot `i` of `t` the session `who` with `settings`, and returns its generation. The
+/// Makes free slot `i` of `t` the session `who` with `settings` in `group` (a group record
+/// whose name is empty: none), and returns its generation. The
 /// slot must count nowhere (free) and its guarantee must fit (guarantee_fits()); the guarantee is
 /// the only total that changes, besides the number of live sessions. The slot is published
 /// (state slot_active, release) last, so a lock-free reader that sees it active sees it whole.
 inline std::uint32_t join_slot(const table_view& t, std::uint32_t i, const slot_identity& who,
-                               const slot_settings& settings) noexcept {
+                               const slot_settings& settings,
+                               const slot_group& group = {}) noexcept {
   table_header& h = *t.header;
   slot_record& s = t.slots[i];
   reset_slot_for_join(s);
@@ -113,7 +115,12 @@ inline std::uint32_t join_slot(const table_view& t, std::uint32_t i, const slot_
   s.settings = settings;
   s.settings.memory_guarantee = 0; // counts nowhere yet: set_usage() adds it to the totals
   ++s.settings_seq;
-  s.compute.vtime = class_floor(h, settings.priority); // level with its class (see place())
+  // Level with its class (see place()), or with the furthest of its group's members there:
+  // joining a group brings no credit the group has used (detail/group.hpp).
+  s.compute.vtime =
+      group_join_vtime(t, i, group, settings.priority, class_floor(h, settings.priority));
+  s.group = group;
+  refresh_group_quantum(t, i); // its quantum may widen its group's window
   set_usage(h, s, 0, 0, settings.memory_guarantee);
   ++h.live_sessions;
   crash_point("join.locked");

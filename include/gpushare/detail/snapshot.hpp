@@ -21,6 +21,7 @@
 #include <string_view>
 #include <thread>
 
+#include <gpushare/detail/group.hpp>
 #include <gpushare/detail/table_core.hpp>
 #include <gpushare/table_types.hpp>
 
@@ -78,6 +79,11 @@ inline session_info read_session(const slot_record& s, std::uint32_t index) {
   i.start_time_ticks = s.start_time_ticks;
   i.joined_unix_ns = s.joined_unix_ns;
   i.identity = read_platform(s.platform);
+  i.group = std::string(group_name(s));
+  if (!i.group.empty()) {
+    i.group_memory_limit = s.group.memory_limit;
+    i.group_share = std::max<std::uint32_t>(s.group.share, 1);
+  }
   i.settings_seq = s.settings_seq;
   read_settings(s.settings, i);
   i.reserved = sat_sub(s.memory.reserved, s.journal_shrink_bytes.load(std::memory_order_relaxed));

@@ -84,7 +84,7 @@ inline bool session_core::grow_loop(std::uint64_t bytes, std::uint64_t timeout_n
     check_usable(); // leave() by another thread ends this wait
     locked g(*this);
     slot_record& s = own_checked();
-    const budget_verdict v = check_grow(table_.header(), s, bytes);
+    const budget_verdict v = check_grow_in(table_.view(), slot_, bytes);
     if (v == budget_verdict::granted) {
       apply_grow(table_.header(), s, bytes);
       crash_point("reserve.locked");
