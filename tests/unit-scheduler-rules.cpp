@@ -107,12 +107,12 @@ TEST_CASE("case 3: the idle debt is a leaky bucket, drained by device time") {
   d::slot_record& h = t.join(0, prio::high);
   t.join(1, prio::low);
   h.compute.idle_debt_ns = h.compute.lower_debt_ns = 1 * ms;
-  d::account_device_time(t, h, 2 * ms, true, 0);
+  d::account_device_time(t.view(), h, 2 * ms, true, 0);
   CHECK(h.compute.idle_debt_ns == 875 * us);  // 1/16 of the device time: for equal waiters
   CHECK(h.compute.lower_debt_ns == 500 * us); // 1/4: for lower classes
   CHECK(d::lower_class_may_take(h, 0));
   CHECK(d::hands_gaps_over(h));
-  d::account_device_time(t, h, 2 * ms, true, 0);
+  d::account_device_time(t.view(), h, 2 * ms, true, 0);
   CHECK_FALSE(d::lower_class_may_take(h, 0)); // 0: it idles less than a quarter of its time
   CHECK(d::hands_gaps_over(h));               // 750 us: more than 1/16
   CHECK_FALSE(d::lower_class_may_take(t.slots[2], d::idle_grace_at_guard_ns - 1));
@@ -183,10 +183,10 @@ TEST_CASE("case 8: a turn past two quanta of wall time is charged the time it di
   d::slot_record& s = t.join(0);
   t.hold(0, 0, 0);
   t.header->quantum_used_ns = 1 * ms; // accounted 1 ms in 10 ms of wall time
-  d::charge_wall(t, s, 10 * ms);
+  d::charge_wall(t.view(), s, 10 * ms);
   CHECK(t.header->quantum_used_ns == 1 * ms); // within two quanta: nothing
   CHECK(s.compute.vtime == 0);
-  d::charge_wall(t, s, 12 * ms);
+  d::charge_wall(t.view(), s, 12 * ms);
   CHECK(t.header->quantum_used_ns == 12 * ms);
   CHECK(s.compute.vtime == 11 * ms * 1000); // the unaccounted 11 ms, at share 1
 }
@@ -199,7 +199,7 @@ TEST_CASE("a compute guarantee: the clock, and the class an owed waiter claims")
   CHECK(d::claim_priority(s, 10 * ms) == 8 + prio::low); // owed: above every class
   CHECK(d::claim_priority(s, d::no_time) == prio::low);  // time not known: not looked at
   // 1 ms of device time covers 10 ms of wall time at 10%, from no earlier than 100 ms ago.
-  d::account_device_time(t, s, 1 * ms, true, 500 * ms);
+  d::account_device_time(t.view(), s, 1 * ms, true, 500 * ms);
   CHECK(s.compute.guarantee_vclock_ns == 410 * ms);
   CHECK_FALSE(d::owed_guarantee(s, 410 * ms)); // it has had what covers its time until then
   CHECK(d::owed_guarantee(s, 411 * ms));       // owed again after

@@ -81,7 +81,7 @@ std::uint64_t run_two_sessions(fake_table& t, int guards, std::uint64_t now,
       continue;
     }
     ++t.slots[i].compute.active_guards;
-    d::account_guard(t, t.slots[i], guard, true, now);
+    d::account_guard(t.view(), t.slots[i], guard, true, now);
     now += guard;
     --t.slots[i].compute.active_guards;
     d::release_at_guard_exit(v, i, now);
@@ -836,18 +836,18 @@ TEST_CASE("account_guard adds device time, a guard and virtual time scaled by th
   s.stats.device_ns = 7;
   s.stats.guards = 2;
   t.header->quantum_used_ns = 1 * ms;
-  d::account_guard(t, s, 1 * ms, true, 0);
+  d::account_guard(t.view(), s, 1 * ms, true, 0);
   CHECK(s.stats.device_ns == 1 * ms + 7);
   CHECK(s.stats.guards == 3);
   CHECK(s.compute.vtime == 10 + 250'000'000); // 1 ms * 1000 / 4
   CHECK(t.header->quantum_used_ns == 2 * ms);
 
   s.settings.share = 3;
-  d::account_guard(t, s, 1 * ms, true, 0);
+  d::account_guard(t.view(), s, 1 * ms, true, 0);
   CHECK(s.compute.vtime == 10 + 250'000'000 + 333'333'333); // 1e9 / 3, truncated
 
   s.settings.share = 0; // a scribbled share counts as 1, never divides by zero
-  d::account_guard(t, s, 2, true, 0);
+  d::account_guard(t.view(), s, 2, true, 0);
   CHECK(s.compute.vtime == 583'333'343 + 2'000);
 }
 
@@ -855,7 +855,7 @@ TEST_CASE("account_guard counts quantum only for the holder") {
   fake_table t;
   auto& s = t.join(0);
   t.header->quantum_used_ns = 3 * ms;
-  d::account_guard(t, s, 1 * ms, false, 0);
+  d::account_guard(t.view(), s, 1 * ms, false, 0);
   CHECK(t.header->quantum_used_ns == 3 * ms);
   CHECK(s.stats.device_ns == 1 * ms);
   CHECK(s.stats.guards == 1);
@@ -868,21 +868,21 @@ TEST_CASE("account_guard advances the pacing clock of a capped session by used /
   s.settings.compute_limit_ppm = 300'000; // 30%
   const std::uint64_t start = 100 * ms;
   // A fresh clock starts at most cap_burst_ns (10 ms) in the past.
-  d::account_guard(t, s, 1 * ms, true, start);
+  d::account_guard(t.view(), s, 1 * ms, true, start);
   CHECK(s.compute.cap_vclock_ns == start - 10 * ms + 3'333'333); // 93'333'333
   // The next guard starts right after: the clock is ahead of start - burst, so it is kept.
-  d::account_guard(t, s, 1 * ms, true, start + 1 * ms);
+  d::account_guard(t.view(), s, 1 * ms, true, start + 1 * ms);
   CHECK(s.compute.cap_vclock_ns == 96'666'666);
   // After a long pause the banked credit is capped at the burst.
-  d::account_guard(t, s, 1 * ms, true, 1'000 * ms);
+  d::account_guard(t.view(), s, 1 * ms, true, 1'000 * ms);
   CHECK(s.compute.cap_vclock_ns == 990 * ms + 3'333'333);
   // A clock far ahead keeps running from where it is.
   s.compute.cap_vclock_ns = 2'000 * ms;
-  d::account_guard(t, s, 1 * ms, true, 1'001 * ms);
+  d::account_guard(t.view(), s, 1 * ms, true, 1'001 * ms);
   CHECK(s.compute.cap_vclock_ns == 2'000 * ms + 3'333'333);
   // A start earlier than the burst clamps at zero.
   s.compute.cap_vclock_ns = 0;
-  d::account_guard(t, s, 1 * ms, true, 5 * ms);
+  d::account_guard(t.view(), s, 1 * ms, true, 5 * ms);
   CHECK(s.compute.cap_vclock_ns == 3'333'333);
 }
 
@@ -891,13 +891,13 @@ TEST_CASE("account_guard leaves the pacing clock of an uncapped session alone") 
   auto& s = t.join(0);
   s.compute.cap_vclock_ns = 42;
   s.settings.compute_limit_ppm = 1'000'000;
-  d::account_guard(t, s, 1 * ms, true, 100 * ms);
+  d::account_guard(t.view(), s, 1 * ms, true, 100 * ms);
   CHECK(s.compute.cap_vclock_ns == 42);
   s.settings.compute_limit_ppm = 0; // unset means 100%
-  d::account_guard(t, s, 1 * ms, true, 100 * ms);
+  d::account_guard(t.view(), s, 1 * ms, true, 100 * ms);
   CHECK(s.compute.cap_vclock_ns == 42);
   s.settings.compute_limit_ppm = 999'999; // anything less paces
-  d::account_guard(t, s, 999'999, true, 100 * ms);
+  d::account_guard(t.view(), s, 999'999, true, 100 * ms);
   CHECK(s.compute.cap_vclock_ns == 90 * ms + 1'000'000);
 }
 
@@ -1640,7 +1640,7 @@ TEST_CASE("regression: pacing and vtime arithmetic saturate instead of wrapping"
   auto& s = t.join(0);
   s.settings.compute_limit_ppm = 500'000;
   const std::uint64_t huge = 20'000'000'000'000ull; // a 5.5-hour guard
-  d::account_guard(t, s, huge, true, 0);
+  d::account_guard(t.view(), s, huge, true, 0);
   CHECK(s.compute.cap_vclock_ns == 2 * huge); // used to wrap to a small number
   CHECK(s.compute.vtime == huge * 1000);
 }
@@ -1668,7 +1668,7 @@ TEST_CASE("virtual time never saturates: a huge charge and a floor near 2^64 are
   auto& c = t.join(2, prio::normal, 1);
   t.hold(0);
   ++a.compute.active_guards;
-  d::account_device_time(t, a, 20'000'000'000'000'000ull, true, 0); // 2e16 ns
+  d::account_device_time(t.view(), a, 20'000'000'000'000'000ull, true, 0); // 2e16 ns
   d::exit_step(t.view(), 0, 0, 1 * ms, 1 * ms);
   const std::uint64_t floor = d::class_floor(*t.header, prio::normal);
   CHECK(floor <= d::vtime_renormalise_at);
@@ -1680,8 +1680,8 @@ TEST_CASE("virtual time never saturates: a huge charge and a floor near 2^64 are
   d::place(t.view(), 1, 2 * ms);
   d::place(t.view(), 2, 2 * ms);
   const std::uint64_t b0 = b.compute.vtime, c0 = c.compute.vtime;
-  d::account_device_time(t, b, 3 * ms, false, 0);
-  d::account_device_time(t, c, 3 * ms, false, 0);
+  d::account_device_time(t.view(), b, 3 * ms, false, 0);
+  d::account_device_time(t.view(), c, 3 * ms, false, 0);
   CHECK(b.compute.vtime - b0 == 3 * ms * 1000 / 3);
   CHECK(c.compute.vtime - c0 == 3 * ms * 1000);
 }
