@@ -250,7 +250,8 @@ struct live_session {
   std::string session_labels(const test_domain& d) const {
     // (and the platform identity's labels, empty for a session without one: cli_identity.hpp)
     return table_labels(d) + ",session=\"exported\",slot=\"" + std::to_string(s.id().slot) +
-           "\",pod=\"\",namespace=\"\",container=\"\",slurm_job_id=\"\",slurm_step_id=\"\",group=\"\"";
+           "\",pod=\"\",namespace=\"\",container=\"\",slurm_job_id=\"\",slurm_step_id=\"\",group="
+           "\"\"";
   }
 };
 

@@ -118,9 +118,10 @@ TEST_CASE("metrics label every session series with the same identity labels") {
   REQUIRE(m.code == 0);
   const std::string table_labels =
       "table=\"" + d.object_name("gpu") + "\",key=\"gpu\",domain=\"" + d.name() + "\"";
-  const std::string tagged = table_labels + ",session=\"tagged\",slot=\"" + tagged_slot +
-                             "\",pod=\"infer-7d9f-x2k\",namespace=\"team-a\","
-                             "container=\"server\",slurm_job_id=\"4200_7\",slurm_step_id=\"batch\",group=\"\"";
+  const std::string tagged =
+      table_labels + ",session=\"tagged\",slot=\"" + tagged_slot +
+      "\",pod=\"infer-7d9f-x2k\",namespace=\"team-a\","
+      "container=\"server\",slurm_job_id=\"4200_7\",slurm_step_id=\"batch\",group=\"\"";
   const std::string untagged =
       table_labels + ",session=\"plain\",slot=\"" + std::to_string(plain.id().slot) +
       "\",pod=\"\",namespace=\"\",container=\"\",slurm_job_id=\"\",slurm_step_id=\"\",group=\"\"";

@@ -136,6 +136,12 @@ class SessionInfo:
     @property
     def settings_seq(self) -> int: ...
     @property
+    def group(self) -> str: ...
+    @property
+    def group_memory_limit(self) -> int: ...
+    @property
+    def group_share(self) -> int: ...
+    @property
     def start_time_ticks(self) -> int: ...
     @property
     def joined_unix_ns(self) -> int: ...
@@ -363,6 +369,9 @@ class Session:
         domain: Optional[str] = None,
         table_mode: Optional[TableMode] = None,
         directory: Optional[str] = None,
+        group: Optional[str] = None,
+        group_memory_limit: Optional[Amount] = None,
+        group_share: Optional[Union[int, str]] = None,
         capacity: Optional[Bytes] = None,
         open_timeout: TimeoutArg = None,
         pod: Optional[str] = None,
