@@ -205,7 +205,12 @@ TEST_CASE("after a device fault a stream-ordered free keeps its bytes charged an
     d.uses(s.device().uuid);
     stream st;
     void* p = s.malloc_async(4 * MiB, st.s);
-    const bool launched = gpushare_test::launch_spin(st.s, 1000) == cudaSuccess; // faults later
+    // The gate holds the faulting kernel back until its launch has been checked: launch_spin
+    // reads cudaGetLastError, which reports the sticky error once the kernel has run.
+    gate g;
+    const bool gated = cudaLaunchHostFunc(st.s, gate::wait, &g) == cudaSuccess;
+    const bool launched = gated && gpushare_test::launch_spin(st.s, 1000) == cudaSuccess;
+    g.release();
     const bool faulted = cudaStreamSynchronize(st.s) == cudaErrorLaunchFailure;
     // What Thrust's temporary allocator calls on a noexcept path: it must not throw.
     gc::detail::device_state& state = *s.shared_state();

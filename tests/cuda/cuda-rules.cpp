@@ -17,6 +17,7 @@
 
 namespace {
 
+using cutest::gate;
 using cutest::stream;
 
 constexpr std::uint64_t ms = 1'000'000; // ns
@@ -45,7 +46,13 @@ TEST_CASE("rule: after a kernel fault any further CUDA work returns the same err
   cudaEvent_t before = nullptr;
   REQUIRE(cudaEventCreate(&before) == cudaSuccess);
   REQUIRE(cudaEventRecord(before, st.s) == cudaSuccess);
-  REQUIRE(gpushare_test::launch_trap(st.s) == cudaSuccess);
+  // The gate holds the kernel back until its launch has been checked (launch_trap reads
+  // cudaGetLastError, which reports the sticky error once the kernel has run).
+  gate g;
+  REQUIRE(cudaLaunchHostFunc(st.s, gate::wait, &g) == cudaSuccess);
+  const cudaError_t launched = gpushare_test::launch_trap(st.s);
+  g.release();
+  REQUIRE(launched == cudaSuccess);
   const cudaError_t sticky = cudaStreamSynchronize(st.s);
   INFO("the fault: " << cudaGetErrorName(sticky));
   REQUIRE(sticky != cudaSuccess);
