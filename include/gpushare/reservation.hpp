@@ -24,16 +24,22 @@ class session;
 ///
 /// A reservation keeps its session's state alive, but once the session has left (or was moved
 /// into a forked child), releasing it is a no-op: leaving already returned every byte.
+///
+/// A reclaimable reservation (session::reserve_reclaimable(), set_reclaimable()) holds memory
+/// its session gives back when a reserve of a higher priority class waits: a cache, KV-cache
+/// blocks, a sleeping engine's weights. The session's reclaim handler (session::on_reclaim())
+/// releases such reservations when asked (docs/design.md section 15).
 class [[nodiscard]] reservation {
 public:
   reservation() = default;
   reservation(reservation&& o) noexcept
-      : core_(std::move(o.core_)), bytes_(std::exchange(o.bytes_, 0)) {}
+      : core_(std::move(o.core_)), bytes_(std::exchange(o.bytes_, 0)), kind_(o.kind_) {}
   reservation& operator=(reservation&& o) noexcept {
     if (this != &o) {
       release();
       core_ = std::move(o.core_);
       bytes_ = std::exchange(o.bytes_, 0);
+      kind_ = o.kind_;
     }
     return *this;
   }
@@ -44,43 +50,55 @@ public:
   /// Bytes held.
   std::uint64_t size() const noexcept { return bytes_; }
   explicit operator bool() const noexcept { return bytes_ > 0; }
+  /// Whether its bytes are reclaimable: given back when a higher class's reserve waits.
+  bool reclaimable() const noexcept { return kind_ == detail::memory_kind::reclaimable; }
+
+  /// Makes its bytes reclaimable (or fixed again). The table counts the session's reclaimable
+  /// bytes; requests never ask a session for more than that, nor below its guarantee.
+  void set_reclaimable(bool on = true) {
+    const auto kind = on ? detail::memory_kind::reclaimable : detail::memory_kind::fixed;
+    if (kind == kind_) return;
+    if (bytes_ > 0) require_core().mark_reclaimable(bytes_, kind);
+    kind_ = kind;
+  }
 
   /// Grows by `bytes`, waiting up to `timeout` for memory. Throws errc::over_limit /
   /// errc::exceeds_capacity at once if it can never fit, errc::timeout when it did not in time.
   template <class Rep, class Period>
   void grow(std::uint64_t bytes, std::chrono::duration<Rep, Period> timeout) {
-    require_core().grow(bytes, detail::to_ns(timeout));
+    require_core().grow(bytes, detail::to_ns(timeout), kind_);
     bytes_ += bytes;
   }
   /// Grows by `bytes`, waiting as long as it takes (dead peers' memory is reclaimed meanwhile).
   void grow(std::uint64_t bytes) {
-    require_core().grow(bytes, detail::wait_forever_ns);
+    require_core().grow(bytes, detail::wait_forever_ns, kind_);
     bytes_ += bytes;
   }
   /// Grows by `bytes` if that fits now; false otherwise (over-limit still throws).
   [[nodiscard]] bool try_grow(std::uint64_t bytes) {
-    if (!require_core().try_grow(bytes)) return false;
+    if (!require_core().try_grow(bytes, kind_)) return false;
     bytes_ += bytes;
     return true;
   }
   /// Gives back `bytes` (at most what it holds).
   void shrink(std::uint64_t bytes) noexcept {
     bytes = bytes < bytes_ ? bytes : bytes_;
-    if (core_) core_->shrink(bytes);
+    if (core_) core_->shrink(bytes, kind_);
     bytes_ -= bytes;
   }
   /// Gives back everything now. Never leaks: if the table lock cannot be had (a peer stopped
   /// while holding it), the session records the release and applies it at its next lock (or its
   /// end returns the bytes), so size() becoming 0 here always ends with the bytes returned.
   void release() noexcept {
-    if (core_ && bytes_ > 0) core_->shrink(bytes_);
+    if (core_ && bytes_ > 0) core_->shrink(bytes_, kind_);
     bytes_ = 0;
   }
 
 private:
   friend class session;
-  reservation(std::shared_ptr<detail::session_core> core, std::uint64_t bytes) noexcept
-      : core_(std::move(core)), bytes_(bytes) {}
+  reservation(std::shared_ptr<detail::session_core> core, std::uint64_t bytes,
+              detail::memory_kind kind = detail::memory_kind::fixed) noexcept
+      : core_(std::move(core)), bytes_(bytes), kind_(kind) {}
   detail::session_core& require_core() const {
     if (!core_) throw error(errc::session_closed, "empty reservation (moved from or default)");
     return *core_;
@@ -88,6 +106,7 @@ private:
 
   std::shared_ptr<detail::session_core> core_;
   std::uint64_t bytes_ = 0;
+  detail::memory_kind kind_ = detail::memory_kind::fixed;
 };
 
 } // namespace v0

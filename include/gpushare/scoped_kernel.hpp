@@ -70,6 +70,7 @@ public:
     const std::uint64_t now = detail::monotonic_ns();
     const std::uint64_t used = has_device_time_ ? device_ns_ : now - entry_.start_ns;
     core_->end_guard(entry_, used, now);
+    core_->answer_reclaim_quietly(); // a guard boundary: a request to give memory back is answered
     core_.reset();
   }
 

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -77,6 +78,43 @@ public:
     if (!core().try_grow(bytes)) return std::nullopt;
     return reservation(core_, bytes);
   }
+
+  /// Reserves `bytes` of reclaimable memory (a cache, KV-cache blocks), waiting up to `timeout`:
+  /// as reserve(), but the session gives them back when a reserve of a higher priority class
+  /// waits and its reclaim handler is asked (on_reclaim(); docs/design.md section 15).
+  template <class Rep, class Period>
+  [[nodiscard]] reservation reserve_reclaimable(std::uint64_t bytes,
+                                                std::chrono::duration<Rep, Period> timeout) {
+    core().grow(bytes, detail::to_ns(timeout), detail::memory_kind::reclaimable);
+    return reservation(core_, bytes, detail::memory_kind::reclaimable);
+  }
+  /// Reclaimable bytes if they fit now, else nullopt (never waits, never asks anyone).
+  [[nodiscard]] std::optional<reservation> try_reserve_reclaimable(std::uint64_t bytes) {
+    if (!core().try_grow(bytes, detail::memory_kind::reclaimable)) return std::nullopt;
+    return reservation(core_, bytes, detail::memory_kind::reclaimable);
+  }
+
+  /// What gives memory back when asked: `handler(bytes)` is called with the bytes a waiting
+  /// reserve of a higher priority class needs from this session, releases reclaimable
+  /// reservations (or shrinks them), and returns the bytes it gave back. It runs on the thread
+  /// that calls yield(), answer_reclaim() or ends a guard, or on the watcher's thread
+  /// (watch_reclaim()), never under the table lock; it must not leave or destroy the session.
+  /// Without a handler (or if it throws), a request stands until its deadline, when the waiter
+  /// skips this session: nobody is killed. An empty handler removes it.
+  void on_reclaim(std::function<std::uint64_t(std::uint64_t)> handler) {
+    core().on_reclaim(std::move(handler));
+  }
+  /// Bytes this session is asked to give back now (0: none). One relaxed load.
+  std::uint64_t reclaim_requested() const noexcept {
+    return core_ ? core_->reclaim_requested() : 0;
+  }
+  /// Runs the handler now if a request stands that it has not answered yet; returns the bytes
+  /// it gave back (0: no request, no handler, or answered already). yield() and guard exits do
+  /// this too.
+  std::uint64_t answer_reclaim() { return core().answer_reclaim(); }
+  /// Starts a thread that runs the handler as soon as a request comes (it sleeps on a futex
+  /// word meanwhile). Idempotent; leave() stops it.
+  void watch_reclaim() { core().start_reclaim_watcher(); }
 
   /// A cheap moment to give way (an iteration boundary, between requests). If a session that
   /// should run now waits (a higher priority class, or an equal one once this session's quantum

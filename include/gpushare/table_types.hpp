@@ -69,6 +69,18 @@ struct session_info : session_statistics {
   /// the process that took the snapshot), i.e. how long its current guard has run at least. Far
   /// above its quantum means a holder stopped or hung inside a guard; 0 when no guard runs.
   std::uint64_t in_guard_ns = 0;
+  /// Cooperative reclaim (docs/design.md section 15): its reclaimable bytes, what it is asked to
+  /// give back now (and by when, by the snapshot taker's clock: 0 when it is overdue or none is
+  /// asked), what its waiting reserves lack, and its requests over its life.
+  struct reclaim_figures {
+    std::uint64_t reclaimable = 0;
+    std::uint64_t asked = 0;
+    std::uint64_t deadline_in_ns = 0;
+    std::optional<std::uint32_t> asked_by_slot; ///< the slot whose reserve asked last
+    std::uint64_t wanted = 0;
+    bool skipped_now = false; ///< it missed a deadline recently: not asked for now
+    std::uint64_t requests = 0, answered = 0, skipped = 0, given = 0;
+  } reclaim;
   /// It holds the table's start-up lock (<gpushare/startup.hpp>): its engine is starting.
   bool holds_startup = false;
   std::uint32_t waiting_for_startup = 0; ///< its threads waiting for the start-up lock now
@@ -122,6 +134,14 @@ struct table_snapshot {
     std::uint64_t held_ns = 0; ///< how long it has held it, by the snapshot taker's clock
   };
   std::optional<startup_holder> startup;
+  /// Cooperative reclaim over the table's life (docs/design.md section 15): requests sent,
+  /// answered, skipped at their deadline and withdrawn (nobody waited any more); bytes the
+  /// answers gave back; and reserves granted after requests were out for them, with their time
+  /// from the first request to the grant (total and longest).
+  struct reclaim_counters {
+    std::uint64_t requests = 0, answered = 0, skipped = 0, withdrawn = 0, given = 0;
+    std::uint64_t grants = 0, grant_ns = 0, grant_max_ns = 0;
+  } reclaim;
   std::uint32_t startup_waiters = 0;  ///< threads of live sessions waiting for the start-up lock
   std::uint64_t startup_takes = 0;    ///< times the start-up lock was taken, over the table's life
   std::vector<session_info> sessions; ///< live sessions, by slot

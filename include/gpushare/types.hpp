@@ -168,6 +168,7 @@ struct resolved_options {
   handover_point handover = handover_point::at_guard;
   std::uint64_t max_guard_ns = 0;          ///< 0: the table's default
   std::uint32_t compute_guarantee_ppm = 0; ///< 0: none
+  std::uint64_t reclaim_deadline_ns = 2'000'000'000; ///< how long its requests to give back last
   std::chrono::milliseconds open_timeout{5000};
   /// The group it belongs to ("" for none) and the group's settings as this session gives them:
   /// nullopt leaves them to the group's members (or the defaults: no limit, share 1).
@@ -221,7 +222,11 @@ struct session_options {
   /// the device while it wants it, whatever priority classes above it want: a waiter owed its
   /// guarantee counts as the highest class. Default none: priority classes are strict.
   std::optional<std::uint32_t> compute_guarantee_ppm;
-  /// How long opening waits for another process that is initialising the table.
+  /// GPUSHARE_RECLAIM_DEADLINE ("2s"): when a reserve of this session waits, the sessions of
+  /// lower priority classes that hold reclaimable memory are asked to give some back
+  /// (docs/design.md section 15); one that has not answered within this long is skipped and the
+  /// next one is asked. 1 ms .. 3600 s; default 2 s.
+  std::optional<std::chrono::nanoseconds> reclaim_deadline;
   /// GPUSHARE_GROUP: a group of sessions of the table (a pod's containers, a job's ranks, e.g.
   /// "pod-7f9c" or "job-4242") that share one memory limit and one compute share; default none.
   /// 1 to 47 characters from A-Z, a-z, 0-9, '.', '_' and '-'.

@@ -81,6 +81,9 @@ public:
     if (!state_) return;
     if (counted_) --detail::guards_on_this_thread;
     counted_ = false;
+    // A request to give memory back is answered at the exit of a thread's outermost guard, never
+    // in a capture (its handler frees device memory, which a capture forbids).
+    const bool answer = start_ != nullptr && detail::guards_on_this_thread == 0;
     std::uint64_t used = 0;
     if (start_) {
       cudaEvent_t stop = nullptr;
@@ -108,6 +111,7 @@ public:
       state_->give_event(stop, detail::event_kind::timing);
     }
     state_->core().end_guard(entry_, used, gpushare::detail::monotonic_ns());
+    if (answer) state_->core().answer_reclaim_quietly();
     state_.reset();
   }
   /// How long the constructor waited for the GPU (including compute-limit pacing).

@@ -62,21 +62,38 @@ inline void set_usage(table_header& h, slot_record& s, std::uint64_t reserved,
       sat_add(sat_sub(h.committed_total, commitment(s)), commitment(reserved, external, guarantee));
   h.reserved_total = sat_add(sat_sub(h.reserved_total, s.memory.reserved), reserved);
   s.memory.reserved = reserved;
+  s.reclaim.reclaimable = std::min(s.reclaim.reclaimable, reserved); // never more than it holds
   s.memory.external = external;
   s.settings.memory_guarantee = guarantee;
   s.memory.peak = std::max(s.memory.peak, sat_add(reserved, external));
 }
 
-inline void apply_grow(table_header& h, slot_record& s, std::uint64_t bytes) noexcept {
+/// Whether bytes a reservation grows or releases are reclaimable (docs/design.md section 15).
+enum class memory_kind { fixed, reclaimable };
+
+inline void apply_grow(table_header& h, slot_record& s, std::uint64_t bytes,
+                       memory_kind kind = memory_kind::fixed) noexcept {
   set_usage(h, s, sat_add(s.memory.reserved, bytes), s.memory.external,
             s.settings.memory_guarantee);
+  if (kind == memory_kind::reclaimable)
+    s.reclaim.reclaimable = std::min(sat_add(s.reclaim.reclaimable, bytes), s.memory.reserved);
   ++s.stats.reservations_granted;
 }
 
 /// Releases `bytes` (clamped to what the slot holds: a double release cannot underflow).
-inline void apply_shrink(table_header& h, slot_record& s, std::uint64_t bytes) noexcept {
+inline void apply_shrink(table_header& h, slot_record& s, std::uint64_t bytes,
+                         memory_kind kind = memory_kind::fixed) noexcept {
+  if (kind == memory_kind::reclaimable)
+    s.reclaim.reclaimable = sat_sub(s.reclaim.reclaimable, bytes);
   set_usage(h, s, sat_sub(s.memory.reserved, bytes), s.memory.external,
             s.settings.memory_guarantee);
+}
+
+/// `bytes` already reserved by slot `s` become reclaimable (`kind` reclaimable) or stop being.
+inline void mark_memory(slot_record& s, std::uint64_t bytes, memory_kind kind) noexcept {
+  s.reclaim.reclaimable = kind == memory_kind::reclaimable
+                              ? std::min(sat_add(s.reclaim.reclaimable, bytes), s.memory.reserved)
+                              : sat_sub(s.reclaim.reclaimable, bytes);
 }
 
 /// Can a new guarantee of `guarantee` bytes be promised to slot `s` (whose current figures are

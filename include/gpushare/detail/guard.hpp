@@ -95,6 +95,7 @@ inline bool session_core::handover_due(std::uint64_t pending_ns) noexcept {
 
 inline void session_core::yield() {
   if (!joined_ || inherited_) return;
+  (void)answer_reclaim(); // one relaxed load unless another session's reserve asks
   if (table_.header().device_waiters.load(std::memory_order_relaxed) == 0) return;
   {
     locked g(*this);

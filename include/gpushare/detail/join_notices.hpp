@@ -39,6 +39,7 @@ inline constexpr std::string_view known_variables[] = {
     "GPUSHARE_HANDOVER",
     "GPUSHARE_MAX_GUARD",
     "GPUSHARE_COMPUTE_GUARANTEE",
+    "GPUSHARE_RECLAIM_DEADLINE",
     "GPUSHARE_MEMORY_LIMIT",
     "GPUSHARE_MEMORY_GUARANTEE",
     "GPUSHARE_GROUP",

@@ -75,8 +75,11 @@ inline void journal_device_time(table_header& h, slot_record& s, std::uint64_t u
   journal_written(h);
 }
 
-/// `bytes` of reservations released.
-inline void journal_shrink(table_header& h, slot_record& s, std::uint64_t bytes) noexcept {
+/// `bytes` of reservations released (reclaimable ones when `kind` says so).
+inline void journal_shrink(table_header& h, slot_record& s, std::uint64_t bytes,
+                           memory_kind kind = memory_kind::fixed) noexcept {
+  if (kind == memory_kind::reclaimable)
+    s.reclaim.journal_bytes.fetch_add(bytes, std::memory_order_seq_cst);
   s.journal_shrink_bytes.fetch_add(bytes, std::memory_order_seq_cst);
   journal_written(h);
 }
@@ -155,6 +158,8 @@ bool fold_journal(const table_view& t, std::uint32_t i, std::uint64_t now, Wake&
     const std::int64_t w = lease_exit_step(t, i, now);
     if (w != nobody) wake(w);
   }
+  if (const std::uint64_t bytes = s.reclaim.journal_bytes.exchange(0, std::memory_order_seq_cst))
+    mark_memory(s, bytes, memory_kind::fixed); // written before its shrink: never left over
   if (const std::uint64_t bytes = s.journal_shrink_bytes.exchange(0, std::memory_order_seq_cst)) {
     apply_shrink(h, s, bytes);
     released = true;

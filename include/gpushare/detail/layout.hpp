@@ -152,6 +152,16 @@ struct alignas(64) table_header {
   std::atomic<std::uint64_t> startup_since_ns;      ///< monotonic time the holder took it
   std::atomic<std::uint64_t> startup_since_unix_ns; ///< the same, as wall-clock time
   std::uint64_t startup_takes;                      ///< times it was taken, over the table's life
+
+  // ---- cooperative reclaim (detail/reclaim.hpp, docs/design.md section 15), under `lock`
+  std::uint64_t reclaim_requests;   ///< requests sent to sessions holding reclaimable memory
+  std::uint64_t reclaim_answered;   ///< requests their sessions answered
+  std::uint64_t reclaim_skipped;    ///< requests that passed their deadline unanswered
+  std::uint64_t reclaim_withdrawn;  ///< requests withdrawn: nobody waited for memory any more
+  std::uint64_t reclaim_given;      ///< bytes the answers said they gave back
+  std::uint64_t reclaim_grants;     ///< waiting reserves granted after they had sent requests
+  std::uint64_t reclaim_grant_ns;   ///< their time from the first request to the grant, summed
+  std::uint64_t reclaim_grant_max_ns; ///< the longest of those times
 };
 
 /// A session's settings: written when it joins (one assignment), and by the owner or a remote
@@ -241,6 +251,30 @@ struct slot_group {
   std::uint32_t unused; ///< zero
 };
 
+/// A session's reclaimable memory and the requests to give it back (detail/reclaim.hpp, docs/
+/// design.md section 15). Under the table lock, except `asked`, which the owner also reads
+/// lock-free (a relaxed load at yield() and guard exits: the cost when nobody asks), and the
+/// journal word.
+struct slot_reclaim {
+  std::uint64_t reclaimable; ///< bytes of its reservations it gives back when asked (<= reserved)
+  /// Bytes it is asked to give back now (0: no request). Set by a waiting reserve of another
+  /// session, cleared by its answer, its deadline, or the end of every memory wait.
+  std::atomic<std::uint64_t> asked;
+  std::uint64_t deadline_ns; ///< monotonic time by which the request must be answered
+  std::uint64_t asked_ns;    ///< when the current request began (0: none)
+  std::atomic<std::uint32_t> seq; ///< bumped at each new request: its watcher's futex word
+  std::uint32_t asked_by;         ///< slot + 1 of the session whose reserve asked last
+  std::uint64_t skip_until_ns;    ///< it missed a deadline: not asked again before this time
+  std::uint64_t wanted;           ///< while its reserves wait: the bytes they lack (display)
+  /// Reclaimable bytes released by a shrink that could not take the lock (its bytes are in
+  /// journal_shrink_bytes): the next locker lowers `reclaimable` by them.
+  std::atomic<std::uint64_t> journal_bytes;
+  std::uint64_t requests; ///< requests it received
+  std::uint64_t answered; ///< requests it answered
+  std::uint64_t skipped;  ///< requests it let pass their deadline
+  std::uint64_t given;    ///< bytes its answers said they gave back
+};
+
 /// One session's record. A join resets the whole record but what must stay monotone across the
 /// sessions that use the slot (detail/slot.hpp), then writes the identity, `settings` in one
 /// assignment and the usage; everything else starts at zero.
@@ -291,8 +325,9 @@ struct alignas(64) slot_record {
 
   slot_platform platform; ///< who it belongs to (written at join)
   slot_group group;       ///< the group it belongs to (written at join)
+  slot_reclaim reclaim;   ///< reclaimable memory and requests to give it back
 
-  std::uint8_t spare[1024 - 968]; ///< room to grow without moving fields
+  std::uint8_t spare[1152 - 1064]; ///< room to grow without moving fields
 };
 
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
@@ -301,7 +336,7 @@ static_assert(std::is_standard_layout_v<table_prefix>);
 static_assert(offsetof(table_prefix, init_state) == 12);
 static_assert(sizeof(table_prefix) == 40);
 static_assert(std::is_standard_layout_v<slot_record>);
-static_assert(sizeof(slot_record) == 1024, "slot layout changed: bump table_layout_version");
+static_assert(sizeof(slot_record) == 1152, "slot layout changed: bump table_layout_version");
 static_assert(std::is_trivially_copyable_v<session_statistics>);
 static_assert(std::is_standard_layout_v<session_statistics>);
 static_assert(sizeof(slot_settings) == 56 && sizeof(slot_memory) == 32 &&
@@ -317,7 +352,9 @@ static_assert(sizeof(slot_platform) == 408);
 static_assert(offsetof(slot_record, platform) == 488);
 static_assert(sizeof(slot_group) == 72);
 static_assert(offsetof(slot_record, group) == 896);
-static_assert(offsetof(slot_record, spare) == 968);
+static_assert(sizeof(slot_reclaim) == 96);
+static_assert(offsetof(slot_record, reclaim) == 968);
+static_assert(offsetof(slot_record, spare) == 1064);
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 static_assert(offsetof(table_header, lock) % 64 == 0);
 static_assert(offsetof(table_header, startup_wake) % 64 == 0);

@@ -67,6 +67,15 @@ inline constexpr duration_option max_guard_option{"guard bound",
                                                   "no bound",
                                                   0,
                                                   "\"30s\", \"500ms\", \"2min\""};
+/// The deadline of a request to give memory back (session_options::reclaim_deadline).
+inline constexpr duration_option reclaim_deadline_option{"reclaim deadline",
+                                                         1'000'000,
+                                                         3'600'000'000'000,
+                                                         false,
+                                                         0,
+                                                         {},
+                                                         0,
+                                                         "\"2s\", \"500ms\""};
 inline constexpr std::string_view table_access_forms =
     "\"user\" or \"0600\" (only this user), \"group\" or \"0660\" (this user's group too)";
 inline constexpr std::string_view table_dir_forms =
@@ -449,6 +458,11 @@ inline std::uint64_t parse_quantum_ns(std::string_view s) {
 inline std::uint64_t parse_max_guard_ns(std::string_view s) {
   if (s == "0") return 0;
   return parse_duration(s, max_guard_option);
+}
+
+/// A reclaim deadline: a duration from 1ms to 1h ("2s", "500ms").
+inline std::uint64_t parse_reclaim_deadline_ns(std::string_view s) {
+  return parse_duration(s, reclaim_deadline_option);
 }
 
 /// "none" (or "0%"): 0, no guarantee; else a percentage in (0%, 100%], in ppm.

@@ -209,13 +209,17 @@ std::optional<std::uint64_t> pick_duration(const std::optional<std::chrono::nano
   });
 }
 
-/// Resolves the guard bound and the compute guarantee.
+/// Resolves the guard bound, the reclaim deadline and the compute guarantee.
 inline void resolve_remedies(const session_options& opts, const env_lookup& env,
                              resolved_options& r) {
   // 0: the table's default.
   r.max_guard_ns = pick_duration(opts.max_guard, env, "GPUSHARE_MAX_GUARD", "max_guard",
                                  max_guard_option, true, parse_max_guard_ns)
                        .value_or(0);
+  r.reclaim_deadline_ns =
+      pick_duration(opts.reclaim_deadline, env, "GPUSHARE_RECLAIM_DEADLINE", "reclaim_deadline",
+                    reclaim_deadline_option, false, parse_reclaim_deadline_ns)
+          .value_or(r.reclaim_deadline_ns);
   r.compute_guarantee_ppm =
       pick_option(opts.compute_guarantee_ppm, env, "GPUSHARE_COMPUTE_GUARANTEE", guarantee_forms,
                   parse_compute_guarantee_ppm,

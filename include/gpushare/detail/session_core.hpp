@@ -9,6 +9,7 @@
 //   session_join.hpp  joining: open the table, claim a slot, activate it; the join notices
 //   waits.hpp         waiting for memory (grow) and for the device (acquire_device)
 //   guard.hpp         a guard's entry and exit: on the lease without the lock, or locked
+//   reclaim_session.hpp  answering requests to give memory back: the handler and its watcher
 //   messages.hpp      the long texts of errors and notices (free functions)
 // An update that cannot take the table lock goes into the slot's journal (journal.hpp) through
 // locked_or_journaled() below.
@@ -18,9 +19,12 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -31,6 +35,7 @@
 #include <gpushare/detail/journal.hpp>
 #include <gpushare/detail/liveness.hpp>
 #include <gpushare/detail/messages.hpp>
+#include <gpushare/detail/reclaim.hpp>
 #include <gpushare/detail/settings.hpp>
 #include <gpushare/detail/snapshot.hpp>
 #include <gpushare/detail/table_core.hpp>
@@ -77,6 +82,7 @@ public:
     if (!joined_.exchange(false)) return;
     fork_registry::instance().remove(this);
     if (inherited_) return; // a forked child's copy: the parent's session is not ours to end
+    stop_reclaim_watcher(); // it reads the slot: it ends before the slot can be reused
     // No journal write may land in the slot once it can be reclaimed and reused: wait for any
     // write in progress (the writers check joined_ under this mutex, so later ones do nothing).
     { const std::lock_guard<std::mutex> barrier(journal_mutex_); }
@@ -102,6 +108,8 @@ public:
 
   void forked_into_child() noexcept override {
     inherited_ = true;
+    // The watcher thread does not exist in the child: its handle is dropped, never joined.
+    (void)watcher_.release();
     const int fd = table_.mapping().fd();
     table_.mapping().abandon_fd();
     if (fd >= 0) ::close(fd);
@@ -110,24 +118,48 @@ public:
   // ---- memory (waits.hpp) -------------------------------------------------------------------
 
   /// Grows this session's reservations by `bytes`, waiting up to `timeout_ns` for memory to be
-  /// released (wait_forever_ns: no bound); past it, throws errc::timeout.
-  void grow(std::uint64_t bytes, std::uint64_t timeout_ns);
+  /// released (wait_forever_ns: no bound); past it, throws errc::timeout. While it waits it asks
+  /// sessions of lower priority classes to give reclaimable memory back (reclaim.hpp).
+  void grow(std::uint64_t bytes, std::uint64_t timeout_ns, memory_kind kind = memory_kind::fixed);
   /// Grows this session's reservations by `bytes` if they fit now (after reclaiming the memory
-  /// of dead sessions); false if they do not. Never waits for live sessions.
-  [[nodiscard]] bool try_grow(std::uint64_t bytes);
+  /// of dead sessions); false if they do not. Never waits for live sessions, never asks them.
+  [[nodiscard]] bool try_grow(std::uint64_t bytes, memory_kind kind = memory_kind::fixed);
 
   /// Releases `bytes` of this session's reservations. Never loses them: if the table lock cannot
   /// be had (a stopped peer holds it), the release goes into the slot's journal, which the next
   /// process to lock the table applies (or the session's end returns them).
-  void shrink(std::uint64_t bytes) noexcept {
+  void shrink(std::uint64_t bytes, memory_kind kind = memory_kind::fixed) noexcept {
     if (!joined_ || inherited_ || bytes == 0) return;
     locked_or_journaled(
         [&](locked& g, slot_record& s) {
-          apply_shrink(table_.header(), s, bytes);
+          apply_shrink(table_.header(), s, bytes, kind);
           g.released_memory();
         },
-        [&](table_header& h, slot_record& s) { journal_shrink(h, s, bytes); });
+        [&](table_header& h, slot_record& s) { journal_shrink(h, s, bytes, kind); });
   }
+
+  // ---- reclaim (reclaim_session.hpp) ----------------------------------------------------------
+
+  /// What the application gives back when asked: called with the bytes asked for, returns the
+  /// bytes it gave back (by releasing reclaimable reservations).
+  using reclaim_handler = std::function<std::uint64_t(std::uint64_t)>;
+  /// `bytes` of this session's reservations become reclaimable (or stop being).
+  void mark_reclaimable(std::uint64_t bytes, memory_kind kind);
+  /// Registers (or, empty, removes) the handler that answers requests to give memory back.
+  void on_reclaim(reclaim_handler h);
+  /// Bytes this session is asked to give back now (0: none): one relaxed load.
+  std::uint64_t reclaim_requested() const noexcept {
+    if (!joined_.load(std::memory_order_relaxed) || inherited_) return 0;
+    return table_.slot(slot_).reclaim.asked.load(std::memory_order_relaxed);
+  }
+  /// If a request it has not answered yet stands and a handler is registered: calls the handler
+  /// (without the table lock) and records its answer. Returns the bytes it said it gave back.
+  /// The handler's exception propagates (the request then stands until its deadline).
+  std::uint64_t answer_reclaim();
+  /// answer_reclaim() where nothing may throw (a guard's exit): an exception is dropped.
+  void answer_reclaim_quietly() noexcept;
+  /// Starts a thread that answers requests as they come (idempotent); leave() stops it.
+  void start_reclaim_watcher();
 
   /// Records memory this session uses outside reservations (e.g. its CUDA context).
   void set_external(std::uint64_t bytes) {
@@ -354,9 +386,21 @@ private:
   enum class uncount { under_lock, in_journal };
   static uncount uncount_after(const error& e) noexcept;
   void reclaim_dead_when_due(std::uint64_t& next_check);
-  bool grow_until(std::uint64_t bytes, std::uint64_t timeout_ns, past_deadline then);
-  bool grow_loop(std::uint64_t bytes, std::uint64_t timeout_ns, past_deadline then,
-                 std::uint64_t start, std::uint64_t deadline, bool& waiting);
+  /// One reserve's wait: what grow_loop() carries from one look to the next.
+  struct memory_wait {
+    std::uint64_t bytes = 0;
+    memory_kind kind = memory_kind::fixed;
+    std::uint64_t timeout_ns = 0;
+    std::uint64_t start = 0;
+    std::uint64_t deadline = 0;
+    std::uint64_t first_ask = 0; ///< when requests were first out for it (0: never)
+    bool waiting = false;        ///< counted as a memory waiter
+  };
+  bool grow_until(std::uint64_t bytes, std::uint64_t timeout_ns, past_deadline then,
+                  memory_kind kind);
+  bool grow_loop(memory_wait& w, past_deadline then);
+  std::uint64_t ask_and_sleep(locked& g, memory_wait& w, std::uint64_t now,
+                              std::uint64_t next_check);
   void stop_waiting(slot_record& s, std::uint64_t start) noexcept;
   void forget_memory_wait(uncount how) noexcept;
   std::uint64_t acquire_device(device_claim claim, std::uint64_t start, std::uint64_t deadline,
@@ -384,6 +428,17 @@ private:
   std::atomic<std::uint64_t> throttled_ns_{
       0};                    ///< compute-limit pauses not yet added to the slot's stats
   std::mutex journal_mutex_; ///< held by each journal write; leave() waits for it (journal())
+
+  // Reclaim (reclaim_session.hpp).
+  void stop_reclaim_watcher() noexcept;
+  void watch_reclaim() noexcept;
+  std::uint64_t reclaim_deadline_ns_ = default_reclaim_deadline_ns; ///< its requests' deadline
+  std::mutex reclaim_mutex_; ///< guards handler_ and watcher_
+  std::shared_ptr<const reclaim_handler> handler_;
+  std::unique_ptr<std::thread> watcher_;
+  std::atomic<bool> watcher_stop_{false};
+  std::atomic<bool> answering_{false};         ///< a thread runs the handler now
+  std::atomic<std::uint32_t> answered_seq_{0}; ///< the request (slot's reclaim.seq) last answered
 };
 
 } // namespace detail
@@ -392,5 +447,6 @@ private:
 
 // The definitions of the members declared above, by job (each includes this header first).
 #include <gpushare/detail/guard.hpp>
+#include <gpushare/detail/reclaim_session.hpp>
 #include <gpushare/detail/session_join.hpp>
 #include <gpushare/detail/waits.hpp>

@@ -31,6 +31,7 @@ inline session_core::session_core(std::string_view key, const resolved_options& 
   p.capacity = r.capacity;
   p.open_timeout_ns = to_ns(r.open_timeout);
   facts_.name = r.name;
+  reclaim_deadline_ns_ = r.reclaim_deadline_ns;
   // No fork() in this process until the slot is claimed, activated and registered: a child
   // forked in between would inherit the slot's liveness lock unknown to the fork registry and
   // keep this session alive after this process died (issue 13, item 11).

@@ -21,6 +21,7 @@
 #include <gpushare/detail/budget.hpp>
 #include <gpushare/detail/crash_point.hpp>
 #include <gpushare/detail/layout.hpp>
+#include <gpushare/detail/reclaim.hpp>
 #include <gpushare/detail/scheduler.hpp>
 #include <gpushare/detail/startup.hpp>
 
@@ -130,11 +131,13 @@ inline std::uint32_t join_slot(const table_view& t, std::uint32_t i, const slot_
 
 /// Ends the session in slot `i` of `t`: its device hold passes on, its start-up lock is free (the
 /// table guard wakes its waiters), its waiters stop counting, its memory returns to the table, and
-/// the slot is free. Returns the slot to wake (a new device holder) or nobody.
+/// the slot is free (and, if nobody waits for memory now, no request to give memory back stands).
+/// Returns the slot to wake (a new device holder) or nobody.
 inline std::int64_t end_slot(const table_view& t, std::uint32_t i, std::uint64_t now) noexcept {
   end_startup_of(t, i);
   const std::int64_t wake = forget_slot(t, i, now);
   clear_slot(*t.header, t.slots[i]);
+  if (t.header->memory_waiters == 0) withdraw_reclaim(t); // its waiters were the last
   return wake;
 }
 
@@ -163,6 +166,7 @@ std::int64_t repair_slots(const table_view& t, std::int64_t own, Alive&& alive,
     }
   }
   recompute_totals(t);
+  if (h.memory_waiters == 0) withdraw_reclaim(t);
   (void)startup_holder(t); // frees the start-up lock if a freed slot held it
   return repair_scheduler(t, now);
 }

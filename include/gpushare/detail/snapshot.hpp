@@ -59,6 +59,23 @@ inline platform_identity read_platform(const slot_platform& p) {
   return id;
 }
 
+/// A session's reclaim figures (reclaim.hpp), as session_info shows them.
+inline void read_reclaim(const slot_record& s, session_info::reclaim_figures& r) {
+  const slot_reclaim& c = s.reclaim;
+  r.reclaimable = sat_sub(std::min(c.reclaimable, s.memory.reserved),
+                          c.journal_bytes.load(std::memory_order_relaxed));
+  r.asked = c.asked.load(std::memory_order_relaxed);
+  const std::uint64_t now = monotonic_ns();
+  if (r.asked != 0) r.deadline_in_ns = sat_sub(c.deadline_ns, now);
+  if (r.asked != 0 && c.asked_by != 0) r.asked_by_slot = c.asked_by - 1;
+  r.wanted = c.wanted;
+  r.skipped_now = c.skip_until_ns > now;
+  r.requests = c.requests;
+  r.answered = c.answered;
+  r.skipped = c.skipped;
+  r.given = c.given;
+}
+
 inline session_info read_session(const slot_record& s, std::uint32_t index) {
   session_info i;
   // The counters, then what the journal and the lease hold that no lock holder has folded into
@@ -96,6 +113,7 @@ inline session_info read_session(const slot_record& s, std::uint32_t index) {
   i.waiting_for_device =
       sat_sub32(s.compute.wants_device, s.journal_device_waiters.load(std::memory_order_relaxed));
   i.vtime = s.compute.vtime;
+  read_reclaim(s, i.reclaim);
   // How long its current guard has run: since it last started one under the lock, or, on its
   // lease, since a lease guard last ended (a lease guard records no start).
   if (i.active_guards > 0) {
@@ -180,6 +198,9 @@ table_snapshot build_snapshot(const table_view& v, const std::string& name, Aliv
   s.default_max_guard_ns = h.default_max_guard_ns;
   s.revocations = h.revocations;
   s.evictions = h.evictions;
+  s.reclaim = {h.reclaim_requests, h.reclaim_answered,  h.reclaim_skipped,
+               h.reclaim_withdrawn, h.reclaim_given,    h.reclaim_grants,
+               h.reclaim_grant_ns,  h.reclaim_grant_max_ns};
   if (h.last_eviction_unix_ns != 0) {
     table_snapshot::eviction e;
     e.id = {h.last_eviction_slot, h.last_eviction_generation};

@@ -42,60 +42,62 @@ inline void session_core::reclaim_dead_when_due(std::uint64_t& next_check) {
 
 // ---- memory -------------------------------------------------------------------------------------
 
-inline void session_core::grow(std::uint64_t bytes, std::uint64_t timeout_ns) {
-  (void)grow_until(bytes, timeout_ns, past_deadline::throw_timeout);
+inline void session_core::grow(std::uint64_t bytes, std::uint64_t timeout_ns, memory_kind kind) {
+  (void)grow_until(bytes, timeout_ns, past_deadline::throw_timeout, kind);
 }
 
-inline bool session_core::try_grow(std::uint64_t bytes) {
-  return grow_until(bytes, 0, past_deadline::return_false);
+inline bool session_core::try_grow(std::uint64_t bytes, memory_kind kind) {
+  return grow_until(bytes, 0, past_deadline::return_false, kind);
 }
 
 /// Grows this session's reservations by `bytes`, waiting up to `timeout_ns` for memory to be
 /// released; past it, does what `then` says.
 inline bool session_core::grow_until(std::uint64_t bytes, std::uint64_t timeout_ns,
-                                     past_deadline then) {
+                                     past_deadline then, memory_kind kind) {
   check_usable();
-  const std::uint64_t start = monotonic_ns();
-  const std::uint64_t deadline =
-      timeout_ns == wait_forever_ns ? wait_forever_ns : sat_add(start, timeout_ns);
-  bool waiting = false;
+  memory_wait w;
+  w.bytes = bytes;
+  w.kind = kind;
+  w.timeout_ns = timeout_ns;
+  w.start = monotonic_ns();
+  w.deadline = timeout_ns == wait_forever_ns ? wait_forever_ns : sat_add(w.start, timeout_ns);
   try {
-    return grow_loop(bytes, timeout_ns, then, start, deadline, waiting);
+    return grow_loop(w, then);
   } catch (const error& e) {
     // A lock timeout, a reclaimed slot or leave(): this thread no longer waits. (The throws
     // of grow_loop itself have already stopped waiting.)
-    if (waiting) forget_memory_wait(uncount_after(e));
+    if (w.waiting) forget_memory_wait(uncount_after(e));
     throw;
   } catch (...) {
-    if (waiting) forget_memory_wait(uncount::in_journal);
+    if (w.waiting) forget_memory_wait(uncount::in_journal);
     throw;
   }
 }
 
 /// The wait loop of grow_until(). A refusal first reclaims the dead and tries again at once;
-/// then it waits, counted as a memory waiter (`waiting`), until a release wakes it, the deadline
-/// passes, or the next look for the dead is due.
-inline bool session_core::grow_loop(std::uint64_t bytes, std::uint64_t timeout_ns,
-                                    past_deadline then, std::uint64_t start, std::uint64_t deadline,
-                                    bool& waiting) {
+/// then it waits, counted as a memory waiter (`w.waiting`), asking for reclaimable memory
+/// (ask_and_sleep), until a release wakes it, the deadline passes, a request's deadline comes,
+/// or the next look for the dead is due.
+inline bool session_core::grow_loop(memory_wait& w, past_deadline then) {
   bool reclaimed = false;
   std::uint64_t next_check = 0;
   for (;;) {
     check_usable(); // leave() by another thread ends this wait
     locked g(*this);
     slot_record& s = own_checked();
-    const budget_verdict v = check_grow_in(table_.view(), slot_, bytes);
+    const budget_verdict v = check_grow_in(table_.view(), slot_, w.bytes);
     if (v == budget_verdict::granted) {
-      apply_grow(table_.header(), s, bytes);
+      apply_grow(table_.header(), s, w.bytes, w.kind);
       crash_point("reserve.locked");
-      if (waiting) stop_waiting(s, start);
-      waiting = false;
+      if (w.first_ask != 0) note_reclaim_grant(table_.header(), monotonic_ns() - w.first_ask);
+      if (w.waiting) stop_waiting(s, w.start);
+      w.waiting = false;
       return true;
     }
     if (v != budget_verdict::not_now) {
-      if (waiting) stop_waiting(s, start);
-      waiting = false;
-      throw never_fits(facts_, table_, v, s, bytes);
+      if (w.waiting) stop_waiting(s, w.start);
+      w.waiting = false;
+      throw never_fits(facts_, table_, v, s, w.bytes);
     }
     if (!reclaimed) { // dead sessions may hold what we need: reclaim, then try again at once
       // The totals are derived from the slots; a refusal must not rest on totals a stray
@@ -108,31 +110,47 @@ inline bool session_core::grow_loop(std::uint64_t bytes, std::uint64_t timeout_n
       continue;
     }
     const std::uint64_t now = monotonic_ns();
-    if (now >= deadline) {
-      if (waiting) stop_waiting(own(), start);
-      waiting = false;
+    if (now >= w.deadline) {
+      if (w.waiting) stop_waiting(own(), w.start);
+      w.waiting = false;
       if (then == past_deadline::return_false) return false;
-      throw not_available(facts_, table_, own(), bytes, timeout_ns);
+      throw not_available(facts_, table_, own(), w.bytes, w.timeout_ns);
     }
-    if (!waiting) {
-      waiting = true;
+    if (!w.waiting) {
+      w.waiting = true;
       add_memory_waiter(table_.header(), own());
     }
-    const std::uint32_t seq = table_.header().memory_wake.load(std::memory_order_acquire);
-    crash_point("reserve.waiting");
-    g.unlock();
-    const std::uint64_t until = std::min(deadline, next_check);
-    if (until > now)
-      futex_wait(&table_.header().memory_wake, seq, interruptible_sleep_ns(until - now));
-    interruption_point(); // may throw: grow_until() uncounts this waiter
-    reclaim_dead_when_due(next_check);
+    next_check = ask_and_sleep(g, w, now, next_check);
   }
 }
 
+/// One wait of grow_loop(), under the lock `g` (which it releases): asks sessions of lower
+/// classes for reclaimable memory (reclaim.hpp), wakes their watchers, then sleeps on the
+/// table's memory word until a release, the wait's deadline, the earliest request deadline or
+/// `next_check`. Returns when the next look for the dead is due.
+inline std::uint64_t session_core::ask_and_sleep(locked& g, memory_wait& w, std::uint64_t now,
+                                                 std::uint64_t next_check) {
+  std::vector<std::uint32_t> asked;
+  const reclaim_look look =
+      ask_for_reclaim(table_.view(), slot_, w.bytes, now, reclaim_deadline_ns_, asked);
+  if (look.outstanding && w.first_ask == 0) w.first_ask = now;
+  const std::uint32_t seq = table_.header().memory_wake.load(std::memory_order_acquire);
+  crash_point("reserve.waiting");
+  g.unlock();
+  for (const std::uint32_t j : asked) futex_wake(&table_.slot(j).reclaim.seq);
+  const std::uint64_t until = std::min({w.deadline, next_check, look.next_ns});
+  if (until > now)
+    futex_wait(&table_.header().memory_wake, seq, interruptible_sleep_ns(until - now));
+  interruption_point(); // may throw: grow_until() uncounts this waiter
+  reclaim_dead_when_due(next_check);
+  return next_check;
+}
+
 /// A memory waiter got its memory or gave up by itself (under the lock): uncount it and record
-/// how long it waited.
+/// how long it waited. Once nobody waits for memory, no request to give some back stands.
 inline void session_core::stop_waiting(slot_record& s, std::uint64_t start) noexcept {
   memory_wait_ended(table_.header(), s, monotonic_ns() - start);
+  memory_waiter_gone(table_.view(), s);
 }
 
 /// A memory waiter leaves its wait by an exception: uncount it now, or journal it, so that no
@@ -144,7 +162,11 @@ inline void session_core::forget_memory_wait(uncount how) noexcept {
     return;
   }
   locked_or_journaled(
-      [&](locked&, slot_record& s) { remove_memory_waiters(table_.header(), s, 1); }, entry);
+      [&](locked&, slot_record& s) {
+        remove_memory_waiters(table_.header(), s, 1);
+        memory_waiter_gone(table_.view(), s);
+      },
+      entry);
 }
 
 // ---- the device ---------------------------------------------------------------------------------

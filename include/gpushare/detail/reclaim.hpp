@@ -1,0 +1,236 @@
+// SPDX-License-Identifier: Apache-2.0
+// Cooperative reclaim (docs/design.md section 15): a reserve that waits asks sessions of lower
+// priority classes that hold reclaimable memory to give some back, and waits; nobody is killed.
+//
+//   - Only reserves that wait may ask (budget_verdict::not_now: within their own limit and their
+//     group's), and only sessions of a strictly lower priority class are asked. Asks are never
+//     for more than a session holds above its guarantee, so nobody is asked below it.
+//   - The choice (choose_reclaim): lowest class first, then the one most above its guarantee,
+//     then the lowest slot; each is asked for what it can give until the shortfall is covered.
+//     Requests already out count towards the shortfall: a waiter asks only for what they lack.
+//   - A request has a deadline. One not answered by then is skipped (cleared, counted, and that
+//     session is not asked again for reclaim_skip_ns or until it answers), never killed.
+//   - Requests live only while a reserve waits: when the table's last memory waiter stops
+//     waiting, every request still out is withdrawn (withdraw_reclaim).
+// Everything here runs under the table lock, except the owner's lock-free look at `asked`.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include <gpushare/detail/budget.hpp>
+#include <gpushare/detail/group.hpp>
+#include <gpushare/detail/layout.hpp>
+
+namespace gpushare {
+inline namespace v0 {
+namespace detail {
+
+/// After missing a deadline a session is not asked again for this long (or until it answers).
+inline constexpr std::uint64_t reclaim_skip_ns = 10'000'000'000; // 10 s
+/// The deadline of a request when the waiting session sets none (session_options).
+inline constexpr std::uint64_t default_reclaim_deadline_ns = 2'000'000'000; // 2 s
+
+/// A session that could be asked, as the choice sees it.
+struct reclaim_candidate {
+  std::uint32_t slot = 0;
+  int priority = 0;
+  std::uint64_t above_guarantee = 0; ///< max(reserved + external - guarantee, 0)
+  std::uint64_t givable = 0;         ///< what it can still be asked for (see givable())
+};
+
+/// One request: ask `slot` for `bytes` more.
+struct reclaim_ask {
+  std::uint32_t slot = 0;
+  std::uint64_t bytes = 0;
+  friend bool operator==(const reclaim_ask&, const reclaim_ask&) = default;
+};
+
+/// Bytes slot `s` holds above its guarantee: what giving back can lower its commitment by.
+inline std::uint64_t above_guarantee(const slot_record& s) noexcept {
+  return sat_sub(sat_add(s.memory.reserved, s.memory.external), s.settings.memory_guarantee);
+}
+
+/// Bytes slot `s` can still be asked for: its reclaimable bytes (never more than it reserves),
+/// no more than it holds above its guarantee, less what it is asked for already.
+inline std::uint64_t givable(const slot_record& s) noexcept {
+  const std::uint64_t can =
+      std::min({s.reclaim.reclaimable, s.memory.reserved, above_guarantee(s)});
+  return sat_sub(can, s.reclaim.asked.load(std::memory_order_relaxed));
+}
+
+/// The choice rule, a pure function: asks covering `need` bytes from `c` (reordered: lowest
+/// priority class first, then the most above its guarantee, then the lowest slot), each for at
+/// most its givable bytes. Covers less than `need` when the candidates cannot give more.
+inline std::vector<reclaim_ask> choose_reclaim(std::span<reclaim_candidate> c, std::uint64_t need) {
+  std::sort(c.begin(), c.end(), [](const reclaim_candidate& a, const reclaim_candidate& b) {
+    if (a.priority != b.priority) return a.priority < b.priority;
+    if (a.above_guarantee != b.above_guarantee) return a.above_guarantee > b.above_guarantee;
+    return a.slot < b.slot;
+  });
+  std::vector<reclaim_ask> asks;
+  for (const reclaim_candidate& k : c) {
+    if (need == 0) break;
+    const std::uint64_t b = std::min(k.givable, need);
+    if (b == 0) continue;
+    asks.push_back({k.slot, b});
+    need -= b;
+  }
+  return asks;
+}
+
+/// What waiter `w` lacks to grow by `bytes`, and whether its group's limit is what binds.
+struct reclaim_need {
+  std::uint64_t shortfall = 0; ///< bytes of commitments that must go before it fits
+  bool group_binds = false;    ///< only members of its group can help
+};
+
+inline reclaim_need shortfall_of(const table_view& t, std::uint32_t w, std::uint64_t bytes) {
+  const table_header& h = *t.header;
+  const slot_record& s = t.slots[w];
+  const std::uint64_t after =
+      commitment(sat_add(s.memory.reserved, bytes), s.memory.external, s.settings.memory_guarantee);
+  const std::uint64_t table_total = sat_add(sat_sub(h.committed_total, commitment(s)), after);
+  reclaim_need n{sat_sub(table_total, h.capacity), false};
+  if (has_group(s)) {
+    const std::uint64_t group_total = sat_add(group_committed(t, group_name(s), w), after);
+    const std::uint64_t over = sat_sub(group_total, s.group.memory_limit);
+    if (over > 0) n = {std::max(over, n.shortfall), true};
+  }
+  return n;
+}
+
+/// May waiter `w` ask slot `j` at all (ignoring what it holds)?
+inline bool may_ask(const table_view& t, std::uint32_t w, std::uint32_t j, bool group_binds) {
+  const slot_record& s = t.slots[j];
+  if (j == w || s.state.load(std::memory_order_relaxed) != slot_active) return false;
+  const slot_record& ws = t.slots[w];
+  if (s.settings.priority >= ws.settings.priority) return false; // strictly lower classes only
+  return !group_binds || member_of(s, group_name(ws));
+}
+
+/// Clears the request to slot `s` (answered, skipped or withdrawn).
+inline void clear_request(slot_record& s) noexcept {
+  s.reclaim.asked.store(0, std::memory_order_relaxed);
+  s.reclaim.asked_ns = 0;
+  s.reclaim.deadline_ns = 0;
+}
+
+/// Skips every request whose deadline has passed by `now`. Returns the earliest deadline still
+/// ahead (UINT64_MAX: none), when a waiter must look again.
+inline std::uint64_t expire_reclaim(const table_view& t, std::uint64_t now) noexcept {
+  std::uint64_t next = UINT64_MAX;
+  for (std::uint32_t j = 0; j < t.slot_count; ++j) {
+    slot_record& s = t.slots[j];
+    if (s.state.load(std::memory_order_relaxed) != slot_active ||
+        s.reclaim.asked.load(std::memory_order_relaxed) == 0)
+      continue;
+    if (s.reclaim.deadline_ns > now) {
+      next = std::min(next, s.reclaim.deadline_ns);
+      continue;
+    }
+    clear_request(s);
+    s.reclaim.skip_until_ns = sat_add(now, reclaim_skip_ns);
+    ++s.reclaim.skipped;
+    ++t.header->reclaim_skipped;
+  }
+  return next;
+}
+
+/// Withdraws every request still out (nobody waits for memory any more).
+inline void withdraw_reclaim(const table_view& t) noexcept {
+  for (std::uint32_t j = 0; j < t.slot_count; ++j) {
+    slot_record& s = t.slots[j];
+    if (s.state.load(std::memory_order_relaxed) != slot_active ||
+        s.reclaim.asked.load(std::memory_order_relaxed) == 0)
+      continue;
+    clear_request(s);
+    ++t.header->reclaim_withdrawn;
+  }
+}
+
+/// A memory waiter of slot `s` stopped waiting: what it lacked is no longer shown once none of
+/// its threads waits, and no request stands once nobody in the table waits.
+inline void memory_waiter_gone(const table_view& t, slot_record& s) noexcept {
+  if (s.memory.waiting == 0) s.reclaim.wanted = 0;
+  if (t.header->memory_waiters == 0) withdraw_reclaim(t);
+}
+
+/// What a waiting reserve did about reclaim in one look.
+struct reclaim_look {
+  std::uint32_t sent = 0;              ///< new requests
+  bool outstanding = false;            ///< requests that may help it are out (new or earlier)
+  std::uint64_t next_ns = UINT64_MAX;  ///< the earliest deadline ahead: look again by then
+};
+
+/// Waiter `w`, which cannot grow by `bytes` now, asks for what the requests out do not cover
+/// (docs/design.md section 15); each new request's deadline is `now + deadline_ns`. Records
+/// what it lacks in its slot (reclaim.wanted). Wakes nobody: the caller bumps the asked slots'
+/// seq words, which it returns in `asked` (their owners' watchers sleep on them).
+inline reclaim_look ask_for_reclaim(const table_view& t, std::uint32_t w, std::uint64_t bytes,
+                                    std::uint64_t now, std::uint64_t deadline_ns,
+                                    std::vector<std::uint32_t>& asked) {
+  reclaim_look look;
+  look.next_ns = expire_reclaim(t, now);
+  const reclaim_need n = shortfall_of(t, w, bytes);
+  t.slots[w].reclaim.wanted = n.shortfall;
+  std::uint64_t covered = 0;
+  std::vector<reclaim_candidate> c;
+  for (std::uint32_t j = 0; j < t.slot_count; ++j) {
+    if (!may_ask(t, w, j, n.group_binds)) continue;
+    const slot_record& s = t.slots[j];
+    covered = sat_add(covered, s.reclaim.asked.load(std::memory_order_relaxed));
+    if (s.reclaim.skip_until_ns > now) continue;
+    if (const std::uint64_t g = givable(s); g > 0)
+      c.push_back({j, s.settings.priority, above_guarantee(s), g});
+  }
+  look.outstanding = covered > 0;
+  for (const reclaim_ask& a : choose_reclaim(c, sat_sub(n.shortfall, covered))) {
+    slot_record& s = t.slots[a.slot];
+    if (s.reclaim.asked.load(std::memory_order_relaxed) == 0) {
+      s.reclaim.asked_ns = now;
+      s.reclaim.deadline_ns = sat_add(now, deadline_ns);
+    }
+    s.reclaim.asked.store(sat_add(s.reclaim.asked.load(std::memory_order_relaxed), a.bytes),
+                          std::memory_order_relaxed);
+    s.reclaim.asked_by = w + 1;
+    s.reclaim.seq.fetch_add(1, std::memory_order_release);
+    ++s.reclaim.requests;
+    ++t.header->reclaim_requests;
+    asked.push_back(a.slot);
+    look.next_ns = std::min(look.next_ns, s.reclaim.deadline_ns);
+    ++look.sent;
+    look.outstanding = true;
+  }
+  return look;
+}
+
+/// A waiting reserve that had requests out for it was granted `waited_ns` after its first.
+inline void note_reclaim_grant(table_header& h, std::uint64_t waited_ns) noexcept {
+  ++h.reclaim_grants;
+  h.reclaim_grant_ns = sat_add(h.reclaim_grant_ns, waited_ns);
+  h.reclaim_grant_max_ns = std::max(h.reclaim_grant_max_ns, waited_ns);
+}
+
+/// Slot `s` answered the request it saw at `seq`, saying it gave back `given` bytes: the request
+/// is cleared (or, if a newer one came meanwhile, lowered by what was given) and it may be asked
+/// again at once.
+inline void answer_reclaim(table_header& h, slot_record& s, std::uint32_t seq,
+                           std::uint64_t given) noexcept {
+  ++s.reclaim.answered;
+  ++h.reclaim_answered;
+  s.reclaim.given = sat_add(s.reclaim.given, given);
+  h.reclaim_given = sat_add(h.reclaim_given, given);
+  s.reclaim.skip_until_ns = 0;
+  const std::uint64_t left = sat_sub(s.reclaim.asked.load(std::memory_order_relaxed), given);
+  if (s.reclaim.seq.load(std::memory_order_relaxed) == seq || left == 0)
+    clear_request(s);
+  else
+    s.reclaim.asked.store(left, std::memory_order_relaxed);
+}
+
+} // namespace detail
+} // namespace v0
+} // namespace gpushare
