@@ -70,6 +70,12 @@ int main() {
     s.settings.compute_limit_ppm = 500'000;
     s.settings.memory_limit = 1ull << 29;
     s.memory.reserved = 1ull << 28;
+    s.reclaim.reclaimable = 1ull << 27; // holds a cache, and is asked for some of it
+    s.reclaim.asked.store(1ull << 26);
+    s.reclaim.deadline_ns = 2'000'000'000;
+    s.reclaim.seq.store(1);
+    s.reclaim.asked_by = 2;
+    s.reclaim.requests = 1;
     s.memory.peak = 1ull << 28;
     s.settings.quantum_ns = 5'000'000;
     s.compute.wants_device = 1;
