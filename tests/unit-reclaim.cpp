@@ -212,8 +212,8 @@ void check_look(fake_table& t, std::uint32_t w, const std::vector<std::uint64_t>
     sent += delta;
     could += givable_before[j];
     // Never more than it can give above its guarantee.
-    CHECK(t.asked(j) <= std::min({s.reclaim.reclaimable, s.memory.reserved,
-                                  d::above_guarantee(s)}));
+    CHECK(t.asked(j) <=
+          std::min({s.reclaim.reclaimable, s.memory.reserved, d::above_guarantee(s)}));
     if (delta == 0) continue;
     CHECK(j != w);
     CHECK(s.settings.priority < wp); // only strictly lower classes
@@ -278,8 +278,8 @@ TEST_CASE("reclaim: a seeded random simulation keeps the rule's properties at ev
           else
             all_answered = false;
         }
-      const std::uint64_t could = std::accumulate(givable_before.begin(), givable_before.end(),
-                                                  std::uint64_t{0});
+      const std::uint64_t could =
+          std::accumulate(givable_before.begin(), givable_before.end(), std::uint64_t{0});
       if (all_answered && covered == 0 && could >= need.shortfall)
         CHECK(d::check_grow_in(t.view(), w, bytes) == d::budget_verdict::granted);
       // The waiter gives up or is served: once nobody waits, no request stands.

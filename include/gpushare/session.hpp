@@ -118,8 +118,10 @@ public:
 
   /// A cheap moment to give way (an iteration boundary, between requests). If a session that
   /// should run now waits (a higher priority class, or an equal one once this session's quantum
-  /// is used), hands the device over and returns when it is this session's turn again.
-  /// Nearly free when nobody waits: one relaxed atomic load.
+  /// is used), hands the device over and returns when it is this session's turn again. First,
+  /// if another session's reserve asks this one to give memory back, runs the reclaim handler
+  /// (on_reclaim(); its exception propagates). Nearly free when nobody waits or asks: two
+  /// relaxed atomic loads.
   void yield() {
     if (core_) core_->yield();
   }

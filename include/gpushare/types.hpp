@@ -166,8 +166,8 @@ struct resolved_options {
   std::uint64_t capacity = 0;
   std::uint64_t quantum_ns = 5'000'000;
   handover_point handover = handover_point::at_guard;
-  std::uint64_t max_guard_ns = 0;          ///< 0: the table's default
-  std::uint32_t compute_guarantee_ppm = 0; ///< 0: none
+  std::uint64_t max_guard_ns = 0;                    ///< 0: the table's default
+  std::uint32_t compute_guarantee_ppm = 0;           ///< 0: none
   std::uint64_t reclaim_deadline_ns = 2'000'000'000; ///< how long its requests to give back last
   std::chrono::milliseconds open_timeout{5000};
   /// The group it belongs to ("" for none) and the group's settings as this session gives them:

@@ -154,13 +154,13 @@ struct alignas(64) table_header {
   std::uint64_t startup_takes;                      ///< times it was taken, over the table's life
 
   // ---- cooperative reclaim (detail/reclaim.hpp, docs/design.md section 15), under `lock`
-  std::uint64_t reclaim_requests;   ///< requests sent to sessions holding reclaimable memory
-  std::uint64_t reclaim_answered;   ///< requests their sessions answered
-  std::uint64_t reclaim_skipped;    ///< requests that passed their deadline unanswered
-  std::uint64_t reclaim_withdrawn;  ///< requests withdrawn: nobody waited for memory any more
-  std::uint64_t reclaim_given;      ///< bytes the answers said they gave back
-  std::uint64_t reclaim_grants;     ///< waiting reserves granted after they had sent requests
-  std::uint64_t reclaim_grant_ns;   ///< their time from the first request to the grant, summed
+  std::uint64_t reclaim_requests;     ///< requests sent to sessions holding reclaimable memory
+  std::uint64_t reclaim_answered;     ///< requests their sessions answered
+  std::uint64_t reclaim_skipped;      ///< requests that passed their deadline unanswered
+  std::uint64_t reclaim_withdrawn;    ///< requests withdrawn: nobody waited for memory any more
+  std::uint64_t reclaim_given;        ///< bytes the answers said they gave back
+  std::uint64_t reclaim_grants;       ///< waiting reserves granted after they had sent requests
+  std::uint64_t reclaim_grant_ns;     ///< their time from the first request to the grant, summed
   std::uint64_t reclaim_grant_max_ns; ///< the longest of those times
 };
 
@@ -260,8 +260,8 @@ struct slot_reclaim {
   /// Bytes it is asked to give back now (0: no request). Set by a waiting reserve of another
   /// session, cleared by its answer, its deadline, or the end of every memory wait.
   std::atomic<std::uint64_t> asked;
-  std::uint64_t deadline_ns; ///< monotonic time by which the request must be answered
-  std::uint64_t asked_ns;    ///< when the current request began (0: none)
+  std::uint64_t deadline_ns;      ///< monotonic time by which the request must be answered
+  std::uint64_t asked_ns;         ///< when the current request began (0: none)
   std::atomic<std::uint32_t> seq; ///< bumped at each new request: its watcher's futex word
   std::uint32_t asked_by;         ///< slot + 1 of the session whose reserve asked last
   std::uint64_t skip_until_ns;    ///< it missed a deadline: not asked again before this time

@@ -68,14 +68,8 @@ inline constexpr duration_option max_guard_option{"guard bound",
                                                   0,
                                                   "\"30s\", \"500ms\", \"2min\""};
 /// The deadline of a request to give memory back (session_options::reclaim_deadline).
-inline constexpr duration_option reclaim_deadline_option{"reclaim deadline",
-                                                         1'000'000,
-                                                         3'600'000'000'000,
-                                                         false,
-                                                         0,
-                                                         {},
-                                                         0,
-                                                         "\"2s\", \"500ms\""};
+inline constexpr duration_option reclaim_deadline_option{
+    "reclaim deadline", 1'000'000, 3'600'000'000'000, false, 0, {}, 0, "\"2s\", \"500ms\""};
 inline constexpr std::string_view table_access_forms =
     "\"user\" or \"0600\" (only this user), \"group\" or \"0660\" (this user's group too)";
 inline constexpr std::string_view table_dir_forms =

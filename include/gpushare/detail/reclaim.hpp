@@ -9,7 +9,7 @@
 //     then the lowest slot; each is asked for what it can give until the shortfall is covered.
 //     Requests already out count towards the shortfall: a waiter asks only for what they lack.
 //   - A request has a deadline. One not answered by then is skipped (cleared, counted, and that
-//     session is not asked again for reclaim_skip_ns or until it answers), never killed.
+//     session is not asked again for reclaim_skip_ns), never killed.
 //   - Requests live only while a reserve waits: when the table's last memory waiter stops
 //     waiting, every request still out is withdrawn (withdraw_reclaim).
 // Everything here runs under the table lock, except the owner's lock-free look at `asked`.
@@ -28,7 +28,7 @@ namespace gpushare {
 inline namespace v0 {
 namespace detail {
 
-/// After missing a deadline a session is not asked again for this long (or until it answers).
+/// After missing a deadline a session is not asked again for this long.
 inline constexpr std::uint64_t reclaim_skip_ns = 10'000'000'000; // 10 s
 /// The deadline of a request when the waiting session sets none (session_options).
 inline constexpr std::uint64_t default_reclaim_deadline_ns = 2'000'000'000; // 2 s
@@ -160,9 +160,9 @@ inline void memory_waiter_gone(const table_view& t, slot_record& s) noexcept {
 
 /// What a waiting reserve did about reclaim in one look.
 struct reclaim_look {
-  std::uint32_t sent = 0;              ///< new requests
-  bool outstanding = false;            ///< requests that may help it are out (new or earlier)
-  std::uint64_t next_ns = UINT64_MAX;  ///< the earliest deadline ahead: look again by then
+  std::uint32_t sent = 0;             ///< new requests
+  bool outstanding = false;           ///< requests that may help it are out (new or earlier)
+  std::uint64_t next_ns = UINT64_MAX; ///< the earliest deadline ahead: look again by then
 };
 
 /// Waiter `w`, which cannot grow by `bytes` now, asks for what the requests out do not cover

@@ -198,9 +198,8 @@ table_snapshot build_snapshot(const table_view& v, const std::string& name, Aliv
   s.default_max_guard_ns = h.default_max_guard_ns;
   s.revocations = h.revocations;
   s.evictions = h.evictions;
-  s.reclaim = {h.reclaim_requests, h.reclaim_answered,  h.reclaim_skipped,
-               h.reclaim_withdrawn, h.reclaim_given,    h.reclaim_grants,
-               h.reclaim_grant_ns,  h.reclaim_grant_max_ns};
+  s.reclaim = {h.reclaim_requests, h.reclaim_answered, h.reclaim_skipped,  h.reclaim_withdrawn,
+               h.reclaim_given,    h.reclaim_grants,   h.reclaim_grant_ns, h.reclaim_grant_max_ns};
   if (h.last_eviction_unix_ns != 0) {
     table_snapshot::eviction e;
     e.id = {h.last_eviction_slot, h.last_eviction_generation};
