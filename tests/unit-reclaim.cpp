@@ -60,7 +60,7 @@ struct fake_table {
     d::slot_record& s = slots[i];
     const std::uint64_t give = std::min(asked(i), s.reclaim.reclaimable);
     d::apply_shrink(*header, s, give, d::memory_kind::reclaimable);
-    d::answer_reclaim(*header, s, s.reclaim.seq.load(), give);
+    d::answer_reclaim(*header, s, s.reclaim.seq.load(), give, 0);
   }
   std::unique_ptr<d::table_header> header;
   std::vector<d::slot_record> slots;

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -28,6 +29,7 @@
 #include "cli_run_child.hpp"
 #include "cli_run_env.hpp"
 #include "cli_run_ready.hpp"
+#include "cli_run_reclaim.hpp"
 #include "cli_run_usage.hpp"
 #include "cli_status.hpp" // write_stdout
 
@@ -103,10 +105,14 @@ inline std::string holders_text(const table_snapshot& t, session_id self) {
   return out;
 }
 
-/// Reserves `bytes` for the program, waiting up to `timeout_ns` (max: without end); says on
-/// stderr that it waits when the memory is not free at once.
-inline reservation hold_budget(session& s, std::uint64_t bytes, std::uint64_t timeout_ns) {
-  if (auto r = s.try_reserve(bytes)) return std::move(*r);
+/// Reserves `bytes` for the program (`reclaimable`: as memory it gives back when asked), waiting
+/// up to `timeout_ns` (max: without end); says on stderr that it waits when the memory is not
+/// free at once.
+inline reservation hold_budget(session& s, std::uint64_t bytes, std::uint64_t timeout_ns,
+                               bool reclaimable = false) {
+  if (bytes == 0) return {};
+  if (auto r = reclaimable ? s.try_reserve_reclaimable(bytes) : s.try_reserve(bytes))
+    return std::move(*r);
   const table_snapshot t = s.snapshot();
   std::fputs(
       ("gpushare run: waiting " +
@@ -118,8 +124,9 @@ inline reservation hold_budget(session& s, std::uint64_t bytes, std::uint64_t ti
           .c_str(),
       stderr);
   try {
-    if (timeout_ns == UINT64_MAX) return s.reserve(bytes);
-    return s.reserve(bytes, std::chrono::nanoseconds(timeout_ns));
+    const auto timeout = timeout_ns == UINT64_MAX ? std::chrono::nanoseconds::max()
+                                                  : std::chrono::nanoseconds(timeout_ns);
+    return reclaimable ? s.reserve_reclaimable(bytes, timeout) : s.reserve(bytes, timeout);
   } catch (const gpushare::error& e) {
     if (e.code() != errc::timeout) throw;
     throw runtime_failure(std::string(e.what()) + holders_text(s.snapshot(), s.id()) +
@@ -160,10 +167,13 @@ inline session_options startup_holder_options(const run_request& r) {
 
 /// Starts `command` with `added` in its environment and stays beside it until it ends; its exit
 /// code, or 126/127 when it could not be started. `holder`: the session that takes the start-up
-/// lock with --serialize-startup.
+/// lock with --serialize-startup. `gated`: called once the runner's signals are blocked, with the
+/// mask the program gets (threads started there never take a signal meant for the program).
 inline int run_program(const run_request& r, const std::vector<std::string>& command,
-                       const std::vector<env_var>& added, session* holder) {
+                       const std::vector<env_var>& added, session* holder,
+                       const std::function<void(const sigset_t&)>& gated = {}) {
   signal_gate gate;
+  if (gated) gated(gate.original_mask());
   std::optional<gpushare::startup_hold> lock;
   std::optional<readiness_watch> watch;
   if (r.ready)
@@ -217,8 +227,19 @@ inline int run_with_budget(const run_request& r) {
   b.budget_bytes = s.info().memory_limit;
   complete_budget(b, r, t.capacity < unlimited_memory ? std::optional(t.capacity) : std::nullopt);
   const std::vector<std::string> command = program_command(r, b);
-  const reservation held = hold_budget(s, *b.budget_bytes, r.timeout_ns);
-  return run_program(r, command, budget_environment(b, process_environment), &s);
+  const std::uint64_t give = r.reclaim ? r.reclaim->bytes : 0;
+  if (give > *b.budget_bytes)
+    throw runtime_failure("--reclaimable " + r.reclaim->given + " is more than the budget, " +
+                          bytes_text(*b.budget_bytes) + " (--memory " + r.memory_given + ")");
+  const reservation held = hold_budget(s, *b.budget_bytes - give, r.timeout_ns);
+  reservation cache = hold_budget(s, give, r.timeout_ns, true);
+  std::optional<run_reclaimer> reclaimer;
+  return run_program(r, command, budget_environment(b, process_environment), &s,
+                     [&](const sigset_t& mask) {
+                       if (!r.reclaim) return;
+                       reclaimer.emplace(s, std::move(cache), *r.reclaim, mask);
+                       reclaimer->start();
+                     });
 }
 
 inline int run_run(std::span<const std::string> args) {

@@ -19,6 +19,7 @@
 #include "cli_run_engine.hpp"
 #include "cli_run_env.hpp"
 #include "cli_run_ready.hpp"
+#include "cli_run_reclaim.hpp"
 
 namespace gpushare::cli {
 
@@ -34,8 +35,9 @@ struct run_request {
   std::uint64_t timeout_ns = UINT64_MAX; ///< UINT64_MAX: wait for the budget without end
   std::optional<ready_condition> ready;
   std::uint64_t startup_timeout_ns = 600'000'000'000;
-  bool serialize_startup = false;    ///< hold the table's start-up lock until ready
-  std::optional<engine_spec> engine; ///< --engine: append the engine's flags for the budget
+  bool serialize_startup = false;          ///< hold the table's start-up lock until ready
+  std::optional<engine_spec> engine;       ///< --engine: append the engine's flags for the budget
+  std::optional<run_reclaim_spec> reclaim; ///< --reclaimable: gives memory back when asked
   std::vector<std::string> command;
 };
 
@@ -48,14 +50,16 @@ inline constexpr duration_option run_timeout{"--timeout",        0,
 inline constexpr duration_option run_startup_timeout{
     "--startup-timeout", 0, 86'400'000'000'000, false, 0, {}, 1'000'000'000, "\"90s\", \"10min\""};
 
-inline constexpr flag_spec run_flags[] = {{"--key", true},        {"--memory", true},
-                                          {"--guarantee", true},  {"--priority", true},
-                                          {"--share", true},      {"--name", true},
-                                          {"--timeout", true},    {"--library", false},
-                                          {"--pytorch", false},   {"--card-memory", true},
-                                          {"--ready-when", true}, {"--startup-timeout", true},
-                                          {"--dry-run", false},   {"--serialize-startup", false},
-                                          {"--engine", true},     {"--dir", true}};
+inline constexpr flag_spec run_flags[] = {{"--key", true},         {"--memory", true},
+                                          {"--guarantee", true},   {"--priority", true},
+                                          {"--share", true},       {"--name", true},
+                                          {"--timeout", true},     {"--library", false},
+                                          {"--pytorch", false},    {"--card-memory", true},
+                                          {"--ready-when", true},  {"--startup-timeout", true},
+                                          {"--dry-run", false},    {"--serialize-startup", false},
+                                          {"--engine", true},      {"--dir", true},
+                                          {"--reclaimable", true}, {"--on-reclaim", true},
+                                          {"--on-restore", true}};
 
 /// A session name from the program's path: its last component, printable ASCII only, at most 63
 /// characters ("python3" for /usr/bin/python3).
@@ -161,6 +165,40 @@ inline void run_readiness(const parsed_args& a, run_request& r) {
   }
 }
 
+/// --reclaimable SIZE, --on-reclaim CMD and --on-restore CMD: each needs the others it depends on.
+inline void run_reclaim_flags(const parsed_args& a, run_request& r) {
+  const auto size = a.value("--reclaimable");
+  const auto on_reclaim = a.value("--on-reclaim");
+  const auto on_restore = a.value("--on-restore");
+  if (!size && !on_reclaim && !on_restore) return;
+  if (!size)
+    throw usage_error("--on-reclaim and --on-restore need --reclaimable SIZE: how much of the "
+                      "budget does the program give back when asked? e.g. --reclaimable 12GiB");
+  if (!on_reclaim)
+    throw usage_error("--reclaimable needs --on-reclaim CMD: the command that makes the program "
+                      "free that memory (e.g. an engine's sleep endpoint: --on-reclaim 'curl -X "
+                      "POST localhost:8000/sleep?level=1')");
+  if (r.library)
+    throw usage_error("--reclaimable is for a program the runner holds the budget for; with "
+                      "--library the program's own session gives memory back "
+                      "(session::on_reclaim, or Session.on_reclaim in Python)");
+  run_reclaim_spec spec;
+  spec.bytes = parse_value("--reclaimable", *size, parse_capacity);
+  if (spec.bytes == 0 || spec.bytes >= unlimited_memory)
+    throw usage_error("--reclaimable: give the bytes the program gives back, e.g. 12GiB");
+  if (r.memory.kind == memory_amount::unit::bytes && spec.bytes > r.memory.value)
+    throw usage_error("--reclaimable " + *size + " is more than the budget, --memory " +
+                      r.memory_given + ": it is the part of the budget the program gives back");
+  spec.given = *size;
+  spec.on_reclaim = *on_reclaim;
+  if (spec.on_reclaim.empty()) throw usage_error("--on-reclaim: the command is empty");
+  if (on_restore) {
+    spec.on_restore = *on_restore;
+    if (spec.on_restore.empty()) throw usage_error("--on-restore: the command is empty");
+  }
+  r.reclaim = std::move(spec);
+}
+
 /// Reads `gpushare run`'s command line; nullopt for --help.
 inline std::optional<run_request> parse_run_request(std::span<const std::string> args,
                                                     const env_lookup& env) {
@@ -186,6 +224,7 @@ inline std::optional<run_request> parse_run_request(std::span<const std::string>
                       "budget itself (GPUSHARE_ALLOC_TIMEOUT or its own timeout)");
   run_readiness(a, r);
   if (auto v = a.value("--engine")) r.engine = parse_engine_spec(*v);
+  run_reclaim_flags(a, r);
   r.budget.key = r.key;
   r.budget.library = r.library;
   r.budget.pytorch = r.pytorch;

@@ -56,6 +56,20 @@ Options:
                        free_at_start, and kv_bytes_per_token or layers, kv_heads, head_dim,
                        dtype_bytes. e.g. --engine vllm,weights=14GiB,activation_peak=2GiB,
                        cuda_graphs=1GiB,margin=1GiB (a missing input is named; nothing is guessed)
+  --reclaimable SIZE   the part of the budget the program can give back when a reserve of a
+                       higher priority class waits (docs/design.md section 15); needs
+                       --on-reclaim. The runner holds it as reclaimable memory
+  --on-reclaim CMD     a shell command that makes the program free that memory, run when asked
+                       (e.g. vLLM: 'curl -fsS -X POST localhost:8000/sleep?level=1'; SGLang:
+                       'curl -fsS -d {} -H "Content-Type: application/json"
+                       localhost:30000/release_memory_occupation'); it gets
+                       GPUSHARE_RECLAIM_BYTES (asked) and GPUSHARE_RECLAIMABLE_BYTES. Once it
+                       exits 0, the SIZE goes back to the table; if it fails (or runs over 60 s)
+                       the program keeps it and is not asked again for 10 s
+  --on-restore CMD     a shell command that makes the program take the memory again (vLLM:
+                       'curl -fsS -X POST localhost:8000/wake_up'), run once nobody waits for
+                       memory and SIZE is free again, after the runner took it back; it gets
+                       GPUSHARE_RESTORE_BYTES. Without it the memory stays given back
   --dry-run            print the variables that would be added and the command; run nothing
 
 Signals: SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGWINCH sent to gpushare run go

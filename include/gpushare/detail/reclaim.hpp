@@ -214,16 +214,17 @@ inline void note_reclaim_grant(table_header& h, std::uint64_t waited_ns) noexcep
   h.reclaim_grant_max_ns = std::max(h.reclaim_grant_max_ns, waited_ns);
 }
 
-/// Slot `s` answered the request it saw at `seq`, saying it gave back `given` bytes: the request
-/// is cleared (or, if a newer one came meanwhile, lowered by what was given) and it may be asked
-/// again at once.
-inline void answer_reclaim(table_header& h, slot_record& s, std::uint32_t seq,
-                           std::uint64_t given) noexcept {
+/// Slot `s` answered at `now` the request it saw at `seq`, saying it gave back `given` bytes: the
+/// request is cleared (or, if a newer one came meanwhile, lowered by what was given). One that
+/// gave something may be asked again at once; one that gave nothing is not asked again for
+/// reclaim_skip_ns (asking again at once would only run its handler again for nothing).
+inline void answer_reclaim(table_header& h, slot_record& s, std::uint32_t seq, std::uint64_t given,
+                           std::uint64_t now) noexcept {
   ++s.reclaim.answered;
   ++h.reclaim_answered;
   s.reclaim.given = sat_add(s.reclaim.given, given);
   h.reclaim_given = sat_add(h.reclaim_given, given);
-  s.reclaim.skip_until_ns = 0;
+  s.reclaim.skip_until_ns = given == 0 ? sat_add(now, reclaim_skip_ns) : 0;
   const std::uint64_t left = sat_sub(s.reclaim.asked.load(std::memory_order_relaxed), given);
   if (s.reclaim.seq.load(std::memory_order_relaxed) == seq || left == 0)
     clear_request(s);

@@ -71,7 +71,7 @@ inline std::uint64_t session_core::answer_reclaim() {
   const std::uint64_t given = (*handler)(asked); // without the lock: it releases reservations
   crash_point("reclaim.given");
   locked g(*this);
-  detail::answer_reclaim(table_.header(), own_checked(), seq, given);
+  detail::answer_reclaim(table_.header(), own_checked(), seq, given, monotonic_ns());
   return given;
 }
 
