@@ -373,9 +373,18 @@ void print_ratios(double load_start, double load_end) {
                     spread(per_repetition(f.guard_ns, f.robust_mutex_ns), "%.2f"), "(none)", "-",
                     load});
   }
+  if (const reclaim_series& r = f.reclaim; !r.p50_us.empty()) {
+    const std::string load = spread(r.load, "%.2f");
+    rows.push_back({"reclaim demand->grant p50", spread(r.p50_us, "%.1f") + " us",
+                    "futex round trip p50", spread(r.trip_p50_us, "%.1f") + " us",
+                    spread(per_repetition(r.p50_us, r.trip_p50_us), "%.1f"), "-", "-", load});
+    rows.push_back({"reclaim demand->grant p99", spread(r.p99_us, "%.1f") + " us",
+                    "futex round trip p99", spread(r.trip_p99_us, "%.1f") + " us",
+                    spread(per_repetition(r.p99_us, r.trip_p99_us), "%.1f"), "-", "-", load});
+  }
   if (rows.size() == 1) return;
-  const std::size_t reps =
-      std::max({f.handoff[0].p50_us.size(), f.handoff[1].p50_us.size(), f.guard_ns.size()});
+  const std::size_t reps = std::max({f.handoff[0].p50_us.size(), f.handoff[1].p50_us.size(),
+                                     f.guard_ns.size(), f.reclaim.p50_us.size()});
   std::printf("\nRatios to the physical limit, measured in this run (%zu repetition%s%s). Load "
               "average %.2f at the start, %.2f at the end.\n",
               reps, reps == 1 ? "" : "s", reps == 1 ? "" : ": median [min-max]", load_start,

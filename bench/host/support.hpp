@@ -192,8 +192,12 @@ inline double load1() {
 struct handoff_series {
   std::vector<double> p50_us, p99_us, futex_p50_us, futex_p99_us, load;
 };
+struct reclaim_series { // reclaim/demand_to_grant and the futex round trip of the same run
+  std::vector<double> p50_us, p99_us, trip_p50_us, trip_p99_us, load;
+};
 struct ratio_figures {
   handoff_series handoff[2]; // [0]: the two processes on two CPUs, [1]: on the same CPU
+  reclaim_series reclaim;
   std::vector<double> guard_ns, mutex_ns, robust_mutex_ns, guard_load;
 };
 inline ratio_figures ratios; // filled by the benchmarks, printed by main()
