@@ -87,9 +87,9 @@ inline void session_core::answer_reclaim_quietly() noexcept {
 inline void session_core::start_reclaim_watcher() {
   check_usable();
   const std::lock_guard<std::mutex> l(reclaim_mutex_);
-  if (watcher_) return;
+  if (watcher_.load(std::memory_order_relaxed) != nullptr) return;
   watcher_stop_.store(false, std::memory_order_relaxed);
-  watcher_ = std::make_unique<std::thread>([this] { watch_reclaim(); });
+  watcher_.store(new std::thread([this] { watch_reclaim(); }), std::memory_order_relaxed);
 }
 
 /// The watcher's loop: answers each request as it comes, sleeping on the slot's seq word.
@@ -110,7 +110,7 @@ inline void session_core::stop_reclaim_watcher() noexcept {
   std::unique_ptr<std::thread> w;
   {
     const std::lock_guard<std::mutex> l(reclaim_mutex_);
-    w = std::move(watcher_);
+    w.reset(watcher_.exchange(nullptr, std::memory_order_relaxed));
     handler_.reset();
   }
   if (!w) return;

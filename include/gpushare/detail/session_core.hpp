@@ -108,8 +108,9 @@ public:
 
   void forked_into_child() noexcept override {
     inherited_ = true;
-    // The watcher thread does not exist in the child: its handle is dropped, never joined.
-    (void)watcher_.release();
+    // The watcher thread does not exist in the child: its handle is dropped (an atomic store:
+    // ThreadSanitizer carries the parent's threads' accesses into the child), never joined.
+    watcher_.store(nullptr, std::memory_order_relaxed);
     const int fd = table_.mapping().fd();
     table_.mapping().abandon_fd();
     if (fd >= 0) ::close(fd);
@@ -433,9 +434,9 @@ private:
   void stop_reclaim_watcher() noexcept;
   void watch_reclaim() noexcept;
   std::uint64_t reclaim_deadline_ns_ = default_reclaim_deadline_ns; ///< its requests' deadline
-  std::mutex reclaim_mutex_; ///< guards handler_ and watcher_
+  std::mutex reclaim_mutex_; ///< guards handler_, and starting and stopping the watcher
   std::shared_ptr<const reclaim_handler> handler_;
-  std::unique_ptr<std::thread> watcher_;
+  std::atomic<std::thread*> watcher_{nullptr}; ///< owned: deleted by stop_reclaim_watcher()
   std::atomic<bool> watcher_stop_{false};
   std::atomic<bool> answering_{false};         ///< a thread runs the handler now
   std::atomic<std::uint32_t> answered_seq_{0}; ///< the request (slot's reclaim.seq) last answered
