@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -261,4 +262,32 @@ TEST_CASE("reclaim: chaos - holders answer, ignore, stop or die at random; every
     CHECK(s.committed_total == 0);
     for (const auto& i : s.sessions) CHECK(i.reclaim.asked == 0);
   }
+}
+
+TEST_CASE("reclaim: a forked child's copy of a session with a watcher is inert, and the parent's "
+          "watcher still answers") {
+  test::unique_table t("mp-reclaim-fork", 1024 * MiB);
+  std::optional<session> s;
+  s.emplace(t.key(), with(t, "parent", priority::low));
+  reservation cache = s->reserve_reclaimable(800 * MiB, 0ms);
+  s->on_reclaim([&cache](std::uint64_t asked) {
+    const std::uint64_t give = std::min(asked, cache.size());
+    cache.shrink(give);
+    return give;
+  });
+  s->watch_reclaim();
+  const pid_t child = test::spawn([&] {
+    // The watcher thread does not exist here: the copy answers nothing and ends without joining
+    // it (a std::thread destroyed while joinable would end the child with std::terminate).
+    if (s->reclaim_requested() != 0 || s->answer_reclaim() != 0) return 1;
+    (void)cache.release(); // the parent's bytes: nothing happens
+    s.reset();
+    return 0;
+  });
+  CHECK(test::wait_exit(child) == 0);
+  session b(t.key(), with(t, "urgent", priority::high));
+  reservation r = b.reserve(600 * MiB, 20s);
+  CHECK(r.size() == 600 * MiB);
+  CHECK(test::eventually([&] { return find(b.snapshot(), "parent")->reclaim.answered == 1; }));
+  CHECK(find(b.snapshot(), "parent")->reserved == 424 * MiB);
 }
