@@ -297,3 +297,27 @@ TEST_CASE("reclaim: a seeded random simulation keeps the rule's properties at ev
     }
   }
 }
+
+TEST_CASE("reclaim: while requests are out for a waiter, others of its class or below wait") {
+  fake_table t(1000 * MiB);
+  t.join(0, 1, 600 * MiB, 600 * MiB); // the cache, asked
+  t.join(1, 1, 0);                    // another low session
+  t.join(2, 9, 300 * MiB);            // the waiter
+  t.join(3, 9, 0);                    // a peer of the waiter's class
+  t.join(4, 10, 0);                   // a class above the waiter's
+  t.slots[2].memory.waiting = 1;
+  t.header->memory_waiters = 1;
+  t.ask(2, 300 * MiB, 0); // 200 MiB lacking: the cache is asked
+  REQUIRE(t.asked(0) == 200 * MiB);
+  CHECK_FALSE(d::held_for_reclaim(t.view(), 2)); // the waiter itself
+  CHECK(d::held_for_reclaim(t.view(), 0));       // the giver cannot grow its cache back
+  CHECK(d::held_for_reclaim(t.view(), 1));       // nor can a lower class take what it gives
+  CHECK(d::held_for_reclaim(t.view(), 3));       // nor an equal one
+  CHECK_FALSE(d::held_for_reclaim(t.view(), 4)); // a higher class is not held
+  // Once the waiter stops waiting, nobody is held, whatever request is still out.
+  t.slots[2].memory.waiting = 0;
+  CHECK_FALSE(d::held_for_reclaim(t.view(), 1));
+  t.slots[2].memory.waiting = 1;
+  t.answer(0);
+  CHECK_FALSE(d::held_for_reclaim(t.view(), 1)); // no request out
+}

@@ -207,6 +207,28 @@ inline reclaim_look ask_for_reclaim(const table_view& t, std::uint32_t w, std::u
   return look;
 }
 
+/// Whether a growth of slot `i` must wait because memory is being given back for another
+/// session's waiting reserve of `i`'s class or above: a request that session asked is out. The
+/// bytes an answer gives back are for that waiter; without this rule a lower class (or the giver
+/// itself, growing its cache back) could take them first, and the waiter would ask again. The
+/// hold lasts while requests are out: at most their deadline.
+inline bool held_for_reclaim(const table_view& t, std::uint32_t i) noexcept {
+  const int mine = t.slots[i].settings.priority;
+  for (std::uint32_t j = 0; j < t.slot_count; ++j) {
+    const slot_record& s = t.slots[j];
+    if (s.state.load(std::memory_order_relaxed) != slot_active ||
+        s.reclaim.asked.load(std::memory_order_relaxed) == 0)
+      continue;
+    const std::uint32_t by = s.reclaim.asked_by;
+    if (by == 0 || by > t.slot_count || by - 1 == i) continue;
+    const slot_record& asker = t.slots[by - 1];
+    if (asker.state.load(std::memory_order_relaxed) == slot_active && asker.memory.waiting > 0 &&
+        asker.settings.priority >= mine)
+      return true;
+  }
+  return false;
+}
+
 /// A waiting reserve that had requests out for it was granted `waited_ns` after its first.
 inline void note_reclaim_grant(table_header& h, std::uint64_t waited_ns) noexcept {
   ++h.reclaim_grants;

@@ -85,7 +85,9 @@ inline bool session_core::grow_loop(memory_wait& w, past_deadline then) {
     check_usable(); // leave() by another thread ends this wait
     locked g(*this);
     slot_record& s = own_checked();
-    const budget_verdict v = check_grow_in(table_.view(), slot_, w.bytes);
+    budget_verdict v = check_grow_in(table_.view(), slot_, w.bytes);
+    if (v == budget_verdict::granted && held_for_reclaim(table_.view(), slot_))
+      v = budget_verdict::not_now; // what is given back is for a higher class's reserve
     if (v == budget_verdict::granted) {
       apply_grow(table_.header(), s, w.bytes, w.kind);
       crash_point("reserve.locked");
