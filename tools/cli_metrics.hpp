@@ -12,6 +12,7 @@
 #include "cli_groups.hpp"
 #include "cli_identity.hpp"
 #include "cli_prometheus.hpp"
+#include "cli_reclaim.hpp"
 #include "cli_sample.hpp"
 #include "cli_status.hpp"
 
@@ -120,8 +121,10 @@ inline void declare_session_metrics(exposition& x) {
 /// Every metric family, in output order.
 inline void declare_metrics(exposition& x) {
   declare_table_metrics(x);
+  declare_reclaim_metrics(x);
   declare_group_metrics(x);
   declare_session_metrics(x);
+  declare_session_reclaim_metrics(x);
 }
 
 inline std::string seconds_value(std::uint64_t ns) { return fixed_decimal(ns, 9); }
@@ -159,6 +162,7 @@ inline void session_samples(exposition& x, label_set l, const session_info& i) {
   x.sample("gpushare_session_reserve_waits_total", l, i.reserve_waits);
   x.sample("gpushare_session_reserve_wait_seconds_total", l, seconds_value(i.reserve_wait_ns));
   x.sample("gpushare_session_revocations_total", l, i.revocations);
+  session_reclaim_samples(x, l, i);
 }
 
 /// The exposition of one sample.
@@ -205,6 +209,7 @@ inline std::string metrics_text(const sample& s) {
       x.sample("gpushare_device_observed_timestamp_seconds", device,
                seconds_value(ts.device_observed_unix_ns));
     }
+    reclaim_samples(x, labels, ts);
     group_samples(x, labels, ts);
     for (const session_info& i : ts.sessions) session_samples(x, labels, i);
   }

@@ -20,6 +20,7 @@
 #include "cli_groups.hpp"
 #include "cli_identity.hpp"
 #include "cli_json.hpp"
+#include "cli_reclaim.hpp"
 #include "cli_sample.hpp"
 #include "cli_usage.hpp"
 
@@ -128,13 +129,15 @@ struct session_column {
   std::string (*cell)(const session_info&, std::optional<double> recent) = nullptr;
 };
 
-/// The columns of the session rows of `s`. EXTERNAL, CGUARANTEE, MAXGUARD, REVOKED, IDENTITY and
-/// GROUP are shown only when a session of the table has a value there.
+/// The columns of the session rows of `s`. EXTERNAL, CGUARANTEE, MAXGUARD, REVOKED, IDENTITY,
+/// GROUP, RECLAIMABLE and ASKED are shown only when a session of the table has a value there
+/// (RECLAIMABLE and ASKED also when a session lacks bytes for a waiting reserve).
 inline std::vector<session_column> session_columns(const table_snapshot& s) {
   bool external = false, guarantee = false, bound = false, revoked = false;
   // Before the list, not inside it: GCC 12 at -O3 took a call there for a path on which an
   // element's title string is used uninitialised (-Wmaybe-uninitialized, a false positive).
   const bool grouped = !groups_of(s).empty();
+  const bool reclaim = any_reclaim(s);
   for (const auto& i : s.sessions) {
     external = external || i.external > 0;
     guarantee = guarantee || i.compute_guarantee_ppm > 0;
@@ -163,6 +166,8 @@ inline std::vector<session_column> session_columns(const table_snapshot& s) {
       {{"GUARANTEE", R}, true, [](I i, P) { return bytes_text(i.memory_guarantee); }},
       {{"RESERVED", R}, true, [](I i, P) { return bytes_text(i.reserved); }},
       {{"EXTERNAL", R}, external, [](I i, P) { return bytes_text(i.external); }},
+      {{"RECLAIMABLE", R}, reclaim, [](I i, P) { return bytes_text(i.reclaim.reclaimable); }},
+      {{"ASKED", R}, reclaim, [](I i, P) { return bytes_text(i.reclaim.asked); }},
       {{"PEAK", R}, true, [](I i, P) { return bytes_text(i.peak); }},
       {{"DEVICE", R}, true, [](I i, P) { return duration_text(i.device_ns); }},
       {{"RECENT", R}, true, [](I, P r) { return r ? percent_text(*r) : std::string("-"); }},
@@ -233,10 +238,11 @@ inline std::string table_text(const table_reading& t, const recent_usage& recent
   out += remedies_text(s, now_unix_ns);
   out += startup_text(s);
   out += groups_text(s);
+  out += reclaim_text(s);
   if (s.sessions.empty())
     out += "  no live sessions\n";
   else
-    out += sessions_text(s, recent) + stuck_hints(s);
+    out += sessions_text(s, recent) + stuck_hints(s) + reclaim_hints(s);
   return out + dead_sessions_text(s);
 }
 
@@ -340,6 +346,7 @@ inline void session_json(json_writer& w, const session_info& i, std::optional<do
   w.field("revocations", i.revocations);
   w.field("compute_guarantee_ppm", i.compute_guarantee_ppm);
   w.field("settings_seq", i.settings_seq);
+  session_reclaim_json(w, i);
   w.end_object();
 }
 
@@ -434,6 +441,7 @@ inline void table_json(json_writer& w, const table_reading& t, const recent_usag
   startup_json(w, s);
   device_json(w, s);
   groups_json(w, s);
+  table_reclaim_json(w, s);
   w.key("recent_window_ns");
   if (recent.window_ns)
     w.number(*recent.window_ns);
