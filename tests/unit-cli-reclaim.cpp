@@ -1,0 +1,179 @@
+// SPDX-License-Identifier: Apache-2.0
+// The gpushare tool's pure functions for cooperative reclaim (tools/cli_reclaim.hpp): when the
+// RECLAIMABLE and ASKED columns show, the "reclaim:" line, the hint under a session waiting for
+// memory in each of its cases, and the reclaim fields of status --json and metrics.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "cli_metrics.hpp"
+#include "cli_reclaim.hpp"
+#include "cli_status.hpp"
+
+using namespace gpushare;
+using namespace gpushare::cli;
+
+namespace {
+
+constexpr std::uint64_t MiB = 1ull << 20;
+
+session_info named(const std::string& name, std::uint32_t slot, int priority) {
+  session_info i;
+  i.id = {slot, 1};
+  i.name = name;
+  i.priority = priority;
+  return i;
+}
+
+/// A session of class `priority` holding `reclaimable` bytes of its `reserved`.
+session_info holding(const std::string& name, std::uint32_t slot, int priority,
+                     std::uint64_t reserved, std::uint64_t reclaimable) {
+  session_info i = named(name, slot, priority);
+  i.reserved = reserved;
+  i.reclaim.reclaimable = reclaimable;
+  return i;
+}
+
+/// A session of the high class whose waiting reserves lack `wanted` bytes.
+session_info waiter(std::uint32_t slot, std::uint64_t wanted) {
+  session_info i = named("urgent", slot, priority::high);
+  i.waiting_for_memory = 1;
+  i.reclaim.wanted = wanted;
+  return i;
+}
+
+table_snapshot table_of(std::vector<session_info> sessions) {
+  table_snapshot s;
+  s.object_name = "/gpushare.d.u0.k";
+  s.key = "k";
+  s.domain = "d";
+  s.slot_count = 8;
+  s.sessions = std::move(sessions);
+  return s;
+}
+
+/// `parts` on lines of their own, each after the first indented by `indent` spaces.
+std::string joined(std::size_t indent, const std::vector<std::string>& parts) {
+  std::string out;
+  for (std::size_t k = 0; k < parts.size(); ++k)
+    out += (k == 0 ? "" : "\n" + std::string(indent, ' ')) + parts[k];
+  return out + "\n";
+}
+
+} // namespace
+
+TEST_CASE("reclaim columns show when a session holds reclaimable memory is asked or lacks bytes") {
+  CHECK_FALSE(any_reclaim(table_of({named("a", 1, priority::low)})));
+  CHECK(any_reclaim(table_of({holding("a", 1, priority::low, 10 * MiB, 1)})));
+  CHECK(any_reclaim(table_of({waiter(2, 5)})));
+  session_info asked = named("a", 1, priority::low);
+  asked.reclaim.asked = 3;
+  CHECK(any_reclaim(table_of({asked})));
+}
+
+TEST_CASE("the reclaim line shows once a counter moves and gives the grant times") {
+  table_snapshot s = table_of({});
+  CHECK(reclaim_text(s) == "");
+  s.reclaim.withdrawn = 1;
+  CHECK(reclaim_text(s) ==
+        "  reclaim: 0 requests, 0 answered, 0 skipped, 1 withdrawn, 0 B given back, 0 grants\n");
+  s.reclaim = {3, 2, 1, 0, 376 * MiB, 2, 300'000'000, 250'000'000};
+  CHECK(reclaim_text(s) == "  reclaim: 3 requests, 2 answered, 1 skipped, 0 withdrawn, 376.00 MiB "
+                           "given back, 2 grants (first request to grant: mean 150 ms, max "
+                           "250 ms)\n");
+}
+
+TEST_CASE("the waiter's hint names who is asked for how much and by when") {
+  session_info a = holding("cache", 3, priority::low, 800 * MiB, 800 * MiB);
+  a.reclaim.asked = 300 * MiB;
+  a.reclaim.deadline_in_ns = 1'234'000'000;
+  session_info b = holding("kv", 4, priority::normal, 100 * MiB, 100 * MiB);
+  b.reclaim.asked = 76 * MiB; // overdue: not skipped yet
+  session_info same = holding("peer", 5, priority::high, 500 * MiB, 500 * MiB);
+  same.reclaim.asked = 1; // asked by someone else: of the waiter's own class, no help to it
+  const table_snapshot s = table_of({waiter(1, 376 * MiB), a, b, same});
+  CHECK(reclaim_hints(s) ==
+        "  hint: \"urgent\" (slot 1) waits for memory, 376.00 MiB lacking; asked: \"cache\" (slot "
+        "3) for 300.00 MiB, deadline in 1.23 s; \"kv\" (slot 4) for 76.00 MiB, deadline passed\n");
+}
+
+TEST_CASE("the waiter's hint says why nobody is asked") {
+  session_info skipped = holding("deaf", 3, priority::low, 800 * MiB, 800 * MiB);
+  skipped.reclaim.skipped_now = true;
+  CHECK(reclaim_hints(table_of({waiter(1, MiB), skipped})) ==
+        "  hint: \"urgent\" (slot 1) waits for memory, 1.00 MiB lacking; not asked: \"deaf\" "
+        "(slot 3) missed a deadline lately: it waits for releases\n");
+  // Reclaimable memory within its guarantee cannot be asked for, nor a higher class's.
+  session_info kept = holding("kept", 3, priority::low, 800 * MiB, 800 * MiB);
+  kept.memory_guarantee = 800 * MiB;
+  const session_info above = holding("boss", 4, priority::critical, 800 * MiB, 800 * MiB);
+  const std::string none = "  hint: \"urgent\" (slot 1) waits for memory, 1.00 MiB lacking; no "
+                           "session of a lower class holds reclaimable memory above its "
+                           "guarantee: it waits for releases\n";
+  CHECK(reclaim_hints(table_of({waiter(1, MiB), kept, above})) == none);
+  // A lower-class holder that is not asked (its group is not the one whose limit binds).
+  const session_info other = holding("other", 3, priority::low, 800 * MiB, 800 * MiB);
+  CHECK(reclaim_hints(table_of({waiter(1, MiB), other})) ==
+        "  hint: \"urgent\" (slot 1) waits for memory, 1.00 MiB lacking; nobody is asked now: it "
+        "waits for releases\n");
+  CHECK(reclaim_hints(table_of({other})) == "");
+}
+
+TEST_CASE("status text and JSON and metrics carry the reclaim figures") {
+  session_info a = holding("cache", 3, priority::low, 800 * MiB, 800 * MiB);
+  a.reclaim.asked = 376 * MiB;
+  a.reclaim.deadline_in_ns = 2'000'000'000;
+  a.reclaim.asked_by_slot = 1;
+  a.reclaim.requests = 2;
+  a.reclaim.answered = 1;
+  a.reclaim.given = 5;
+  sample now;
+  table_reading t;
+  t.entry.object_name = "/gpushare.d.u0.k";
+  t.snapshot = table_of({waiter(1, 376 * MiB), a});
+  t.snapshot->reclaim = {2, 1, 0, 0, 5, 1, 7'000'000, 7'000'000};
+  now.tables.push_back(t);
+
+  const std::string text = status_text(nullptr, now, domain_choice{});
+  CHECK(text.find("RECLAIMABLE") != std::string::npos);
+  CHECK(text.find("  reclaim: 2 requests, 1 answered, 0 skipped, 0 withdrawn, 5 B given back, 1 "
+                  "grant (first request to grant: mean 7 ms, max 7 ms)\n") != std::string::npos);
+  CHECK(text.find("asked: \"cache\" (slot 3) for 376.00 MiB, deadline in 2.00 s\n") !=
+        std::string::npos);
+
+  const std::string json = status_json(nullptr, now, std::nullopt, 0);
+  const std::vector<std::string> fields = {
+      joined(12, {"\"reclaim\": {", "\"reclaimable_bytes\": 0,", "\"asked_bytes\": 0,",
+                  "\"deadline_in_ns\": 0,", "\"asked_by_slot\": null,",
+                  "\"wanted_bytes\": 394264576,"}),
+      joined(12, {"\"asked_bytes\": 394264576,", "\"deadline_in_ns\": 2000000000,",
+                  "\"asked_by_slot\": 1,", "\"wanted_bytes\": 0,", "\"skipped_now\": false,",
+                  "\"requests\": 2,", "\"answered\": 1,", "\"skipped\": 0,", "\"given_bytes\": 5"}),
+      joined(8, {"\"reclaim\": {", "\"requests\": 2,", "\"answered\": 1,", "\"skipped\": 0,",
+                 "\"withdrawn\": 0,", "\"given_bytes\": 5,", "\"grants\": 1,",
+                 "\"grant_ns\": 7000000,", "\"grant_max_ns\": 7000000"})};
+  for (const std::string& field : fields)
+    CHECK_MESSAGE(json.find(field) != std::string::npos, field);
+
+  const std::string m = metrics_text(now);
+  const std::string labels = "{table=\"/gpushare.d.u0.k\",key=\"k\",domain=\"d\"";
+  const std::string cache = labels +
+                            ",session=\"cache\",slot=\"3\",pod=\"\",namespace=\"\",container=\"\","
+                            "slurm_job_id=\"\",slurm_step_id=\"\",group=\"\"}";
+  const std::vector<std::string> lines = {
+      "# TYPE gpushare_reclaim_grant_seconds_total "
+      "counter\ngpushare_reclaim_grant_seconds_total" +
+          labels + "} 0.007\n",
+      "# TYPE gpushare_reclaim_grant_max_seconds gauge\ngpushare_reclaim_grant_max_seconds" +
+          labels + "} 0.007\n",
+      "gpushare_reclaim_requests_total" + labels + "} 2\n",
+      "gpushare_reclaim_given_bytes_total" + labels + "} 5\n",
+      "# TYPE gpushare_session_reclaimable_bytes gauge\n",
+      "gpushare_session_reclaimable_bytes" + cache + " 838860800\n",
+      "gpushare_session_reclaim_asked_bytes" + cache + " 394264576\n",
+      "gpushare_session_reclaim_requests_total" + cache + " 2\n",
+      "gpushare_session_reclaim_given_bytes_total" + cache + " 5\n",
+      "# HELP gpushare_session_reclaim_wanted_bytes "};
+  for (const std::string& line : lines) CHECK_MESSAGE(m.find(line) != std::string::npos, line);
+}
