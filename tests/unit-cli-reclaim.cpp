@@ -56,8 +56,10 @@ table_snapshot table_of(std::vector<session_info> sessions) {
 /// `parts` on lines of their own, each after the first indented by `indent` spaces.
 std::string joined(std::size_t indent, const std::vector<std::string>& parts) {
   std::string out;
-  for (std::size_t k = 0; k < parts.size(); ++k)
-    out += (k == 0 ? "" : "\n" + std::string(indent, ' ')) + parts[k];
+  for (std::size_t k = 0; k < parts.size(); ++k) {
+    if (k > 0) out.append("\n").append(indent, ' ');
+    out += parts[k];
+  }
   return out + "\n";
 }
 
