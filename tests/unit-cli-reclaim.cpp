@@ -104,8 +104,8 @@ TEST_CASE("the waiter's hint says why nobody is asked") {
   session_info skipped = holding("deaf", 3, priority::low, 800 * MiB, 800 * MiB);
   skipped.reclaim.skipped_now = true;
   CHECK(reclaim_hints(table_of({waiter(1, MiB), skipped})) ==
-        "  hint: \"urgent\" (slot 1) waits for memory, 1.00 MiB lacking; not asked: \"deaf\" "
-        "(slot 3) missed a deadline lately: it waits for releases\n");
+        "  hint: \"urgent\" (slot 1) waits for memory, 1.00 MiB lacking; not asked for now (missed "
+        "a deadline or gave nothing lately): \"deaf\" (slot 3); it waits for releases\n");
   // Reclaimable memory within its guarantee cannot be asked for, nor a higher class's.
   session_info kept = holding("kept", 3, priority::low, 800 * MiB, 800 * MiB);
   kept.memory_guarantee = 800 * MiB;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include <gpushare/detail/budget.hpp>
 #include <gpushare/table.hpp>
 
 #include "cli_format.hpp"
@@ -53,7 +54,8 @@ inline std::string session_label(const session_info& i) {
 
 /// What waiter `w` counts on or why nothing comes: the requests out to sessions of lower classes
 /// ("asked: "cache" (slot 3) for 376.00 MiB, deadline in 1.20 s"), else the lower-class holders
-/// skipped for missing a deadline, else that no lower-class session can give anything.
+/// not asked for now (they missed a deadline or gave nothing lately), else that no lower-class
+/// session can give anything.
 inline std::string reclaim_prospect(const table_snapshot& s, const session_info& w) {
   std::string asked, skipped;
   bool holders = false;
@@ -67,12 +69,13 @@ inline std::string reclaim_prospect(const table_snapshot& s, const session_info&
                                      : std::string("deadline passed"));
     else if (r.reclaimable > 0 && r.skipped_now)
       skipped += (skipped.empty() ? "" : ", ") + session_label(i);
-    const std::uint64_t held = i.reserved + i.external;
+    const std::uint64_t held = detail::sat_add(i.reserved, i.external);
     holders = holders || (r.reclaimable > 0 && held > i.memory_guarantee);
   }
   if (!asked.empty()) return asked;
   if (!skipped.empty())
-    return "not asked: " + skipped + " missed a deadline lately: it waits for releases";
+    return "not asked for now (missed a deadline or gave nothing lately): " + skipped +
+           "; it waits for releases";
   if (!holders)
     return "no session of a lower class holds reclaimable memory above its guarantee: it waits "
            "for releases";
