@@ -17,6 +17,9 @@
 extern int steps;           // iterations of the loop
 void launch_step_kernels(); // puts one step's work on the device
 
+// Cooperative reclaim: the application's cache, which frees `bytes` of its device memory.
+void drop_cache_entries(std::uint64_t bytes);
+
 // Notices: the application's logger.
 void my_log(const std::string& line);
 
