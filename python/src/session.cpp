@@ -144,13 +144,37 @@ void bind_kernel_guard(py::module_& m) {
       "instead of the region's wall time.");
 }
 
+using session_class = py::class_<session, gil_free_holder<session>>;
+
+/// Who the session is, and leaving: without the GIL, since leaving joins the reclaim watcher,
+/// whose callback may be waiting for it.
+void bind_membership(session_class& s) {
+  s.def(
+      "leave",
+      [](session& x) {
+        py::gil_scoped_release release;
+        x.leave();
+      },
+      "Leaves the table now; its reservations become empty, its reclaim watcher stops.");
+  s.def_property_readonly("joined", &session::joined);
+  s.def_property_readonly("id", &session::id);
+  s.def_property_readonly("name", &session::name);
+  s.def_property_readonly("table_name", &session::table_name,
+                          "The shm object name of the table, \"/gpushare.<domain>.u<uid>.<key>\".");
+  s.def("__enter__", [](py::object self) { return self; });
+  s.def("__exit__", [](session& x, py::args) {
+    py::gil_scoped_release release;
+    x.leave();
+  });
+  s.def("__repr__", &session_repr);
+}
+
 void bind_session_class(py::module_& m) {
-  py::class_<session, gil_free_holder<session>> s(
+  session_class s(
       m, "Session",
-      "A process's membership in the table of a device key. Joins on "
-      "construction; leaves on leave(), on exit of a `with` block, or when "
-      "garbage-collected. Settings not given come from GPUSHARE_* variables, "
-      "then the defaults.");
+      "A process's membership in the table of a device key. Joins on construction; leaves on "
+      "leave(), on exit of a `with` block, or when garbage-collected. Settings not given come "
+      "from GPUSHARE_* variables, then the defaults.");
   s.def(py::init([](const std::string& key, const py::kwargs& kw) {
           return session(key, session_options_from(kw));
         }),
@@ -187,24 +211,7 @@ void bind_session_class(py::module_& m) {
       [](session& x, py::handle b) { x.set_external_usage(bytes_from(b, "bytes")); },
       py::arg("bytes"), "Declares memory this session uses outside its reservations.");
   s.def("notices", &session::notices, "What its join had to tell that is not an error.");
-  s.def(
-      "leave",
-      [](session& x) {
-        py::gil_scoped_release release; // it joins the reclaim watcher, which may want the GIL
-        x.leave();
-      },
-      "Leaves the table now; its reservations become empty, its reclaim watcher stops.");
-  s.def_property_readonly("joined", &session::joined);
-  s.def_property_readonly("id", &session::id);
-  s.def_property_readonly("name", &session::name);
-  s.def_property_readonly("table_name", &session::table_name,
-                          "The shm object name of the table, \"/gpushare.<domain>.u<uid>.<key>\".");
-  s.def("__enter__", [](py::object self) { return self; });
-  s.def("__exit__", [](session& x, py::args) {
-    py::gil_scoped_release release;
-    x.leave();
-  });
-  s.def("__repr__", &session_repr);
+  bind_membership(s);
 }
 
 } // namespace

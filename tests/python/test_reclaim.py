@@ -304,3 +304,45 @@ def test_the_interpreter_exits_while_the_watcher_answers(key):
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["asked", "timeout", "answered"]
     assert "Fatal" not in done.stderr and "terminate" not in done.stderr
+
+
+LEAVE_WHILE_THE_WATCHER_WAITS_FOR_THE_GIL = """
+import subprocess, sys, time, gpushare
+settings = dict(domain={domain!r}, capacity={capacity})
+low = gpushare.Session({key!r}, name="cache", priority="low", **settings)
+cache = low.reserve(800 << 20, reclaimable=True)
+calls = []
+def give_back(asked):
+    calls.append(asked)
+    cache.release()
+    return asked
+low.on_reclaim(give_back)
+low.watch_reclaim()
+# The request comes from another process, which needs nothing of this one.
+urgent = subprocess.Popen([sys.executable, "-c", {urgent!r}])
+sys.setswitchinterval(100)  # this thread keeps the GIL while it computes
+while low.reclaim_requested == 0:
+    pass
+end = time.monotonic() + 1
+while time.monotonic() < end:
+    pass  # the watcher's callback waits for the GIL meanwhile
+del low  # leaving joins the watcher: it must let the callback have the GIL
+print("left", calls, flush=True)
+sys.exit(urgent.wait(60))  # 0: its reserve was granted
+"""
+
+URGENT = """
+import gpushare
+s = gpushare.Session({key!r}, name="urgent", priority="high", domain={domain!r},
+                     capacity={capacity})
+assert s.reserve(600 << 20, timeout=60).bytes == 600 << 20  # else exit status 1
+"""
+
+
+def test_a_session_left_while_its_watcher_waits_for_the_gil(key):
+    values = dict(domain=DOMAIN, capacity=GiB, key=key)
+    code = LEAVE_WHILE_THE_WATCHER_WAITS_FOR_THE_GIL.format(urgent=URGENT.format(**values),
+                                                           **values)
+    done = run_python(code, timeout=120)  # a deadlock ends as TimeoutExpired
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"left [{376 * MiB}]\n"
