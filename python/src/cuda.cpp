@@ -178,8 +178,7 @@ void bind_device_session(py::module_& m) {
         const std::uint64_t t = timeout_ns_from(timeout);
         return interruptible([&] {
           if (reclaimable) return x.host().reserve_reclaimable(b, timeout_duration(t));
-          return t == wait_forever ? x.host().reserve(b)
-                                   : x.host().reserve(b, std::chrono::nanoseconds(t));
+          return t == wait_forever ? x.host().reserve(b) : x.host().reserve(b, timeout_duration(t));
         });
       },
       py::arg("bytes"), py::arg("timeout") = py::none(), py::arg("reclaimable") = false,

@@ -51,7 +51,7 @@ reservation reserve(session& s, py::handle bytes, py::handle timeout, bool recla
   if (reclaimable) // no bound: nanoseconds::max(), some 292 years
     return interruptible([&] { return s.reserve_reclaimable(b, timeout_duration(t)); });
   return interruptible(
-      [&] { return t == wait_forever ? s.reserve(b) : s.reserve(b, std::chrono::nanoseconds(t)); });
+      [&] { return t == wait_forever ? s.reserve(b) : s.reserve(b, timeout_duration(t)); });
 }
 
 std::optional<reservation> try_reserve(session& s, py::handle bytes, bool reclaimable) {
@@ -66,7 +66,7 @@ void grow(reservation& r, py::handle bytes, py::handle timeout) {
     if (t == wait_forever)
       r.grow(b);
     else
-      r.grow(b, std::chrono::nanoseconds(t));
+      r.grow(b, timeout_duration(t));
   });
 }
 
