@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -27,6 +28,7 @@ void bind_values(py::module_& m);  ///< values.cpp: SessionInfo, TableSnapshot, 
 void bind_session(py::module_& m); ///< session.cpp: Session, Reservation, KernelGuard
 void bind_table(py::module_& m);   ///< table.cpp: Table, RemovalResult, text helpers
 void bind_startup(py::module_& m); ///< startup.cpp: StartupHold, Session.startup, engine plans
+void bind_reclaim(py::module_& m); ///< reclaim.cpp: Session.on_reclaim, answer_reclaim, watcher
 
 // ---- the topic of _gpushare_cuda ----------------------------------------------------------------
 void bind_cuda(py::module_& m); ///< cuda.cpp: DeviceSession, DeviceKernelGuard, DeviceInfo
@@ -68,6 +70,28 @@ template <class F> decltype(auto) interruptible(F&& f) {
   });
   return std::forward<F>(f)();
 }
+
+/// A wait's timeout as the library takes it: wait_forever (and anything past 292 years) as
+/// nanoseconds::max().
+inline std::chrono::nanoseconds timeout_duration(std::uint64_t ns) {
+  return ns >= static_cast<std::uint64_t>(INT64_MAX)
+             ? std::chrono::nanoseconds::max()
+             : std::chrono::nanoseconds(static_cast<std::int64_t>(ns));
+}
+
+/// Deletes a session (or a DeviceSession) with the GIL released: leaving joins its reclaim
+/// watcher, whose callback may be waiting for the GIL. The holder of their Python classes.
+template <class T> struct gil_free_delete {
+  void operator()(T* p) const noexcept {
+    if (PyGILState_Check() == 0) {
+      delete p;
+      return;
+    }
+    py::gil_scoped_release release;
+    delete p;
+  }
+};
+template <class T> using gil_free_holder = std::unique_ptr<T, gil_free_delete<T>>;
 
 /// "timedelta(seconds=...)" of `ns` nanoseconds, as a datetime.timedelta.
 py::object timedelta_of_ns(std::uint64_t ns);

@@ -128,8 +128,10 @@ py::dict statistics_of(device_session& s) {
   return d;
 }
 
+using device_session_class = py::class_<device_session, gil_free_holder<device_session>>;
+
 /// What DeviceSession shares with Session: its settings, figures and membership.
-void bind_session_surface(py::class_<device_session>& s) {
+void bind_session_surface(device_session_class& s) {
   s.def("info", &device_session::info);
   s.def("snapshot", &device_session::snapshot);
   s.def("configure",
@@ -139,7 +141,10 @@ void bind_session_surface(py::class_<device_session>& s) {
       [](device_session& x, py::handle b) { x.set_external_usage(bytes_from(b, "bytes")); },
       py::arg("bytes"));
   s.def("notices", &device_session::notices);
-  s.def("leave", &device_session::leave);
+  s.def("leave", [](device_session& x) {
+    py::gil_scoped_release release; // it joins host's reclaim watcher, which may want the GIL
+    x.leave();
+  });
   s.def_property_readonly("context_overhead", &device_session::context_overhead);
   s.def_property_readonly("overhead_method", &device_session::overhead_method);
   s.def_property_readonly("joined", &device_session::joined);
@@ -149,10 +154,10 @@ void bind_session_surface(py::class_<device_session>& s) {
 }
 
 void bind_device_session(py::module_& m) {
-  py::class_<device_session> s(m, "DeviceSession",
-                               "A session for one CUDA device: its key is the device's UUID, the "
-                               "table's capacity its memory less headroom, and its CUDA context "
-                               "counts as external usage. A context manager.");
+  device_session_class s(m, "DeviceSession",
+                         "A session for one CUDA device: its key is the device's UUID, the "
+                         "table's capacity its memory less headroom, and its CUDA context "
+                         "counts as external usage. A context manager.");
   s.def(py::init([](int device, const py::kwargs& kw) {
           static const auto own = {"headroom",      "context_overhead", "allocation_timeout",
                                    "drain_timeout", "max_in_flight",    "drain"};
@@ -164,23 +169,27 @@ void bind_device_session(py::module_& m) {
         py::arg("device") = -1);
   s.def_property_readonly("host", &device_session::host,
                           py::return_value_policy::reference_internal,
-                          "The underlying Session (reserve, try_reserve, kernel ...).");
+                          "The underlying Session (reserve, try_reserve, kernel, on_reclaim ...).");
   s.def_property_readonly("device", &device_session::device);
   s.def(
       "reserve",
-      [](device_session& x, py::handle bytes, py::handle timeout) {
+      [](device_session& x, py::handle bytes, py::handle timeout, bool reclaimable) {
         const std::uint64_t b = bytes_from(bytes, "bytes");
         const std::uint64_t t = timeout_ns_from(timeout);
         return interruptible([&] {
-          return t == wait_forever ? x.host().reserve(b)
-                                   : x.host().reserve(b, std::chrono::nanoseconds(t));
+          if (reclaimable) return x.host().reserve_reclaimable(b, timeout_duration(t));
+          return t == wait_forever ? x.host().reserve(b) : x.host().reserve(b, timeout_duration(t));
         });
       },
-      py::arg("bytes"), py::arg("timeout") = py::none(), "As Session.reserve.");
+      py::arg("bytes"), py::arg("timeout") = py::none(), py::arg("reclaimable") = false,
+      "As Session.reserve.");
   s.def(
       "try_reserve",
-      [](device_session& x, py::handle b) { return x.host().try_reserve(bytes_from(b, "bytes")); },
-      py::arg("bytes"), "As Session.try_reserve.");
+      [](device_session& x, py::handle bytes, bool reclaimable) {
+        const std::uint64_t b = bytes_from(bytes, "bytes");
+        return reclaimable ? x.host().try_reserve_reclaimable(b) : x.host().try_reserve(b);
+      },
+      py::arg("bytes"), py::arg("reclaimable") = false, "As Session.try_reserve.");
   s.def(
       "kernel",
       [](py::object self, std::uintptr_t stream, py::handle timeout) {
@@ -204,7 +213,10 @@ void bind_device_session(py::module_& m) {
   s.def("statistics", &statistics_of, "The CUDA side's counters, a dict.");
   bind_session_surface(s);
   s.def("__enter__", [](py::object self) { return self; });
-  s.def("__exit__", [](device_session& x, py::args) { x.leave(); });
+  s.def("__exit__", [](device_session& x, py::args) {
+    py::gil_scoped_release release;
+    x.leave();
+  });
 }
 
 } // namespace

@@ -16,4 +16,5 @@ PYBIND11_MODULE(_gpushare, m) {
   gp::bind_session(m);
   gp::bind_table(m);
   gp::bind_startup(m); // after bind_session: it adds Session.startup
+  gp::bind_reclaim(m); // after bind_session: it adds Session.on_reclaim and the watcher
 }

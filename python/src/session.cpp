@@ -45,11 +45,18 @@ struct kernel_guard {
   }
 };
 
-reservation reserve(session& s, py::handle bytes, py::handle timeout) {
+reservation reserve(session& s, py::handle bytes, py::handle timeout, bool reclaimable) {
   const std::uint64_t b = bytes_from(bytes, "bytes");
   const std::uint64_t t = timeout_ns_from(timeout);
+  if (reclaimable) // no bound: nanoseconds::max(), some 292 years
+    return interruptible([&] { return s.reserve_reclaimable(b, timeout_duration(t)); });
   return interruptible(
-      [&] { return t == wait_forever ? s.reserve(b) : s.reserve(b, std::chrono::nanoseconds(t)); });
+      [&] { return t == wait_forever ? s.reserve(b) : s.reserve(b, timeout_duration(t)); });
+}
+
+std::optional<reservation> try_reserve(session& s, py::handle bytes, bool reclaimable) {
+  const std::uint64_t b = bytes_from(bytes, "bytes");
+  return reclaimable ? s.try_reserve_reclaimable(b) : s.try_reserve(b);
 }
 
 void grow(reservation& r, py::handle bytes, py::handle timeout) {
@@ -59,7 +66,7 @@ void grow(reservation& r, py::handle bytes, py::handle timeout) {
     if (t == wait_forever)
       r.grow(b);
     else
-      r.grow(b, std::chrono::nanoseconds(t));
+      r.grow(b, timeout_duration(t));
   });
 }
 
@@ -88,10 +95,17 @@ void bind_reservation(py::module_& m) {
       "shrink", [](reservation& x, py::handle b) { x.shrink(bytes_from(b, "bytes")); },
       py::arg("bytes"), "Gives back `bytes` (at most what it holds).");
   r.def("release", &reservation::release, "Gives back everything now.");
+  r.def_property_readonly("reclaimable", &reservation::reclaimable,
+                          "Whether its bytes are given back when a higher priority class's "
+                          "reserve waits (Session.reserve(..., reclaimable=True)).");
+  r.def("set_reclaimable", &reservation::set_reclaimable, py::arg("on") = true,
+        "Makes its bytes reclaimable (or, on=False, fixed again).");
   r.def("__enter__", [](py::object self) { return self; });
   r.def("__exit__", [](reservation& x, py::args) { x.release(); });
   r.def("__repr__", [](const reservation& x) {
-    return std::string("Reservation(bytes=").append(std::to_string(x.size())).append(")");
+    return std::string("Reservation(bytes=")
+        .append(std::to_string(x.size()))
+        .append(x.reclaimable() ? ", reclaimable=True)" : ")");
   });
 }
 
@@ -130,23 +144,50 @@ void bind_kernel_guard(py::module_& m) {
       "instead of the region's wall time.");
 }
 
+using session_class = py::class_<session, gil_free_holder<session>>;
+
+/// Who the session is, and leaving: without the GIL, since leaving joins the reclaim watcher,
+/// whose callback may be waiting for it.
+void bind_membership(session_class& s) {
+  s.def(
+      "leave",
+      [](session& x) {
+        py::gil_scoped_release release;
+        x.leave();
+      },
+      "Leaves the table now; its reservations become empty, its reclaim watcher stops.");
+  s.def_property_readonly("joined", &session::joined);
+  s.def_property_readonly("id", &session::id);
+  s.def_property_readonly("name", &session::name);
+  s.def_property_readonly("table_name", &session::table_name,
+                          "The shm object name of the table, \"/gpushare.<domain>.u<uid>.<key>\".");
+  s.def("__enter__", [](py::object self) { return self; });
+  s.def("__exit__", [](session& x, py::args) {
+    py::gil_scoped_release release;
+    x.leave();
+  });
+  s.def("__repr__", &session_repr);
+}
+
 void bind_session_class(py::module_& m) {
-  py::class_<session> s(m, "Session",
-                        "A process's membership in the table of a device key. Joins on "
-                        "construction; leaves on leave(), on exit of a `with` block, or when "
-                        "garbage-collected. Settings not given come from GPUSHARE_* variables, "
-                        "then the defaults.");
+  session_class s(
+      m, "Session",
+      "A process's membership in the table of a device key. Joins on construction; leaves on "
+      "leave(), on exit of a `with` block, or when garbage-collected. Settings not given come "
+      "from GPUSHARE_* variables, then the defaults.");
   s.def(py::init([](const std::string& key, const py::kwargs& kw) {
           return session(key, session_options_from(kw));
         }),
         py::arg("key"));
   s.def("reserve", &reserve, py::arg("bytes"), py::arg("timeout") = py::none(),
+        py::arg("reclaimable") = false,
         "Reserves `bytes` (an int or \"1GiB\"), waiting up to `timeout` (None: without end, "
         "seconds, a timedelta or \"10s\") for other sessions to release memory. Raises OverLimit "
-        "or ExceedsCapacity at once if it can never fit, Timeout past the timeout.");
-  s.def(
-      "try_reserve", [](session& x, py::handle b) { return x.try_reserve(bytes_from(b, "bytes")); },
-      py::arg("bytes"), "Reserves `bytes` if they fit now, else returns None.");
+        "or ExceedsCapacity at once if it can never fit, Timeout past the timeout. "
+        "reclaimable=True: memory this session gives back when a higher priority class's reserve "
+        "waits and its on_reclaim() callback is asked.");
+  s.def("try_reserve", &try_reserve, py::arg("bytes"), py::arg("reclaimable") = false,
+        "Reserves `bytes` if they fit now, else returns None (never waits, never asks anyone).");
   s.def(
       "kernel",
       [](py::object self, py::handle timeout) {
@@ -170,15 +211,7 @@ void bind_session_class(py::module_& m) {
       [](session& x, py::handle b) { x.set_external_usage(bytes_from(b, "bytes")); },
       py::arg("bytes"), "Declares memory this session uses outside its reservations.");
   s.def("notices", &session::notices, "What its join had to tell that is not an error.");
-  s.def("leave", &session::leave, "Leaves the table now; its reservations become empty.");
-  s.def_property_readonly("joined", &session::joined);
-  s.def_property_readonly("id", &session::id);
-  s.def_property_readonly("name", &session::name);
-  s.def_property_readonly("table_name", &session::table_name,
-                          "The shm object name of the table, \"/gpushare.<domain>.u<uid>.<key>\".");
-  s.def("__enter__", [](py::object self) { return self; });
-  s.def("__exit__", [](session& x, py::args) { x.leave(); });
-  s.def("__repr__", &session_repr);
+  bind_membership(s);
 }
 
 } // namespace

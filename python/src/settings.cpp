@@ -98,6 +98,12 @@ std::uint32_t ppm_setting(py::handle v, const char* what,
   return static_cast<std::uint32_t>(std::llround(f * 1e6));
 }
 
+/// A reclaim deadline's string ("2s", "500ms"), read as GPUSHARE_RECLAIM_DEADLINE is.
+std::chrono::nanoseconds reclaim_deadline_of(std::string_view s) {
+  return std::chrono::nanoseconds(
+      static_cast<std::int64_t>(gpushare::detail::parse_reclaim_deadline_ns(s)));
+}
+
 int priority_setting(py::handle v) {
   if (is_str(v)) return gpushare::parse_priority(v.cast<std::string>());
   if (!is_int(v)) wrong_type("priority", v, "an int or a name (\"low\" ... \"critical\")");
@@ -264,6 +270,10 @@ gpushare::session_options session_options_from(const py::kwargs& kw,
          o.max_guard = duration_setting(v, "max_guard", gpushare::parse_max_guard);
        }},
       {"handover", [&](py::handle v) { o.handover = handover_setting(v); }},
+      {"reclaim_deadline",
+       [&](py::handle v) {
+         o.reclaim_deadline = duration_setting(v, "reclaim_deadline", reclaim_deadline_of);
+       }},
       {"open_timeout",
        [&](py::handle v) {
          const std::uint64_t ns = timeout_ns_from(v);

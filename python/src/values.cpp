@@ -135,6 +135,31 @@ void session_state(record<session_info>& r) {
   r.F(session_info, device_wait_max_ns).F(session_info, handovers);
   r.F(session_info, cap_throttle_ns).F(session_info, revocations);
   r.F(session_info, holds_startup).F(session_info, waiting_for_startup);
+  r.F(session_info, reclaim);
+}
+
+void bind_reclaim_figures(py::module_& m) {
+  using rf = session_info::reclaim_figures;
+  record<rf> r(
+      m, "ReclaimFigures",
+      "A session's side of cooperative reclaim: its reclaimable bytes, what it is asked "
+      "to give back now (and in how long that is due: 0 when overdue or none), the slot "
+      "whose reserve asked (None), what its own waiting reserves lack, whether it is "
+      "skipped for now, and its requests, answers, skips and bytes given since it joined.");
+  r.F(rf, reclaimable).F(rf, asked).F(rf, deadline_in_ns).F(rf, asked_by_slot).F(rf, wanted);
+  r.F(rf, skipped_now).F(rf, requests).F(rf, answered).F(rf, skipped).F(rf, given);
+  r.done();
+}
+
+void bind_reclaim_counters(py::module_& m) {
+  using rc = table_snapshot::reclaim_counters;
+  record<rc> r(m, "ReclaimCounters",
+               "A table's cooperative reclaim over its life: requests sent, answered, skipped at "
+               "their deadline, withdrawn; bytes given back; reserves granted after requests were "
+               "out for them, with their time from the first request to the grant.");
+  r.F(rc, requests).F(rc, answered).F(rc, skipped).F(rc, withdrawn).F(rc, given);
+  r.F(rc, grants).F(rc, grant_ns).F(rc, grant_max_ns);
+  r.done();
 }
 
 void bind_session_info(py::module_& m) {
@@ -169,7 +194,7 @@ void bind_snapshot(py::module_& m) {
   r.F(ts, committed_total).F(ts, available).F(ts, lock_repairs).F(ts, sessions_reclaimed);
   r.F(ts, handovers).F(ts, holder).F(ts, default_max_guard_ns).F(ts, revocations);
   r.F(ts, evictions).F(ts, last_eviction).F(ts, startup).F(ts, startup_waiters);
-  r.F(ts, startup_takes).F(ts, sessions).F(ts, dead_sessions);
+  r.F(ts, startup_takes).F(ts, reclaim).F(ts, sessions).F(ts, dead_sessions);
   r.F(ts, device_name).F(ts, device_total).F(ts, device_free).F(ts, device_observed_unix_ns);
   r.F(ts, device_observer_pid).F(ts, device_untracked).F(ts, device_releasing);
   r.done();
@@ -194,6 +219,8 @@ void bind_notice(py::module_& m) {
 void bind_values(py::module_& m) {
   bind_session_id(m);
   bind_platform_identity(m);
+  bind_reclaim_figures(m);
+  bind_reclaim_counters(m);
   bind_session_info(m);
   bind_eviction(m);
   bind_startup_holder(m);

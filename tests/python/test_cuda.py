@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # gpushare.cuda on the simulated CUDA runtime (tools/cudasim): a DeviceSession joins the table of
-# the simulated device's UUID, reserves, allocates, guards a stream, and leaves. Run in a child
+# the simulated device's UUID, reserves (also reclaimable memory), allocates, guards a stream, and
+# leaves (stopping its reclaim watcher). Run in a child
 # interpreter, which the simulated libcudart must be loaded into from its start.
 import glob
 import json
@@ -16,7 +17,8 @@ import json, gpushare
 from gpushare.cuda import DeviceSession
 out = {}
 with DeviceSession(0, name="py-device", domain="%(domain)s", memory_limit="2GiB",
-                   allocation_timeout="5s", headroom="1GiB", drain="stream") as ds:
+                   allocation_timeout="5s", headroom="1GiB", drain="stream",
+                   reclaim_deadline="500ms") as ds:
     out["uuid"] = ds.device.uuid
     out["total"] = ds.device.total_memory
     out["capacity"] = ds.snapshot().capacity
@@ -33,6 +35,12 @@ with DeviceSession(0, name="py-device", domain="%(domain)s", memory_limit="2GiB"
     out["after_free"] = ds.info().reserved
     out["guards"] = ds.info().guards
     out["stats_keys"] = sorted(ds.statistics())
+    with ds.reserve("128MiB", timeout=5, reclaimable=True) as cache:
+        extra = ds.try_reserve("32MiB", reclaimable=True)
+        out["reclaimable"] = [cache.reclaimable, extra.reclaimable, ds.info().reclaim.reclaimable]
+        extra.release()
+    ds.host.on_reclaim(lambda asked: 0)
+    ds.host.watch_reclaim()  # leaving (the end of the block) stops it
     try:
         ds.reserve("3GiB")
     except gpushare.OverLimit as e:
@@ -71,6 +79,7 @@ def test_device_session_on_cudasim(cudasim_env):
         assert out["guards"] == 1
         assert "drains" in out["stats_keys"]
         assert out["over_limit"] == "over_limit"
+        assert out["reclaimable"] == [True, True, 160 * MiB]
         assert out["joined_after"] is False
     finally:
         remove_table(out["uuid"])
