@@ -88,6 +88,12 @@ public:
     core().grow(bytes, detail::to_ns(timeout), detail::memory_kind::reclaimable);
     return reservation(core_, bytes, detail::memory_kind::reclaimable);
   }
+  /// Reserves `bytes` of reclaimable memory with no timeout: blocks until they fit, forever if
+  /// they never do (as reserve(bytes)).
+  [[nodiscard]] reservation reserve_reclaimable(std::uint64_t bytes) {
+    core().grow(bytes, detail::wait_forever_ns, detail::memory_kind::reclaimable);
+    return reservation(core_, bytes, detail::memory_kind::reclaimable);
+  }
   /// Reclaimable bytes if they fit now, else nullopt (never waits, never asks anyone).
   [[nodiscard]] std::optional<reservation> try_reserve_reclaimable(std::uint64_t bytes) {
     if (!core().try_grow(bytes, detail::memory_kind::reclaimable)) return std::nullopt;

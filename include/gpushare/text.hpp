@@ -80,6 +80,10 @@ inline std::chrono::nanoseconds parse_quantum(std::string_view s) {
 inline std::chrono::nanoseconds parse_max_guard(std::string_view s) {
   return std::chrono::nanoseconds(static_cast<std::int64_t>(detail::parse_max_guard_ns(s)));
 }
+/// GPUSHARE_RECLAIM_DEADLINE: "2s", from 1ms to 1h.
+inline std::chrono::nanoseconds parse_reclaim_deadline(std::string_view s) {
+  return std::chrono::nanoseconds(static_cast<std::int64_t>(detail::parse_reclaim_deadline_ns(s)));
+}
 /// GPUSHARE_HANDOVER: "guard" or "yield".
 inline handover_point parse_handover(std::string_view s) { return detail::parse_handover(s); }
 /// GPUSHARE_CAPACITY: "80GiB", "85899345920" -> bytes; "unlimited" or 0 -> 0 (unlimited).

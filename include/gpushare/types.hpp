@@ -237,6 +237,7 @@ struct session_options {
   /// GPUSHARE_GROUP_SHARE: the group's compute share (1 to 1000000), used in place of each
   /// member's own share; default: its members', else 1.
   std::optional<std::uint32_t> group_share;
+  /// How long opening waits for another process that is initialising the table.
   std::chrono::milliseconds open_timeout{5000};
 
   // Who the session belongs to (docs/cluster-env.md). Each field set here wins; an unset one is

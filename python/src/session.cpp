@@ -48,8 +48,11 @@ struct kernel_guard {
 reservation reserve(session& s, py::handle bytes, py::handle timeout, bool reclaimable) {
   const std::uint64_t b = bytes_from(bytes, "bytes");
   const std::uint64_t t = timeout_ns_from(timeout);
-  if (reclaimable) // no bound: nanoseconds::max(), some 292 years
-    return interruptible([&] { return s.reserve_reclaimable(b, timeout_duration(t)); });
+  if (reclaimable)
+    return interruptible([&] {
+      return t == wait_forever ? s.reserve_reclaimable(b)
+                               : s.reserve_reclaimable(b, timeout_duration(t));
+    });
   return interruptible(
       [&] { return t == wait_forever ? s.reserve(b) : s.reserve(b, timeout_duration(t)); });
 }

@@ -100,8 +100,7 @@ std::uint32_t ppm_setting(py::handle v, const char* what,
 
 /// A reclaim deadline's string ("2s", "500ms"), read as GPUSHARE_RECLAIM_DEADLINE is.
 std::chrono::nanoseconds reclaim_deadline_of(std::string_view s) {
-  return std::chrono::nanoseconds(
-      static_cast<std::int64_t>(gpushare::detail::parse_reclaim_deadline_ns(s)));
+  return gpushare::parse_reclaim_deadline(s);
 }
 
 int priority_setting(py::handle v) {
