@@ -38,6 +38,7 @@ outcome resolve_var(const std::string& var, const std::string& value) {
     const auto env = fake_env({{var, value}});
     if (var == "GPUSHARE_QUANTUM") o.ns = gs::resolve_options({}, env).quantum_ns;
     if (var == "GPUSHARE_MAX_GUARD") o.ns = gs::resolve_options({}, env).max_guard_ns;
+    if (var == "GPUSHARE_RECLAIM_DEADLINE") o.ns = gs::resolve_options({}, env).reclaim_deadline_ns;
     if (var == "GPUSHARE_ALLOC_TIMEOUT")
       o.ns = gc::resolve_device_options({}, env).allocation_timeout_ns;
     if (var == "GPUSHARE_DRAIN_TIMEOUT")
@@ -112,6 +113,13 @@ TEST_CASE("each duration option accepts the same units and keeps its own range")
       {"GPUSHARE_MAX_GUARD", "0", 0, ""},
       {"GPUSHARE_MAX_GUARD", "500us", std::nullopt, "shorter than 1ms"},
       {"GPUSHARE_MAX_GUARD", "61min", std::nullopt, "longer than 1h"},
+      {"GPUSHARE_RECLAIM_DEADLINE", "2s", 2 * s, ""},
+      {"GPUSHARE_RECLAIM_DEADLINE", "500ms", 500 * ms, ""},
+      {"GPUSHARE_RECLAIM_DEADLINE", "1h", hour, ""},
+      {"GPUSHARE_RECLAIM_DEADLINE", "500us", std::nullopt, "shorter than 1ms"},
+      {"GPUSHARE_RECLAIM_DEADLINE", "2h", std::nullopt, "longer than 1h"},
+      {"GPUSHARE_RECLAIM_DEADLINE", "none", std::nullopt, "it must start with a digit"},
+      {"GPUSHARE_RECLAIM_DEADLINE", "2", std::nullopt, "a unit is required"},
       // Was refused ("500us" had no unit in the timeout grammar); accepted like
       // GPUSHARE_MAX_IN_FLIGHT.
       {"GPUSHARE_DRAIN_TIMEOUT", "500us", 500 * us, ""},
@@ -166,4 +174,23 @@ TEST_CASE("a bare number counts only where the option says so") {
   CHECK(std::string(e->what()).find("a unit is required") != std::string::npos);
   const auto none = thrown([&] { (void)gs::parse_duration("none", seconds); });
   CHECK(none.has_value());
+}
+
+TEST_CASE("the reclaim deadline: 2 s by default, a value in code wins, and one out of range is "
+          "refused naming the field") {
+  const auto env = fake_env({{"GPUSHARE_RECLAIM_DEADLINE", "5s"}});
+  CHECK(gs::resolve_options({}, fake_env({})).reclaim_deadline_ns == 2 * s);
+  CHECK(gs::resolve_options({}, env).reclaim_deadline_ns == 5 * s);
+  gs::session_options o;
+  o.reclaim_deadline = std::chrono::milliseconds(250);
+  CHECK(gs::resolve_options(o, env).reclaim_deadline_ns == 250 * ms);
+  CHECK(gs::parse_reclaim_deadline("750ms") == std::chrono::milliseconds(750));
+  o.reclaim_deadline = std::chrono::microseconds(10);
+  try {
+    (void)gs::resolve_options(o, env);
+    FAIL("a 10us reclaim deadline was accepted");
+  } catch (const gs::error& e) {
+    CHECK(e.code() == gs::errc::invalid_argument);
+    CHECK(std::string(e.what()).find("session_options::reclaim_deadline") != std::string::npos);
+  }
 }

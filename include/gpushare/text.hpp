@@ -82,7 +82,8 @@ inline std::chrono::nanoseconds parse_max_guard(std::string_view s) {
 }
 /// GPUSHARE_RECLAIM_DEADLINE: "2s", from 1ms to 1h.
 inline std::chrono::nanoseconds parse_reclaim_deadline(std::string_view s) {
-  return std::chrono::nanoseconds(static_cast<std::int64_t>(detail::parse_reclaim_deadline_ns(s)));
+  return std::chrono::nanoseconds(
+      static_cast<std::int64_t>(detail::parse_duration(s, detail::reclaim_deadline_option)));
 }
 /// GPUSHARE_HANDOVER: "guard" or "yield".
 inline handover_point parse_handover(std::string_view s) { return detail::parse_handover(s); }

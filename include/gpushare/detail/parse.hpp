@@ -454,11 +454,6 @@ inline std::uint64_t parse_max_guard_ns(std::string_view s) {
   return parse_duration(s, max_guard_option);
 }
 
-/// A reclaim deadline: a duration from 1ms to 1h ("2s", "500ms").
-inline std::uint64_t parse_reclaim_deadline_ns(std::string_view s) {
-  return parse_duration(s, reclaim_deadline_option);
-}
-
 /// "none" (or "0%"): 0, no guarantee; else a percentage in (0%, 100%], in ppm.
 inline std::uint32_t parse_compute_guarantee_ppm(std::string_view s) {
   if (iequals(s, "none") || s == "0%" || s == "0") return 0;
