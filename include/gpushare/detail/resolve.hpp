@@ -216,11 +216,12 @@ inline void resolve_remedies(const session_options& opts, const env_lookup& env,
   r.max_guard_ns = pick_duration(opts.max_guard, env, "GPUSHARE_MAX_GUARD", "max_guard",
                                  max_guard_option, true, parse_max_guard_ns)
                        .value_or(0);
-  r.reclaim_deadline_ns =
-      pick_duration(opts.reclaim_deadline, env, "GPUSHARE_RECLAIM_DEADLINE", "reclaim_deadline",
-                    reclaim_deadline_option, false,
-                    [](std::string_view v) { return parse_duration(v, reclaim_deadline_option); })
-          .value_or(r.reclaim_deadline_ns);
+  r.reclaim_deadline_ns = pick_duration(opts.reclaim_deadline, env, "GPUSHARE_RECLAIM_DEADLINE",
+                                        "reclaim_deadline", reclaim_deadline_option, false,
+                                        [](std::string_view v) {
+                                          return detail::parse_duration(v, reclaim_deadline_option);
+                                        })
+                              .value_or(r.reclaim_deadline_ns);
   r.compute_guarantee_ppm =
       pick_option(opts.compute_guarantee_ppm, env, "GPUSHARE_COMPUTE_GUARANTEE", guarantee_forms,
                   parse_compute_guarantee_ppm,
