@@ -104,7 +104,8 @@ public:
   /// reserve of a higher priority class needs from this session, releases reclaimable
   /// reservations (or shrinks them), and returns the bytes it gave back. It runs on the thread
   /// that calls yield(), answer_reclaim() or ends a guard, or on the watcher's thread
-  /// (watch_reclaim()), never under the table lock; it must not leave or destroy the session.
+  /// (watch_reclaim()), never under the table lock; it must not leave or destroy the session,
+  /// and what it uses must outlive the session's watcher: leave() (which stops it) first.
   /// Without a handler (or if it throws), a request stands until its deadline, when the waiter
   /// skips this session: nobody is killed. An empty handler removes it.
   void on_reclaim(std::function<std::uint64_t(std::uint64_t)> handler) {
