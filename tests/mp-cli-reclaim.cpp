@@ -104,7 +104,8 @@ TEST_CASE("reclaim: status, JSON and metrics show who is asked for what a waiter
     granted = r.size() == 600 * MiB;
   });
   REQUIRE(test::eventually([&] {
-    const session_info* i = find(snapshot_of(d), "deaf");
+    const table_snapshot now = snapshot_of(d); // find() points into it
+    const session_info* i = find(now, "deaf");
     return i && i->reclaim.asked == 376 * MiB;
   }));
   const table_snapshot snap = snapshot_of(d);
@@ -267,7 +268,8 @@ TEST_CASE("reclaim: a table without reclaim shows no columns or line and a waite
   session urgent("gpu", with(d, "urgent", priority::high));
   std::thread waiter([&] { (void)urgent.reserve(600 * MiB, 60s); });
   REQUIRE(test::eventually([&] {
-    const session_info* i = find(snapshot_of(d), "urgent");
+    const table_snapshot now = snapshot_of(d); // find() points into it
+    const session_info* i = find(now, "urgent");
     return i && i->reclaim.wanted == 376 * MiB;
   }));
   const cli_result text = run_cli({"status", "--domain", d.name(), "--interval", "0"});
