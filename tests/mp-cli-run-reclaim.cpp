@@ -42,8 +42,10 @@ struct fixture {
                                      "engine",  "--reclaimable", "600MiB", "--on-reclaim",
                                      on_reclaim};
     if (!on_restore.empty()) args.insert(args.end(), {"--on-restore", on_restore});
-    args.insert(args.end(),
-                {"--", "sh", "-c", "while [ ! -e " + file("go") + " ]; do sleep 0.02; done"});
+    args.insert(
+        args.end(),
+        {"--", "sh", "-c",
+         std::string("while [ ! -e ").append(file("go")).append(" ]; do sleep 0.02; done")});
     return start_cli(args, keep_uid, env());
   }
   std::optional<session_info> engine() const {

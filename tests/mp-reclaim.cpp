@@ -233,8 +233,8 @@ TEST_CASE("reclaim: chaos - holders answer, ignore, stop or die at random; every
     std::vector<pid_t> pids;
     for (int i = 0; i < n; ++i) {
       const auto mode = static_cast<holder_mode>(rng() % 3);
-      pids.push_back(holder(t, "h" + std::to_string(i), static_cast<int>(rng() % 3), 200 * MiB,
-                            mode, ready, i));
+      pids.push_back(holder(t, std::string("h").append(std::to_string(i)),
+                            static_cast<int>(rng() % 3), 200 * MiB, mode, ready, i));
     }
     REQUIRE(test::eventually([&] {
       for (int i = 0; i < n; ++i)

@@ -63,14 +63,16 @@ inline std::string run_hook(const std::string& command, const std::vector<env_va
       ::kill(hook.pid, SIGKILL);
       while (::waitpid(hook.pid, &status, 0) < 0 && errno == EINTR) {
       }
-      return "it ran longer than " + std::to_string(reclaim_hook_timeout.count()) +
-             " s and was killed";
+      return std::string("it ran longer than ")
+          .append(std::to_string(reclaim_hook_timeout.count()))
+          .append(" s and was killed");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
-  if (WIFEXITED(status)) return "it exited with " + std::to_string(WEXITSTATUS(status));
-  return "it was killed by signal " + std::to_string(WTERMSIG(status));
+  if (WIFEXITED(status))
+    return std::string("it exited with ").append(std::to_string(WEXITSTATUS(status)));
+  return std::string("it was killed by signal ").append(std::to_string(WTERMSIG(status)));
 }
 
 /// The runner's side of reclaim for one program: the reclaimable part of its budget, the
