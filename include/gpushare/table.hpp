@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
@@ -219,14 +220,17 @@ public:
     detail::table_header& h = core_.header();
     if (d.capacity) {
       const std::uint64_t c = *d.capacity == 0 ? detail::unlimited_capacity : *d.capacity;
-      if (c < h.committed_total) detail::recompute_totals(core_.view()); // never on scribbles
-      if (c < h.committed_total)
+      // Committed, or held where loans are out (held bytes include them): never on scribbles.
+      const auto needed = [&h] { return std::max(h.committed_total, h.held_total); };
+      if (c < needed()) detail::recompute_totals(core_.view());
+      if (c < needed())
         throw error(errc::invalid_argument,
                     "the capacity of table '" + core_.name() + "' cannot go down to " +
                         detail::format_capacity(c) + ": its live sessions have committed " +
-                        detail::format_bytes(h.committed_total) +
-                        " (reservations, external usage and guarantees); release memory or lower "
-                        "guarantees first, or give a capacity of at least that");
+                        detail::format_bytes(needed()) +
+                        " (reservations, external usage, guarantees and loans out of idle "
+                        "guarantees); release memory or lower guarantees first, or give a "
+                        "capacity of at least that");
       detail::set_capacity(core_.view(), c);
     }
     if (d.max_guard) h.default_max_guard_ns = static_cast<std::uint64_t>(d.max_guard->count());

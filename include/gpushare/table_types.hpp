@@ -80,6 +80,10 @@ struct session_info : session_statistics {
     std::uint64_t wanted = 0;
     bool skipped_now = false; ///< it missed a deadline recently: not asked for now
     std::uint64_t requests = 0, answered = 0, skipped = 0, given = 0;
+    /// Of its reclaimable bytes, those on loan out of other sessions' idle guarantees; growths
+    /// granted on loan, and loan calls it missed (their bytes were written off), over its life.
+    std::uint64_t borrowed = 0, loans = 0, write_offs = 0;
+    bool loan_call = false; ///< what it is asked for now calls a loan back
   } reclaim;
   /// It holds the table's start-up lock (<gpushare/startup.hpp>): its engine is starting.
   bool holds_startup = false;
@@ -142,6 +146,14 @@ struct table_snapshot {
     std::uint64_t requests = 0, answered = 0, skipped = 0, withdrawn = 0, given = 0;
     std::uint64_t grants = 0, grant_ns = 0, grant_max_ns = 0;
   } reclaim;
+  /// Idle guarantees lent as reclaimable memory (docs/design.md section 15): bytes guaranteed to
+  /// sessions but not held by them, bytes on loan now, and what every session holds (on loan or
+  /// not); over the table's life, growths granted on loan, loan calls, and calls missed (written
+  /// off, with their bytes).
+  struct loan_figures {
+    std::uint64_t idle_guarantees = 0, lent = 0, held = 0;
+    std::uint64_t loans = 0, calls = 0, write_offs = 0, written_off = 0;
+  } loans;
   std::uint32_t startup_waiters = 0;  ///< threads of live sessions waiting for the start-up lock
   std::uint64_t startup_takes = 0;    ///< times the start-up lock was taken, over the table's life
   std::vector<session_info> sessions; ///< live sessions, by slot

@@ -2,10 +2,14 @@
 // Memory budget arithmetic: pure functions of the table state, called under the table lock.
 //
 // The one invariant (docs/design.md, "Budget invariants"):
-//     committed_total = sum over active slots of max(reserved + external, guarantee) <= capacity
+//     committed_total = sum over active slots of max(reserved + external - borrowed, guarantee)
+//                     <= capacity
 // is checked by check_grow() before any reservation grows, and it implies both promises:
 //   * the sum of reservations never exceeds the capacity, and
 //   * every session can always grow up to its guarantee (it is already counted as committed).
+// `borrowed` is what a session holds on loan out of idle guarantees (section 15): while any loan
+// is out, a growth must also keep held_total = sum of reserved + external within the capacity,
+// and one that cannot calls loans back (reclaim.hpp) instead of breaking that bound.
 // Only these functions change the totals; recompute_totals() rebuilds them from the slots after a
 // crash. Values read from shared memory are never trusted to be sane: arithmetic saturates and
 // subtraction clamps at zero, so a scribbled slot can mis-account but never wrap to 2^64.
@@ -36,64 +40,141 @@ inline constexpr std::uint64_t commitment(std::uint64_t reserved, std::uint64_t 
                                           std::uint64_t guarantee) noexcept {
   return std::max(sat_add(reserved, external), guarantee);
 }
+/// The same for slot `s` with these figures; what it holds on loan is not counted.
+inline std::uint64_t commitment(const slot_record& s, std::uint64_t reserved,
+                                std::uint64_t external, std::uint64_t guarantee) noexcept {
+  return std::max(sat_sub(sat_add(reserved, external), s.loan.borrowed), guarantee);
+}
 inline std::uint64_t commitment(const slot_record& s) noexcept {
-  return commitment(s.memory.reserved, s.memory.external, s.settings.memory_guarantee);
+  return commitment(s, s.memory.reserved, s.memory.external, s.settings.memory_guarantee);
+}
+
+/// Bytes slot `s` holds, on loan or not.
+inline std::uint64_t held(const slot_record& s) noexcept {
+  return sat_add(s.memory.reserved, s.memory.external);
 }
 
 enum class budget_verdict { granted, over_limit, exceeds_capacity, not_now, over_group_limit };
 
+/// While loans are out, does a growth of `bytes` keep what sessions hold within the capacity?
+inline bool held_fits(const table_header& h, std::uint64_t bytes) noexcept {
+  return h.lent_total == 0 || sat_add(h.held_total, bytes) <= h.capacity;
+}
+
 /// May slot `s` grow its reservations by `bytes` now?
 inline budget_verdict check_grow(const table_header& h, const slot_record& s,
                                  std::uint64_t bytes) noexcept {
-  const std::uint64_t used_after = sat_add(sat_add(s.memory.reserved, s.memory.external), bytes);
+  const std::uint64_t used_after = sat_add(held(s), bytes);
   if (bytes > h.capacity) return budget_verdict::exceeds_capacity;
   if (used_after > s.settings.memory_limit) return budget_verdict::over_limit;
   const std::uint64_t before = commitment(s);
-  const std::uint64_t after =
-      commitment(sat_add(s.memory.reserved, bytes), s.memory.external, s.settings.memory_guarantee);
+  const std::uint64_t after = commitment(s, sat_add(s.memory.reserved, bytes), s.memory.external,
+                                         s.settings.memory_guarantee);
   const std::uint64_t total_after = sat_add(sat_sub(h.committed_total, before), after);
-  return total_after <= h.capacity ? budget_verdict::granted : budget_verdict::not_now;
+  return total_after <= h.capacity && held_fits(h, bytes) ? budget_verdict::granted
+                                                          : budget_verdict::not_now;
+}
+
+/// A slot's contributions to the totals, taken before a change (retotal() applies the change).
+struct slot_share {
+  std::uint64_t committed, held, reserved, borrowed;
+};
+inline slot_share share_of(const slot_record& s) noexcept {
+  return {commitment(s), held(s), s.memory.reserved, s.loan.borrowed};
+}
+
+/// After slot `s` changed from `was`: its bounds restored (reclaimable <= reserved, borrowed <=
+/// reclaimable) and the totals moved by the difference.
+inline void retotal(table_header& h, slot_record& s, const slot_share& was) noexcept {
+  s.reclaim.reclaimable = std::min(s.reclaim.reclaimable, s.memory.reserved);
+  s.loan.borrowed = std::min(s.loan.borrowed, s.reclaim.reclaimable);
+  h.committed_total = sat_add(sat_sub(h.committed_total, was.committed), commitment(s));
+  h.held_total = sat_add(sat_sub(h.held_total, was.held), held(s));
+  h.reserved_total = sat_add(sat_sub(h.reserved_total, was.reserved), s.memory.reserved);
+  h.lent_total = sat_add(sat_sub(h.lent_total, was.borrowed), s.loan.borrowed);
+  s.memory.peak = std::max(s.memory.peak, held(s));
 }
 
 /// Replaces slot `s`'s figures by `reserved`, `external`, `guarantee`, keeping the totals exact.
 inline void set_usage(table_header& h, slot_record& s, std::uint64_t reserved,
                       std::uint64_t external, std::uint64_t guarantee) noexcept {
-  h.committed_total =
-      sat_add(sat_sub(h.committed_total, commitment(s)), commitment(reserved, external, guarantee));
-  h.reserved_total = sat_add(sat_sub(h.reserved_total, s.memory.reserved), reserved);
+  const slot_share was = share_of(s);
   s.memory.reserved = reserved;
-  s.reclaim.reclaimable = std::min(s.reclaim.reclaimable, reserved); // never more than it holds
   s.memory.external = external;
   s.settings.memory_guarantee = guarantee;
-  s.memory.peak = std::max(s.memory.peak, sat_add(reserved, external));
+  retotal(h, s, was);
 }
 
-/// Whether bytes a reservation grows or releases are reclaimable (docs/design.md section 15).
-enum class memory_kind { fixed, reclaimable };
+/// Whether bytes a reservation grows or releases are reclaimable (docs/design.md section 15);
+/// `loan`: reclaimable bytes granted on loan out of idle guarantees (apply_grow only).
+enum class memory_kind { fixed, reclaimable, loan };
 
 inline void apply_grow(table_header& h, slot_record& s, std::uint64_t bytes,
                        memory_kind kind = memory_kind::fixed) noexcept {
-  set_usage(h, s, sat_add(s.memory.reserved, bytes), s.memory.external,
-            s.settings.memory_guarantee);
-  if (kind == memory_kind::reclaimable)
-    s.reclaim.reclaimable = std::min(sat_add(s.reclaim.reclaimable, bytes), s.memory.reserved);
+  const slot_share was = share_of(s);
+  s.memory.reserved = sat_add(s.memory.reserved, bytes);
+  if (kind != memory_kind::fixed) s.reclaim.reclaimable = sat_add(s.reclaim.reclaimable, bytes);
+  if (kind == memory_kind::loan) {
+    s.loan.borrowed = sat_add(s.loan.borrowed, bytes);
+    ++s.loan.loans;
+    ++h.loans;
+  }
+  retotal(h, s, was);
   ++s.stats.reservations_granted;
 }
 
-/// Releases `bytes` (clamped to what the slot holds: a double release cannot underflow).
+/// Releases `bytes` (clamped to what the slot holds: a double release cannot underflow). Bytes
+/// written off at a missed loan call are taken off first: the table released them already.
+/// Reclaimable bytes not on loan go before borrowed ones, so a release never raises the slot's
+/// commitment.
 inline void apply_shrink(table_header& h, slot_record& s, std::uint64_t bytes,
                          memory_kind kind = memory_kind::fixed) noexcept {
-  if (kind == memory_kind::reclaimable)
-    s.reclaim.reclaimable = sat_sub(s.reclaim.reclaimable, bytes);
-  set_usage(h, s, sat_sub(s.memory.reserved, bytes), s.memory.external,
-            s.settings.memory_guarantee);
+  const std::uint64_t absorbed = std::min(s.loan.written_off, bytes);
+  s.loan.written_off -= absorbed;
+  bytes -= absorbed;
+  const slot_share was = share_of(s);
+  if (kind != memory_kind::fixed) s.reclaim.reclaimable = sat_sub(s.reclaim.reclaimable, bytes);
+  s.memory.reserved = sat_sub(s.memory.reserved, bytes);
+  retotal(h, s, was);
 }
 
-/// `bytes` already reserved by slot `s` become reclaimable (`kind` reclaimable) or stop being.
-inline void mark_memory(slot_record& s, std::uint64_t bytes, memory_kind kind) noexcept {
-  s.reclaim.reclaimable = kind == memory_kind::reclaimable
-                              ? std::min(sat_add(s.reclaim.reclaimable, bytes), s.memory.reserved)
-                              : sat_sub(s.reclaim.reclaimable, bytes);
+/// A loan call to slot `s` passed its deadline unanswered: `bytes` of its loan (at most what it
+/// borrowed) leave its reservations, so the session the loan was called for gets them. Its
+/// commitment is unchanged (borrowed bytes never counted in it).
+inline void write_off_loan(table_header& h, slot_record& s, std::uint64_t bytes) noexcept {
+  const std::uint64_t x = std::min(bytes, s.loan.borrowed);
+  if (x == 0) return;
+  const slot_share was = share_of(s);
+  s.memory.reserved = sat_sub(s.memory.reserved, x);
+  s.reclaim.reclaimable = sat_sub(s.reclaim.reclaimable, x);
+  s.loan.borrowed -= x;
+  s.loan.written_off = sat_add(s.loan.written_off, x);
+  retotal(h, s, was);
+  ++s.loan.write_offs;
+  ++h.loan_write_offs;
+  h.loan_written_off = sat_add(h.loan_written_off, x);
+}
+
+/// `bytes` already reserved by slot `s` become reclaimable (`kind` reclaimable) or stop being
+/// (`kind` fixed). Bytes on loan that stop being reclaimable become its own: they then count in
+/// its commitment, so that is refused (false, nothing changed) when the table has no room.
+inline bool mark_memory(table_header& h, slot_record& s, std::uint64_t bytes,
+                        memory_kind kind) noexcept {
+  const slot_share was = share_of(s);
+  if (kind != memory_kind::fixed) {
+    s.reclaim.reclaimable = sat_add(s.reclaim.reclaimable, bytes);
+    retotal(h, s, was);
+    return true;
+  }
+  const std::uint64_t reclaimable = sat_sub(s.reclaim.reclaimable, bytes);
+  if (reclaimable < s.loan.borrowed) {
+    const std::uint64_t after = commitment(sat_sub(held(s), reclaimable), 0,
+                                           s.settings.memory_guarantee);
+    if (sat_add(sat_sub(h.committed_total, was.committed), after) > h.capacity) return false;
+  }
+  s.reclaim.reclaimable = reclaimable;
+  retotal(h, s, was);
+  return true;
 }
 
 /// Can a new guarantee of `guarantee` bytes be promised to slot `s` (whose current figures are
@@ -104,7 +185,7 @@ inline void mark_memory(slot_record& s, std::uint64_t bytes, memory_kind kind) n
 inline bool guarantee_fits(const table_header& h, const slot_record& s,
                            std::uint64_t guarantee) noexcept {
   const std::uint64_t before = commitment(s);
-  const std::uint64_t after = commitment(s.memory.reserved, s.memory.external, guarantee);
+  const std::uint64_t after = commitment(s, s.memory.reserved, s.memory.external, guarantee);
   if (after <= before) return true;
   return sat_add(sat_sub(h.committed_total, before), after) <= h.capacity;
 }
@@ -170,18 +251,24 @@ inline void set_capacity(const table_view& t, std::uint64_t capacity) noexcept {
 /// Rebuilds every derived total from the slots (after the lock's owner died mid-update).
 inline void recompute_totals(const table_view& t) noexcept {
   table_header& h = *t.header;
-  std::uint64_t reserved = 0, committed = 0;
+  std::uint64_t reserved = 0, committed = 0, held_bytes = 0, lent = 0;
   std::uint32_t live = 0, waiters = 0;
   for (std::uint32_t i = 0; i < t.slot_count; ++i) {
-    const slot_record& s = t.slots[i];
+    slot_record& s = t.slots[i];
     if (s.state.load(std::memory_order_relaxed) != slot_active) continue;
+    s.reclaim.reclaimable = std::min(s.reclaim.reclaimable, s.memory.reserved);
+    s.loan.borrowed = std::min(s.loan.borrowed, s.reclaim.reclaimable);
     reserved = sat_add(reserved, s.memory.reserved);
     committed = sat_add(committed, commitment(s));
+    held_bytes = sat_add(held_bytes, held(s));
+    lent = sat_add(lent, s.loan.borrowed);
     ++live;
     waiters += std::min(s.memory.waiting, 1024u); // bounded: a scribbled count cannot overflow
   }
   h.reserved_total = reserved;
   h.committed_total = committed;
+  h.held_total = held_bytes;
+  h.lent_total = lent;
   h.live_sessions = live;
   h.memory_waiters = waiters;
 }

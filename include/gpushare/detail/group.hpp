@@ -78,7 +78,7 @@ inline budget_verdict check_group_grow(const table_view& t, std::uint32_t i,
   const slot_record& s = t.slots[i];
   if (!has_group(s)) return budget_verdict::granted;
   const std::uint64_t mine =
-      commitment(sat_add(s.memory.reserved, bytes), s.memory.external, s.settings.memory_guarantee);
+      commitment(s, sat_add(s.memory.reserved, bytes), s.memory.external, s.settings.memory_guarantee);
   if (mine > s.group.memory_limit) return budget_verdict::over_group_limit;
   return sat_add(group_committed(t, group_name(s), i), mine) <= s.group.memory_limit
              ? budget_verdict::granted
@@ -108,7 +108,7 @@ inline bool group_guarantee_fits(const table_view& t, std::uint32_t i,
   const slot_record& s = t.slots[i];
   if (!has_group(s)) return true;
   const std::uint64_t before = commitment(s);
-  const std::uint64_t after = commitment(s.memory.reserved, s.memory.external, guarantee);
+  const std::uint64_t after = commitment(s, s.memory.reserved, s.memory.external, guarantee);
   if (after <= before) return true;
   return sat_add(group_committed(t, group_name(s), i), after) <= s.group.memory_limit;
 }

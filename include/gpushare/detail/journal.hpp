@@ -158,11 +158,18 @@ bool fold_journal(const table_view& t, std::uint32_t i, std::uint64_t now, Wake&
     const std::int64_t w = lease_exit_step(t, i, now);
     if (w != nobody) wake(w);
   }
-  if (const std::uint64_t bytes = s.reclaim.journal_bytes.exchange(0, std::memory_order_seq_cst))
-    mark_memory(s, bytes, memory_kind::fixed); // written before its shrink: never left over
+  // The reclaimable part is journaled before the whole: what is not in this fold's whole yet
+  // goes back for the next fold.
+  const std::uint64_t part = s.reclaim.journal_bytes.exchange(0, std::memory_order_seq_cst);
   if (const std::uint64_t bytes = s.journal_shrink_bytes.exchange(0, std::memory_order_seq_cst)) {
-    apply_shrink(h, s, bytes);
+    const std::uint64_t reclaimable = std::min(part, bytes);
+    apply_shrink(h, s, reclaimable, memory_kind::reclaimable);
+    apply_shrink(h, s, bytes - reclaimable);
+    if (part > reclaimable)
+      s.reclaim.journal_bytes.fetch_add(part - reclaimable, std::memory_order_seq_cst);
     released = true;
+  } else if (part != 0) {
+    s.reclaim.journal_bytes.fetch_add(part, std::memory_order_seq_cst);
   }
   return released;
 }

@@ -162,6 +162,14 @@ struct alignas(64) table_header {
   std::uint64_t reclaim_grants;       ///< waiting reserves granted after they had sent requests
   std::uint64_t reclaim_grant_ns;     ///< their time from the first request to the grant, summed
   std::uint64_t reclaim_grant_max_ns; ///< the longest of those times
+
+  // ---- lent guarantees (docs/design.md section 15), under `lock`
+  std::uint64_t held_total;        ///< derived: sum of reserved + external over active slots
+  std::uint64_t lent_total;        ///< derived: sum of slot_loan::borrowed over active slots
+  std::uint64_t loans;             ///< reclaimable growths granted on loan
+  std::uint64_t loan_calls;        ///< requests that called loans back
+  std::uint64_t loan_write_offs;   ///< loan calls unanswered by their deadline: written off
+  std::uint64_t loan_written_off;  ///< bytes those write-offs took off their borrowers
 };
 
 /// A session's settings: written when it joins (one assignment), and by the owner or a remote
@@ -275,6 +283,19 @@ struct slot_reclaim {
   std::uint64_t given;    ///< bytes its answers said they gave back
 };
 
+/// Memory lent to a session out of other sessions' idle guarantees (docs/design.md section 15):
+/// part of its reclaimable reservations that its commitment does not count.
+struct slot_loan {
+  std::uint64_t borrowed; ///< bytes of its reclaimable reservations on loan (<= reclaimable)
+  /// Bytes the table wrote off its reservations when it missed a loan call's deadline: its own
+  /// next releases, which still count them, take these off first.
+  std::uint64_t written_off;
+  std::uint64_t loans;      ///< growths granted to it on loan
+  std::uint64_t write_offs; ///< loan calls it missed
+  std::uint32_t call;       ///< 1: its current request calls a loan back (reclaim.asked)
+  std::uint32_t unused;     ///< zero
+};
+
 /// One session's record. A join resets the whole record but what must stay monotone across the
 /// sessions that use the slot (detail/slot.hpp), then writes the identity, `settings` in one
 /// assignment and the usage; everything else starts at zero.
@@ -326,8 +347,9 @@ struct alignas(64) slot_record {
   slot_platform platform; ///< who it belongs to (written at join)
   slot_group group;       ///< the group it belongs to (written at join)
   slot_reclaim reclaim;   ///< reclaimable memory and requests to give it back
+  slot_loan loan;         ///< what it borrows from idle guarantees
 
-  std::uint8_t spare[1152 - 1064]; ///< room to grow without moving fields
+  std::uint8_t spare[1152 - 1104]; ///< room to grow without moving fields
 };
 
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
@@ -354,7 +376,8 @@ static_assert(sizeof(slot_group) == 72);
 static_assert(offsetof(slot_record, group) == 896);
 static_assert(sizeof(slot_reclaim) == 96);
 static_assert(offsetof(slot_record, reclaim) == 968);
-static_assert(offsetof(slot_record, spare) == 1064);
+static_assert(sizeof(slot_loan) == 40);
+static_assert(offsetof(slot_record, spare) == 1104);
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 static_assert(offsetof(table_header, lock) % 64 == 0);
 static_assert(offsetof(table_header, startup_wake) % 64 == 0);

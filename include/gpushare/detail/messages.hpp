@@ -232,6 +232,19 @@ inline error not_available(const session_facts& f, const table_core& t, const sl
                    format_bytes(s.memory.reserved) + group_wait_text(t.view(), s) + ")");
 }
 
+/// Slot `s` cannot make `bytes` of its reclaimable memory fixed: some is on loan out of idle
+/// guarantees and the table has no room to count it as its own (call under the lock).
+inline std::string loan_stays_reclaimable_text(const session_facts& f, const table_core& t,
+                                               const slot_record& s, std::uint64_t bytes) {
+  const table_header& h = t.header();
+  return "session '" + f.name + "': " + format_bytes(bytes) +
+         " cannot stop being reclaimable now: " + format_bytes(s.loan.borrowed) +
+         " of its reclaimable memory is on loan out of other sessions' idle guarantees, and table '" +
+         t.name() + "' has no room to count it as this session's own (capacity " +
+         format_capacity(h.capacity) + ", committed " + format_bytes(h.committed_total) +
+         "); release the reservation and reserve it again as fixed memory, or try later";
+}
+
 /// The error of a guard of the session in slot `slot` that did not get the device by its
 /// deadline (call under the lock): names the session that holds the device and how long it has
 /// been in its guard, since the usual cause of a long wait is a holder that is stopped (SIGSTOP,

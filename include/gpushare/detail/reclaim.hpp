@@ -12,6 +12,11 @@
 //     session is not asked again for reclaim_skip_ns), never killed.
 //   - Requests live only while a reserve waits: when the table's last memory waiter stops
 //     waiting, every request still out is withdrawn (withdraw_reclaim).
+//   - Idle guarantees are lent (may_borrow): a reclaimable growth that does not fit may be
+//     granted on loan while nobody else waits for memory and what sessions hold stays within the
+//     capacity. A growth that the loans stand in the way of calls them back (call_loans), whatever
+//     the classes; a loan call unanswered by its deadline is written off (write_off_loan), so
+//     that growth is served within the deadline.
 // Everything here runs under the table lock, except the owner's lock-free look at `asked`.
 #pragma once
 
@@ -91,7 +96,7 @@ inline reclaim_need shortfall_of(const table_view& t, std::uint32_t w, std::uint
   const table_header& h = *t.header;
   const slot_record& s = t.slots[w];
   const std::uint64_t after =
-      commitment(sat_add(s.memory.reserved, bytes), s.memory.external, s.settings.memory_guarantee);
+      commitment(s, sat_add(s.memory.reserved, bytes), s.memory.external, s.settings.memory_guarantee);
   const std::uint64_t table_total = sat_add(sat_sub(h.committed_total, commitment(s)), after);
   reclaim_need n{sat_sub(table_total, h.capacity), false};
   if (has_group(s)) {
@@ -116,10 +121,13 @@ inline void clear_request(slot_record& s) noexcept {
   s.reclaim.asked.store(0, std::memory_order_relaxed);
   s.reclaim.asked_ns = 0;
   s.reclaim.deadline_ns = 0;
+  s.loan.call = 0;
 }
 
-/// Skips every request whose deadline has passed by `now`. Returns the earliest deadline still
-/// ahead (UINT64_MAX: none), when a waiter must look again.
+/// Skips every request whose deadline has passed by `now`; a loan call's unanswered bytes are
+/// written off instead (its borrower is not skipped: loans must come back). Returns the earliest
+/// deadline still ahead (UINT64_MAX: none), when a waiter must look again, or `now` when a
+/// write-off made room.
 inline std::uint64_t expire_reclaim(const table_view& t, std::uint64_t now) noexcept {
   std::uint64_t next = UINT64_MAX;
   for (std::uint32_t j = 0; j < t.slot_count; ++j) {
@@ -131,10 +139,15 @@ inline std::uint64_t expire_reclaim(const table_view& t, std::uint64_t now) noex
       next = std::min(next, s.reclaim.deadline_ns);
       continue;
     }
-    clear_request(s);
-    s.reclaim.skip_until_ns = sat_add(now, reclaim_skip_ns);
     ++s.reclaim.skipped;
     ++t.header->reclaim_skipped;
+    if (s.loan.call != 0) {
+      write_off_loan(*t.header, s, s.reclaim.asked.load(std::memory_order_relaxed));
+      next = now;
+    } else {
+      s.reclaim.skip_until_ns = sat_add(now, reclaim_skip_ns);
+    }
+    clear_request(s);
   }
   return next;
 }
@@ -165,6 +178,68 @@ struct reclaim_look {
   std::uint64_t next_ns = UINT64_MAX; ///< the earliest deadline ahead: look again by then
 };
 
+/// Asks slot `j` for `bytes` more on behalf of waiter `w` (a new request's deadline is `now +
+/// deadline_ns`), recording it in `look` and `asked`.
+inline void send_request(const table_view& t, std::uint32_t w, std::uint32_t j, std::uint64_t bytes,
+                         std::uint64_t now, std::uint64_t deadline_ns, reclaim_look& look,
+                         std::vector<std::uint32_t>& asked) {
+  slot_record& s = t.slots[j];
+  if (s.reclaim.asked.load(std::memory_order_relaxed) == 0) {
+    s.reclaim.asked_ns = now;
+    s.reclaim.deadline_ns = sat_add(now, deadline_ns);
+  }
+  s.reclaim.asked.store(sat_add(s.reclaim.asked.load(std::memory_order_relaxed), bytes),
+                        std::memory_order_relaxed);
+  s.reclaim.asked_by = w + 1;
+  s.reclaim.seq.fetch_add(1, std::memory_order_release);
+  ++s.reclaim.requests;
+  ++t.header->reclaim_requests;
+  asked.push_back(j);
+  look.next_ns = std::min(look.next_ns, s.reclaim.deadline_ns);
+  ++look.sent;
+  look.outstanding = true;
+}
+
+/// May slot `i` be granted `bytes` on loan out of idle guarantees, its growth not fitting
+/// otherwise? Only outside a group, while no other session's reserve waits (a loan never takes
+/// what a waiter waits for, and none is made while loans are being called back), and while what
+/// every session holds stays within the capacity. (The borrower's own side adds that it answers
+/// requests at once: a watcher thread and a handler.)
+inline bool may_borrow(const table_view& t, std::uint32_t i, std::uint64_t bytes) noexcept {
+  const table_header& h = *t.header;
+  const slot_record& s = t.slots[i];
+  return !has_group(s) && h.memory_waiters <= s.memory.waiting &&
+         sat_add(held(s), bytes) <= s.settings.memory_limit &&
+         sat_add(h.held_total, bytes) <= h.capacity;
+}
+
+/// Waiter `w` cannot grow by `bytes` because loans hold what it needs: it calls back what the
+/// loan calls out do not cover, from any class, the largest borrower first.
+inline void call_loans(const table_view& t, std::uint32_t w, std::uint64_t bytes, std::uint64_t now,
+                       std::uint64_t deadline_ns, reclaim_look& look,
+                       std::vector<std::uint32_t>& asked) {
+  const table_header& h = *t.header;
+  if (h.lent_total == 0) return;
+  const std::uint64_t over = sat_sub(sat_add(h.held_total, bytes), h.capacity);
+  if (over == 0) return;
+  std::uint64_t covered = 0;
+  std::vector<reclaim_candidate> c;
+  for (std::uint32_t j = 0; j < t.slot_count; ++j) {
+    const slot_record& s = t.slots[j];
+    if (j == w || s.state.load(std::memory_order_relaxed) != slot_active) continue;
+    const std::uint64_t out = s.reclaim.asked.load(std::memory_order_relaxed);
+    if (s.loan.call != 0) covered = sat_add(covered, out);
+    const std::uint64_t can = sat_sub(std::min(s.loan.borrowed, s.reclaim.reclaimable), out);
+    if (can > 0) c.push_back({j, 0, s.loan.borrowed, can});
+  }
+  if (covered > 0) look.outstanding = true;
+  for (const reclaim_ask& a : choose_reclaim(c, sat_sub(over, covered))) {
+    send_request(t, w, a.slot, a.bytes, now, deadline_ns, look, asked);
+    t.slots[a.slot].loan.call = 1;
+    ++t.header->loan_calls;
+  }
+}
+
 /// Waiter `w`, which cannot grow by `bytes` now, asks for what the requests out do not cover
 /// (docs/design.md section 15); each new request's deadline is `now + deadline_ns`. Records
 /// what it lacks in its slot (reclaim.wanted). Wakes nobody: the caller bumps the asked slots'
@@ -187,23 +262,9 @@ inline reclaim_look ask_for_reclaim(const table_view& t, std::uint32_t w, std::u
       c.push_back({j, s.settings.priority, above_guarantee(s), g});
   }
   look.outstanding = covered > 0;
-  for (const reclaim_ask& a : choose_reclaim(c, sat_sub(n.shortfall, covered))) {
-    slot_record& s = t.slots[a.slot];
-    if (s.reclaim.asked.load(std::memory_order_relaxed) == 0) {
-      s.reclaim.asked_ns = now;
-      s.reclaim.deadline_ns = sat_add(now, deadline_ns);
-    }
-    s.reclaim.asked.store(sat_add(s.reclaim.asked.load(std::memory_order_relaxed), a.bytes),
-                          std::memory_order_relaxed);
-    s.reclaim.asked_by = w + 1;
-    s.reclaim.seq.fetch_add(1, std::memory_order_release);
-    ++s.reclaim.requests;
-    ++t.header->reclaim_requests;
-    asked.push_back(a.slot);
-    look.next_ns = std::min(look.next_ns, s.reclaim.deadline_ns);
-    ++look.sent;
-    look.outstanding = true;
-  }
+  for (const reclaim_ask& a : choose_reclaim(c, sat_sub(n.shortfall, covered)))
+    send_request(t, w, a.slot, a.bytes, now, deadline_ns, look, asked);
+  call_loans(t, w, bytes, now, deadline_ns, look, asked);
   return look;
 }
 
@@ -211,7 +272,9 @@ inline reclaim_look ask_for_reclaim(const table_view& t, std::uint32_t w, std::u
 /// session's waiting reserve of `i`'s class or above: a request that session asked is out. The
 /// bytes an answer gives back are for that waiter; without this rule a lower class (or the giver
 /// itself, growing its cache back) could take them first, and the waiter would ask again. The
-/// hold lasts while requests are out: at most their deadline.
+/// hold lasts while requests are out: at most their deadline. A loan call holds every class: the
+/// bytes a borrower gives back (or that its deadline writes off) are the caller's, whatever the
+/// classes, which is what bounds the caller's wait by one deadline.
 inline bool held_for_reclaim(const table_view& t, std::uint32_t i) noexcept {
   const int mine = t.slots[i].settings.priority;
   for (std::uint32_t j = 0; j < t.slot_count; ++j) {
@@ -223,7 +286,7 @@ inline bool held_for_reclaim(const table_view& t, std::uint32_t i) noexcept {
     if (by == 0 || by > t.slot_count || by - 1 == i) continue;
     const slot_record& asker = t.slots[by - 1];
     if (asker.state.load(std::memory_order_relaxed) == slot_active && asker.memory.waiting > 0 &&
-        asker.settings.priority >= mine)
+        (asker.settings.priority >= mine || s.loan.call != 0))
       return true;
   }
   return false;
@@ -246,8 +309,15 @@ inline void answer_reclaim(table_header& h, slot_record& s, std::uint32_t seq, s
   ++h.reclaim_answered;
   s.reclaim.given = sat_add(s.reclaim.given, given);
   h.reclaim_given = sat_add(h.reclaim_given, given);
-  s.reclaim.skip_until_ns = given == 0 ? sat_add(now, reclaim_skip_ns) : 0;
   const std::uint64_t left = sat_sub(s.reclaim.asked.load(std::memory_order_relaxed), given);
+  if (s.loan.call != 0) { // a loan call stands until it is met or its deadline writes it off
+    if (left == 0)
+      clear_request(s);
+    else
+      s.reclaim.asked.store(left, std::memory_order_relaxed);
+    return;
+  }
+  s.reclaim.skip_until_ns = given == 0 ? sat_add(now, reclaim_skip_ns) : 0;
   if (s.reclaim.seq.load(std::memory_order_relaxed) == seq || left == 0)
     clear_request(s);
   else

@@ -27,7 +27,16 @@ inline constexpr std::uint64_t reclaim_watch_period_ns = 100'000'000; // 100 ms
 inline void session_core::mark_reclaimable(std::uint64_t bytes, memory_kind kind) {
   check_usable();
   locked g(*this);
-  mark_memory(own_checked(), bytes, kind);
+  slot_record& s = own_checked();
+  if (!mark_memory(table_.header(), s, bytes, kind))
+    throw error(errc::guarantee_unavailable, loan_stays_reclaimable_text(facts_, table_, s, bytes));
+}
+
+/// Whether a growth of this session may be lent idle guarantees: a request to it is answered
+/// at once, by its watcher thread running its handler.
+inline bool session_core::answers_at_once() {
+  const std::lock_guard<std::mutex> l(reclaim_mutex_);
+  return handler_ != nullptr && watcher_.load(std::memory_order_relaxed) != nullptr;
 }
 
 inline void session_core::on_reclaim(reclaim_handler h) {

@@ -396,7 +396,9 @@ private:
     std::uint64_t deadline = 0;
     std::uint64_t first_ask = 0; ///< when requests were first out for it (0: never)
     bool waiting = false;        ///< counted as a memory waiter
+    bool may_borrow = false;     ///< reclaimable, and this session answers at once (a watcher)
   };
+  bool answers_at_once();
   bool grow_until(std::uint64_t bytes, std::uint64_t timeout_ns, past_deadline then,
                   memory_kind kind);
   bool grow_loop(memory_wait& w, past_deadline then);

@@ -70,6 +70,10 @@ inline void read_reclaim(const slot_record& s, session_info::reclaim_figures& r)
   if (r.asked != 0 && c.asked_by != 0) r.asked_by_slot = c.asked_by - 1;
   r.wanted = c.wanted;
   r.skipped_now = c.skip_until_ns > now;
+  r.borrowed = std::min(s.loan.borrowed, r.reclaimable);
+  r.loans = s.loan.loans;
+  r.write_offs = s.loan.write_offs;
+  r.loan_call = r.asked != 0 && s.loan.call != 0;
   r.requests = c.requests;
   r.answered = c.answered;
   r.skipped = c.skipped;
@@ -200,6 +204,11 @@ table_snapshot build_snapshot(const table_view& v, const std::string& name, Aliv
   s.evictions = h.evictions;
   s.reclaim = {h.reclaim_requests, h.reclaim_answered, h.reclaim_skipped,  h.reclaim_withdrawn,
                h.reclaim_given,    h.reclaim_grants,   h.reclaim_grant_ns, h.reclaim_grant_max_ns};
+  // Idle guarantees: what is committed beyond what sessions hold as their own.
+  const std::uint64_t own = sat_sub(h.held_total, h.lent_total);
+  s.loans = {sat_sub(h.committed_total, own), h.lent_total,      h.held_total,
+             h.loans,                         h.loan_calls,      h.loan_write_offs,
+             h.loan_written_off};
   if (h.last_eviction_unix_ns != 0) {
     table_snapshot::eviction e;
     e.id = {h.last_eviction_slot, h.last_eviction_generation};

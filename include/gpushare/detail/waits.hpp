@@ -58,6 +58,7 @@ inline bool session_core::grow_until(std::uint64_t bytes, std::uint64_t timeout_
   memory_wait w;
   w.bytes = bytes;
   w.kind = kind;
+  w.may_borrow = kind == memory_kind::reclaimable && answers_at_once();
   w.timeout_ns = timeout_ns;
   w.start = monotonic_ns();
   w.deadline = timeout_ns == wait_forever_ns ? wait_forever_ns : sat_add(w.start, timeout_ns);
@@ -88,8 +89,13 @@ inline bool session_core::grow_loop(memory_wait& w, past_deadline then) {
     budget_verdict v = check_grow_in(table_.view(), slot_, w.bytes);
     if (v == budget_verdict::granted && held_for_reclaim(table_.view(), slot_))
       v = budget_verdict::not_now; // what is given back is for a higher class's reserve
+    memory_kind kind = w.kind;
+    if (v == budget_verdict::not_now && w.may_borrow && may_borrow(table_.view(), slot_, w.bytes)) {
+      v = budget_verdict::granted; // on loan out of idle guarantees (reclaim.hpp)
+      kind = memory_kind::loan;
+    }
     if (v == budget_verdict::granted) {
-      apply_grow(table_.header(), s, w.bytes, w.kind);
+      apply_grow(table_.header(), s, w.bytes, kind);
       crash_point("reserve.locked");
       if (w.first_ask != 0) note_reclaim_grant(table_.header(), monotonic_ns() - w.first_ask);
       if (w.waiting) stop_waiting(s, w.start);

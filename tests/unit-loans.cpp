@@ -1,0 +1,356 @@
+// SPDX-License-Identifier: Apache-2.0
+// Idle guarantees lent as reclaimable memory (detail/budget.hpp, detail/reclaim.hpp; docs/
+// design.md section 15) as pure functions of the table state: when a loan is made, how it is
+// called back, what a missed call writes off, and a seeded random simulation that checks the
+// promises at every step (the budget invariant, what sessions hold never above the capacity, and
+// a guaranteed growth served by its deadline).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <random>
+#include <vector>
+
+#include <gpushare/detail/group.hpp>
+#include <gpushare/detail/journal.hpp>
+#include <gpushare/detail/reclaim.hpp>
+#include <gpushare/detail/slot.hpp>
+
+namespace d = gpushare::detail;
+
+namespace {
+constexpr std::uint64_t MiB = 1ull << 20;
+constexpr std::uint64_t s_ns = 1'000'000'000;
+
+struct loan_table {
+  explicit loan_table(std::uint64_t capacity, std::uint32_t n = 4)
+      : header(std::make_unique<d::table_header>()), slots(n) {
+    header->capacity = capacity;
+  }
+  d::slot_record& join(std::uint32_t i, std::uint64_t guarantee = 0, int priority = 0) {
+    d::slot_settings st{};
+    st.priority = priority;
+    st.share = 1;
+    st.memory_limit = UINT64_MAX;
+    st.memory_guarantee = guarantee;
+    st.quantum_ns = 5'000'000;
+    d::join_slot(view(), i, {}, st, {});
+    return slots[i];
+  }
+  d::table_view view() {
+    return {header.get(), slots.data(), static_cast<std::uint32_t>(slots.size())};
+  }
+  /// What grow_loop() decides for slot `i` growing by `bytes` (`prompt`: it has a watcher):
+  /// granted as its own, granted on loan, or not now.
+  d::budget_verdict grow(std::uint32_t i, std::uint64_t bytes, d::memory_kind kind,
+                         bool prompt = true) {
+    d::budget_verdict v = d::check_grow_in(view(), i, bytes);
+    d::memory_kind k = kind;
+    if (v == d::budget_verdict::not_now && prompt && kind == d::memory_kind::reclaimable &&
+        d::may_borrow(view(), i, bytes)) {
+      v = d::budget_verdict::granted;
+      k = d::memory_kind::loan;
+    }
+    if (v == d::budget_verdict::granted && d::held_for_reclaim(view(), i))
+      v = d::budget_verdict::not_now; // what is being given back is for the waiter
+    if (v == d::budget_verdict::granted) d::apply_grow(*header, slots[i], bytes, k);
+    return v;
+  }
+  d::reclaim_look ask(std::uint32_t w, std::uint64_t bytes, std::uint64_t now,
+                      std::uint64_t deadline = 2 * s_ns) {
+    std::vector<std::uint32_t> asked;
+    return d::ask_for_reclaim(view(), w, bytes, now, deadline, asked);
+  }
+  std::uint64_t asked(std::uint32_t i) const {
+    return slots[i].reclaim.asked.load(std::memory_order_relaxed);
+  }
+  /// Totals rebuilt from the slots equal the ones kept step by step.
+  void check_totals() {
+    const std::uint64_t kept[] = {header->committed_total, header->held_total,
+                                  header->lent_total, header->reserved_total};
+    d::recompute_totals(view());
+    CHECK(kept[0] == header->committed_total);
+    CHECK(kept[1] == header->held_total);
+    CHECK(kept[2] == header->lent_total);
+    CHECK(kept[3] == header->reserved_total);
+  }
+  std::unique_ptr<d::table_header> header;
+  std::vector<d::slot_record> slots;
+};
+} // namespace
+
+TEST_CASE("loans: a reclaimable growth that does not fit borrows an idle guarantee") {
+  loan_table t(1000 * MiB);
+  t.join(0, 600 * MiB); // the lender: 600 MiB guaranteed, nothing held
+  d::slot_record& b = t.join(1);
+  REQUIRE(t.grow(1, 400 * MiB, d::memory_kind::fixed) == d::budget_verdict::granted);
+  CHECK(t.header->committed_total == 1000 * MiB); // full: 600 guaranteed, 400 held
+  // Fixed memory, or a session that does not answer at once, waits as before.
+  CHECK(t.grow(1, 300 * MiB, d::memory_kind::fixed) == d::budget_verdict::not_now);
+  CHECK(t.grow(1, 300 * MiB, d::memory_kind::reclaimable, false) == d::budget_verdict::not_now);
+  // Reclaimable memory of a session with a watcher is lent out of the idle guarantee.
+  CHECK(t.grow(1, 300 * MiB, d::memory_kind::reclaimable) == d::budget_verdict::granted);
+  CHECK(b.memory.reserved == 700 * MiB);
+  CHECK(b.loan.borrowed == 300 * MiB);
+  CHECK(b.reclaim.reclaimable == 300 * MiB);
+  CHECK(t.header->committed_total == 1000 * MiB); // a loan is not a commitment
+  CHECK(t.header->held_total == 700 * MiB);
+  CHECK(t.header->lent_total == 300 * MiB);
+  CHECK(t.header->loans == 1);
+  // Never past the capacity in what sessions hold: 700 MiB + 301 MiB is 1 MiB too much.
+  CHECK(t.grow(1, 301 * MiB, d::memory_kind::reclaimable) == d::budget_verdict::not_now);
+  t.check_totals();
+}
+
+TEST_CASE("loans: none while another session waits for memory, and none inside a group") {
+  loan_table t(1000 * MiB);
+  t.join(0, 600 * MiB);
+  t.join(1);
+  d::slot_record& c = t.join(2);
+  REQUIRE(t.grow(1, 400 * MiB, d::memory_kind::fixed) == d::budget_verdict::granted);
+  d::add_memory_waiter(*t.header, c);
+  CHECK(t.grow(1, 100 * MiB, d::memory_kind::reclaimable) == d::budget_verdict::not_now);
+  d::memory_wait_ended(*t.header, c, 1);
+  d::slot_record& b = t.slots[1];
+  b.group.memory_limit = UINT64_MAX;
+  std::copy_n("team", 5, b.group.name);
+  CHECK(t.grow(1, 100 * MiB, d::memory_kind::reclaimable) == d::budget_verdict::not_now);
+  b.group.name[0] = '\0';
+  CHECK(t.grow(1, 100 * MiB, d::memory_kind::reclaimable) == d::budget_verdict::granted);
+}
+
+TEST_CASE("loans: the guaranteed session's growth calls the loan back, from any class") {
+  loan_table t(1000 * MiB);
+  d::slot_record& a = t.join(0, 600 * MiB, -5); // the lender, of a lower class than the borrower
+  d::slot_record& b = t.join(1, 0, 5);
+  REQUIRE(t.grow(1, 400 * MiB, d::memory_kind::fixed) == d::budget_verdict::granted);
+  REQUIRE(t.grow(1, 500 * MiB, d::memory_kind::reclaimable) == d::budget_verdict::granted);
+  // 450 MiB within its guarantee: 350 MiB more than the capacity leaves beside what is held.
+  CHECK(d::check_grow_in(t.view(), 0, 450 * MiB) == d::budget_verdict::not_now);
+  d::add_memory_waiter(*t.header, a);
+  const d::reclaim_look look = t.ask(0, 450 * MiB, 0);
+  CHECK(look.sent == 1);
+  CHECK(look.outstanding);
+  CHECK(t.asked(1) == 350 * MiB);
+  CHECK(b.loan.call == 1);
+  CHECK(t.header->loan_calls == 1);
+  // Asking again adds nothing: the call out covers it.
+  CHECK(t.ask(0, 450 * MiB, 1).sent == 0);
+  // A partial answer keeps the call standing (a loan must come back) and does not skip it.
+  d::apply_shrink(*t.header, b, 100 * MiB, d::memory_kind::reclaimable);
+  d::answer_reclaim(*t.header, b, b.reclaim.seq.load(), 100 * MiB, 2);
+  CHECK(t.asked(1) == 250 * MiB);
+  CHECK(b.reclaim.skip_until_ns == 0);
+  d::apply_shrink(*t.header, b, 250 * MiB, d::memory_kind::reclaimable);
+  d::answer_reclaim(*t.header, b, b.reclaim.seq.load(), 250 * MiB, 3);
+  CHECK(t.asked(1) == 0);
+  CHECK(b.loan.call == 0);
+  CHECK(d::check_grow_in(t.view(), 0, 450 * MiB) == d::budget_verdict::granted);
+  t.check_totals();
+}
+
+TEST_CASE("loans: while a loan is called back, no session of any class grows into the room") {
+  loan_table t(1000 * MiB);
+  d::slot_record& a = t.join(0, 600 * MiB, 0);
+  d::slot_record& b = t.join(1, 0, 0);
+  t.join(2, 0, 9); // a higher class than the caller's
+  REQUIRE(t.grow(1, 400 * MiB, d::memory_kind::fixed) == d::budget_verdict::granted);
+  REQUIRE(t.grow(1, 500 * MiB, d::memory_kind::reclaimable) == d::budget_verdict::granted);
+  d::apply_shrink(*t.header, b, 300 * MiB); // committed 700 MiB, held 600 MiB
+  d::add_memory_waiter(*t.header, a);
+  (void)t.ask(0, 600 * MiB, 0); // 200 MiB of the loan called back
+  REQUIRE(t.asked(1) == 200 * MiB);
+  // It would fit both bounds, but it would take what the call frees for the caller.
+  CHECK(d::check_grow_in(t.view(), 2, 300 * MiB) == d::budget_verdict::granted);
+  CHECK(t.grow(2, 300 * MiB, d::memory_kind::fixed) == d::budget_verdict::not_now);
+  (void)d::expire_reclaim(t.view(), 2 * s_ns); // written off at the deadline
+  CHECK(d::check_grow_in(t.view(), 0, 600 * MiB) == d::budget_verdict::granted);
+}
+
+TEST_CASE("loans: a loan call missed by its deadline is written off, and the borrower's own "
+          "releases absorb it") {
+  loan_table t(1000 * MiB);
+  d::slot_record& a = t.join(0, 600 * MiB);
+  d::slot_record& b = t.join(1);
+  REQUIRE(t.grow(1, 400 * MiB, d::memory_kind::fixed) == d::budget_verdict::granted);
+  REQUIRE(t.grow(1, 500 * MiB, d::memory_kind::reclaimable) == d::budget_verdict::granted);
+  d::add_memory_waiter(*t.header, a);
+  const d::reclaim_look look = t.ask(0, 600 * MiB, 0, 2 * s_ns);
+  CHECK(t.asked(1) == 500 * MiB);
+  CHECK(look.next_ns == 2 * s_ns);
+  // Before the deadline nothing changes; at it, the loan's asked bytes leave the borrower.
+  CHECK(d::expire_reclaim(t.view(), 2 * s_ns - 1) == 2 * s_ns);
+  CHECK(d::expire_reclaim(t.view(), 2 * s_ns) == 2 * s_ns); // made room: look again now
+  CHECK(b.memory.reserved == 400 * MiB);
+  CHECK(b.loan.borrowed == 0);
+  CHECK(b.loan.written_off == 500 * MiB);
+  CHECK(b.loan.write_offs == 1);
+  CHECK(b.reclaim.skip_until_ns == 0);
+  CHECK(t.header->loan_write_offs == 1);
+  CHECK(t.header->loan_written_off == 500 * MiB);
+  CHECK(d::check_grow_in(t.view(), 0, 600 * MiB) == d::budget_verdict::granted);
+  d::apply_grow(*t.header, a, 600 * MiB);
+  t.check_totals();
+  // The borrower, resumed, releases its loaned reservation: the table took it already.
+  d::apply_shrink(*t.header, b, 500 * MiB, d::memory_kind::reclaimable);
+  CHECK(b.memory.reserved == 400 * MiB);
+  CHECK(b.loan.written_off == 0);
+  d::apply_shrink(*t.header, b, 400 * MiB);
+  CHECK(b.memory.reserved == 0);
+  t.check_totals();
+}
+
+TEST_CASE("loans: memory on loan becomes fixed only where the table has room for it") {
+  loan_table t(1000 * MiB);
+  t.join(0, 600 * MiB);
+  d::slot_record& b = t.join(1);
+  REQUIRE(t.grow(1, 400 * MiB, d::memory_kind::fixed) == d::budget_verdict::granted);
+  REQUIRE(t.grow(1, 200 * MiB, d::memory_kind::reclaimable) == d::budget_verdict::granted);
+  CHECK_FALSE(d::mark_memory(*t.header, b, 200 * MiB, d::memory_kind::fixed));
+  CHECK(b.loan.borrowed == 200 * MiB); // refused: nothing changed
+  t.check_totals();
+  d::set_usage(*t.header, t.slots[0], 0, 0, 300 * MiB); // the lender lowers its guarantee
+  CHECK(d::mark_memory(*t.header, b, 200 * MiB, d::memory_kind::fixed));
+  CHECK(b.loan.borrowed == 0);
+  CHECK(t.header->committed_total == 900 * MiB);
+  t.check_totals();
+}
+
+TEST_CASE("loans: a shrink journaled without the lock returns loans and absorbs write-offs") {
+  loan_table t(1000 * MiB);
+  t.join(0, 600 * MiB);
+  d::slot_record& b = t.join(1);
+  REQUIRE(t.grow(1, 400 * MiB, d::memory_kind::fixed) == d::budget_verdict::granted);
+  REQUIRE(t.grow(1, 300 * MiB, d::memory_kind::reclaimable) == d::budget_verdict::granted);
+  d::journal_shrink(*t.header, b, 300 * MiB, d::memory_kind::reclaimable);
+  d::fold_journals(t.view(), 0, [](std::int64_t) {});
+  CHECK(b.memory.reserved == 400 * MiB);
+  CHECK(b.loan.borrowed == 0);
+  CHECK(b.reclaim.reclaimable == 0);
+  t.check_totals();
+}
+
+namespace {
+
+/// A reservation as its session sees it.
+struct held_block {
+  std::uint64_t bytes;
+  d::memory_kind kind;
+};
+
+/// The seeded simulation's state: the table, and each session's own view of its reservations.
+struct loan_sim {
+  loan_sim(std::uint32_t seed, std::uint32_t n) : rng(seed), t(1000 * MiB, n), blocks(n) {}
+  std::uint64_t pick(std::uint64_t lo, std::uint64_t hi) {
+    return std::uniform_int_distribution<std::uint64_t>(lo, hi)(rng);
+  }
+  /// Session `i`'s handler: releases reclaimable reservations, newest first, until `asked` is
+  /// covered; returns what it gave.
+  std::uint64_t give_back(std::uint32_t i, std::uint64_t asked) {
+    std::uint64_t given = 0;
+    auto& v = blocks[i];
+    for (auto it = v.end(); it != v.begin() && given < asked;) {
+      --it;
+      if (it->kind != d::memory_kind::reclaimable) continue;
+      d::apply_shrink(*t.header, t.slots[i], it->bytes, it->kind);
+      given += it->bytes;
+      it = v.erase(it);
+    }
+    return given;
+  }
+  /// The properties that hold after every step.
+  void check() {
+    const d::table_header& h = *t.header;
+    CHECK(h.committed_total <= h.capacity);
+    CHECK(h.held_total <= h.capacity);
+    for (std::uint32_t i = 0; i < t.slots.size(); ++i) {
+      const d::slot_record& s = t.slots[i];
+      CHECK(s.loan.borrowed <= s.reclaim.reclaimable);
+      CHECK(s.reclaim.reclaimable <= s.memory.reserved);
+      std::uint64_t mine = 0;
+      for (const held_block& b : blocks[i]) mine += b.bytes;
+      CHECK(mine - s.loan.written_off == s.memory.reserved); // the session and the table agree
+    }
+    t.check_totals();
+  }
+  std::mt19937_64 rng;
+  loan_table t;
+  std::vector<std::vector<held_block>> blocks;
+};
+
+} // namespace
+
+TEST_CASE("loans: a seeded random simulation - the budget and the capacity hold, and a growth "
+          "within a guarantee is served by its deadline") {
+  constexpr std::uint64_t deadline = 2 * s_ns;
+  for (std::uint32_t seed = 1; seed <= 150; ++seed) {
+    CAPTURE(seed);
+    const std::uint32_t n = static_cast<std::uint32_t>(3 + seed % 4);
+    loan_sim m(seed, n);
+    std::vector<bool> prompt(n), answers(n);
+    std::uint64_t left = 1000 * MiB;
+    for (std::uint32_t i = 0; i < n; ++i) {
+      const std::uint64_t g = m.pick(0, 1) ? m.pick(0, left / MiB / 2) * MiB : 0;
+      left -= g;
+      m.t.join(i, g, static_cast<int>(m.pick(0, 2)));
+      prompt[i] = m.pick(0, 3) != 0;
+      answers[i] = m.pick(0, 2) != 0; // a third are stopped or hung when asked
+    }
+    std::uint64_t now = 0;
+    struct pending {
+      std::uint32_t slot;
+      std::uint64_t bytes, start, first_look;
+      bool within_guarantee;
+    };
+    std::optional<pending> w;
+    for (int step = 0; step < 120; ++step) {
+      now += m.pick(0, 900) * 1'000'000;
+      if (w) { // the waiter looks: expired calls first, then asks; those that answer give
+        d::slot_record& ws = m.t.slots[w->slot];
+        (void)m.t.ask(w->slot, w->bytes, now, deadline);
+        if (w->first_look == 0) w->first_look = now; // grow_loop's first look is at once
+        for (std::uint32_t j = 0; j < n; ++j)
+          if (m.t.asked(j) != 0 && answers[j]) {
+            const std::uint64_t seq = m.t.slots[j].reclaim.seq.load();
+            const std::uint64_t given = m.give_back(j, m.t.asked(j));
+            d::answer_reclaim(*m.t.header, m.t.slots[j], static_cast<std::uint32_t>(seq), given,
+                              now);
+          }
+        if (m.t.grow(w->slot, w->bytes, d::memory_kind::fixed) == d::budget_verdict::granted) {
+          m.blocks[w->slot].push_back({w->bytes, d::memory_kind::fixed});
+          d::memory_wait_ended(*m.t.header, ws, now - w->start);
+          d::memory_waiter_gone(m.t.view(), ws);
+          w.reset();
+        } else if (w->within_guarantee) {
+          // Its calls went out at its first look; past their deadline it must have been served.
+          CHECK(now < w->first_look + deadline);
+        }
+        m.check();
+      }
+      const auto i = static_cast<std::uint32_t>(m.pick(0, n - 1));
+      if (m.pick(0, 2) == 0 && !m.blocks[i].empty()) { // a release
+        const std::size_t k = m.pick(0, m.blocks[i].size() - 1);
+        d::apply_shrink(*m.t.header, m.t.slots[i], m.blocks[i][k].bytes, m.blocks[i][k].kind);
+        m.blocks[i].erase(m.blocks[i].begin() + static_cast<std::ptrdiff_t>(k));
+        m.check();
+        continue;
+      }
+      const d::slot_record& s = m.t.slots[i];
+      const std::uint64_t bytes = m.pick(1, 300) * MiB;
+      const auto kind = m.pick(0, 1) ? d::memory_kind::reclaimable : d::memory_kind::fixed;
+      if (m.t.grow(i, bytes, kind, prompt[i]) == d::budget_verdict::granted) {
+        m.blocks[i].push_back({bytes, kind});
+      } else if (!w && d::check_grow_in(m.t.view(), i, bytes) == d::budget_verdict::not_now &&
+                 kind == d::memory_kind::fixed) {
+        // It waits. Within its guarantee, loans are all that can stand in its way.
+        const bool within = d::sat_add(d::sat_sub(d::held(s), s.loan.borrowed), bytes) <=
+                            s.settings.memory_guarantee;
+        d::add_memory_waiter(*m.t.header, m.t.slots[i]);
+        w = pending{i, bytes, now, 0, within};
+      }
+      m.check();
+    }
+  }
+}
