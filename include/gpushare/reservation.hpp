@@ -54,7 +54,10 @@ public:
   bool reclaimable() const noexcept { return kind_ == detail::memory_kind::reclaimable; }
 
   /// Makes its bytes reclaimable (or fixed again). The table counts the session's reclaimable
-  /// bytes; requests never ask a session for more than that, nor below its guarantee.
+  /// bytes; requests never ask a session for more than that, nor below its guarantee. Making
+  /// them fixed throws errc::guarantee_unavailable (nothing changes) when some of the session's
+  /// reclaimable memory is on loan out of other sessions' idle guarantees and the table has no
+  /// room to count it as the session's own (session::watch_reclaim()).
   void set_reclaimable(bool on = true) {
     const auto kind = on ? detail::memory_kind::reclaimable : detail::memory_kind::fixed;
     if (kind == kind_) return;

@@ -81,7 +81,11 @@ public:
 
   /// Reserves `bytes` of reclaimable memory (a cache, KV-cache blocks), waiting up to `timeout`:
   /// as reserve(), but the session gives them back when a reserve of a higher priority class
-  /// waits and its reclaim handler is asked (on_reclaim(); docs/design.md section 15).
+  /// waits and its reclaim handler is asked (on_reclaim(); docs/design.md section 15). A session
+  /// with a handler and a watcher (watch_reclaim()) may also be lent them out of other sessions'
+  /// idle guarantees when the table is otherwise full: a loan is called back, whatever the
+  /// classes, when a session needs the memory it stands on, and a loan call unanswered by that
+  /// session's reclaim deadline is written off (its bytes leave this session's count).
   template <class Rep, class Period>
   [[nodiscard]] reservation reserve_reclaimable(std::uint64_t bytes,
                                                 std::chrono::duration<Rep, Period> timeout) {
@@ -94,7 +98,8 @@ public:
     core().grow(bytes, detail::wait_forever_ns, detail::memory_kind::reclaimable);
     return reservation(core_, bytes, detail::memory_kind::reclaimable);
   }
-  /// Reclaimable bytes if they fit now, else nullopt (never waits, never asks anyone).
+  /// Reclaimable bytes if they fit now, or can be lent now, else nullopt (never waits, never
+  /// asks anyone).
   [[nodiscard]] std::optional<reservation> try_reserve_reclaimable(std::uint64_t bytes) {
     if (!core().try_grow(bytes, detail::memory_kind::reclaimable)) return std::nullopt;
     return reservation(core_, bytes, detail::memory_kind::reclaimable);
@@ -120,7 +125,8 @@ public:
   /// this too.
   std::uint64_t answer_reclaim() { return core().answer_reclaim(); }
   /// Starts a thread that runs the handler as soon as a request comes (it sleeps on a futex
-  /// word meanwhile). Idempotent; leave() stops it.
+  /// word meanwhile). Idempotent; leave() stops it. With it and a handler, this session's
+  /// reclaimable reserves may borrow idle guarantees (reserve_reclaimable()).
   void watch_reclaim() { core().start_reclaim_watcher(); }
 
   /// A cheap moment to give way (an iteration boundary, between requests). If a session that

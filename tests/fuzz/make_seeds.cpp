@@ -76,6 +76,9 @@ int main() {
     s.reclaim.seq.store(1);
     s.reclaim.asked_by = 2;
     s.reclaim.requests = 1;
+    s.loan.borrowed = 1ull << 26; // part of the cache is on loan, and the request calls it back
+    s.loan.loans = 1;
+    s.loan.call = 1;
     s.memory.peak = 1ull << 28;
     s.settings.quantum_ns = 5'000'000;
     s.compute.wants_device = 1;
@@ -84,7 +87,10 @@ int main() {
     h->holder = 1;
     h->holder_generation = 3;
     h->reserved_total = 1ull << 28;
-    h->committed_total = 1ull << 28;
+    h->committed_total = (1ull << 28) - (1ull << 26);
+    h->held_total = 1ull << 28;
+    h->lent_total = 1ull << 26;
+    h->loans = 1;
     h->live_sessions = 1;
     h->device_waiters.store(1);
     h->startup_owner.store(startup_word(0, 3)); // the dead session holds the start-up lock too
