@@ -68,8 +68,8 @@ struct loan_table {
   }
   /// Totals rebuilt from the slots equal the ones kept step by step.
   void check_totals() {
-    const std::uint64_t kept[] = {header->committed_total, header->held_total,
-                                  header->lent_total, header->reserved_total};
+    const std::uint64_t kept[] = {header->committed_total, header->held_total, header->lent_total,
+                                  header->reserved_total};
     d::recompute_totals(view());
     CHECK(kept[0] == header->committed_total);
     CHECK(kept[1] == header->held_total);

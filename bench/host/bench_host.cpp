@@ -337,6 +337,20 @@ std::vector<double> per_repetition(const std::vector<double>& a, const std::vect
   return r;
 }
 
+// The rows of a reclaim series (`what` names it): p50 and p99 next to the futex round trip of the
+// same run.
+void reclaim_rows(std::vector<std::vector<std::string>>& rows, const reclaim_series& r,
+                  const std::string& what) {
+  if (r.p50_us.empty()) return;
+  const std::string load = spread(r.load, "%.2f");
+  rows.push_back({what + " p50", spread(r.p50_us, "%.1f") + " us", "futex round trip p50",
+                  spread(r.trip_p50_us, "%.1f") + " us",
+                  spread(per_repetition(r.p50_us, r.trip_p50_us), "%.1f"), "-", "-", load});
+  rows.push_back({what + " p99", spread(r.p99_us, "%.1f") + " us", "futex round trip p99",
+                  spread(r.trip_p99_us, "%.1f") + " us",
+                  spread(per_repetition(r.p99_us, r.trip_p99_us), "%.1f"), "-", "-", load});
+}
+
 // The table of figures, baselines, ratios and goals of the ratio benchmarks that ran: medians over
 // the repetitions and, with several, their range. A ratio is taken within each repetition (figure
 // and baseline measured together); its median over the repetitions decides the goal.
@@ -373,18 +387,12 @@ void print_ratios(double load_start, double load_end) {
                     spread(per_repetition(f.guard_ns, f.robust_mutex_ns), "%.2f"), "(none)", "-",
                     load});
   }
-  if (const reclaim_series& r = f.reclaim; !r.p50_us.empty()) {
-    const std::string load = spread(r.load, "%.2f");
-    rows.push_back({"reclaim demand->grant p50", spread(r.p50_us, "%.1f") + " us",
-                    "futex round trip p50", spread(r.trip_p50_us, "%.1f") + " us",
-                    spread(per_repetition(r.p50_us, r.trip_p50_us), "%.1f"), "-", "-", load});
-    rows.push_back({"reclaim demand->grant p99", spread(r.p99_us, "%.1f") + " us",
-                    "futex round trip p99", spread(r.trip_p99_us, "%.1f") + " us",
-                    spread(per_repetition(r.p99_us, r.trip_p99_us), "%.1f"), "-", "-", load});
-  }
+  reclaim_rows(rows, f.reclaim, "reclaim demand->grant");
+  reclaim_rows(rows, f.loan, "loan call->grant");
   if (rows.size() == 1) return;
-  const std::size_t reps = std::max({f.handoff[0].p50_us.size(), f.handoff[1].p50_us.size(),
-                                     f.guard_ns.size(), f.reclaim.p50_us.size()});
+  const std::size_t reps =
+      std::max({f.handoff[0].p50_us.size(), f.handoff[1].p50_us.size(), f.guard_ns.size(),
+                f.reclaim.p50_us.size(), f.loan.p50_us.size()});
   std::printf("\nRatios to the physical limit, measured in this run (%zu repetition%s%s). Load "
               "average %.2f at the start, %.2f at the end.\n",
               reps, reps == 1 ? "" : "s", reps == 1 ? "" : ": median [min-max]", load_start,

@@ -198,6 +198,7 @@ struct reclaim_series { // reclaim/demand_to_grant and the futex round trip of t
 struct ratio_figures {
   handoff_series handoff[2]; // [0]: the two processes on two CPUs, [1]: on the same CPU
   reclaim_series reclaim;
+  reclaim_series loan; // reclaim/loan_call_to_grant
   std::vector<double> guard_ns, mutex_ns, robust_mutex_ns, guard_load;
 };
 inline ratio_figures ratios; // filled by the benchmarks, printed by main()

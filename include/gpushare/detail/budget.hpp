@@ -168,8 +168,8 @@ inline bool mark_memory(table_header& h, slot_record& s, std::uint64_t bytes,
   }
   const std::uint64_t reclaimable = sat_sub(s.reclaim.reclaimable, bytes);
   if (reclaimable < s.loan.borrowed) {
-    const std::uint64_t after = commitment(sat_sub(held(s), reclaimable), 0,
-                                           s.settings.memory_guarantee);
+    const std::uint64_t after =
+        commitment(sat_sub(held(s), reclaimable), 0, s.settings.memory_guarantee);
     if (sat_add(sat_sub(h.committed_total, was.committed), after) > h.capacity) return false;
   }
   s.reclaim.reclaimable = reclaimable;

@@ -77,8 +77,8 @@ inline budget_verdict check_group_grow(const table_view& t, std::uint32_t i,
                                        std::uint64_t bytes) noexcept {
   const slot_record& s = t.slots[i];
   if (!has_group(s)) return budget_verdict::granted;
-  const std::uint64_t mine =
-      commitment(s, sat_add(s.memory.reserved, bytes), s.memory.external, s.settings.memory_guarantee);
+  const std::uint64_t mine = commitment(s, sat_add(s.memory.reserved, bytes), s.memory.external,
+                                        s.settings.memory_guarantee);
   if (mine > s.group.memory_limit) return budget_verdict::over_group_limit;
   return sat_add(group_committed(t, group_name(s), i), mine) <= s.group.memory_limit
              ? budget_verdict::granted

@@ -164,12 +164,12 @@ struct alignas(64) table_header {
   std::uint64_t reclaim_grant_max_ns; ///< the longest of those times
 
   // ---- lent guarantees (docs/design.md section 15), under `lock`
-  std::uint64_t held_total;        ///< derived: sum of reserved + external over active slots
-  std::uint64_t lent_total;        ///< derived: sum of slot_loan::borrowed over active slots
-  std::uint64_t loans;             ///< reclaimable growths granted on loan
-  std::uint64_t loan_calls;        ///< requests that called loans back
-  std::uint64_t loan_write_offs;   ///< loan calls unanswered by their deadline: written off
-  std::uint64_t loan_written_off;  ///< bytes those write-offs took off their borrowers
+  std::uint64_t held_total;       ///< derived: sum of reserved + external over active slots
+  std::uint64_t lent_total;       ///< derived: sum of slot_loan::borrowed over active slots
+  std::uint64_t loans;            ///< reclaimable growths granted on loan
+  std::uint64_t loan_calls;       ///< requests that called loans back
+  std::uint64_t loan_write_offs;  ///< loan calls unanswered by their deadline: written off
+  std::uint64_t loan_written_off; ///< bytes those write-offs took off their borrowers
 };
 
 /// A session's settings: written when it joins (one assignment), and by the owner or a remote

@@ -239,7 +239,8 @@ inline std::string loan_stays_reclaimable_text(const session_facts& f, const tab
   const table_header& h = t.header();
   return "session '" + f.name + "': " + format_bytes(bytes) +
          " cannot stop being reclaimable now: " + format_bytes(s.loan.borrowed) +
-         " of its reclaimable memory is on loan out of other sessions' idle guarantees, and table '" +
+         " of its reclaimable memory is on loan out of other sessions' idle guarantees, and table "
+         "'" +
          t.name() + "' has no room to count it as this session's own (capacity " +
          format_capacity(h.capacity) + ", committed " + format_bytes(h.committed_total) +
          "); release the reservation and reserve it again as fixed memory, or try later";

@@ -95,8 +95,8 @@ struct reclaim_need {
 inline reclaim_need shortfall_of(const table_view& t, std::uint32_t w, std::uint64_t bytes) {
   const table_header& h = *t.header;
   const slot_record& s = t.slots[w];
-  const std::uint64_t after =
-      commitment(s, sat_add(s.memory.reserved, bytes), s.memory.external, s.settings.memory_guarantee);
+  const std::uint64_t after = commitment(s, sat_add(s.memory.reserved, bytes), s.memory.external,
+                                         s.settings.memory_guarantee);
   const std::uint64_t table_total = sat_add(sat_sub(h.committed_total, commitment(s)), after);
   reclaim_need n{sat_sub(table_total, h.capacity), false};
   if (has_group(s)) {

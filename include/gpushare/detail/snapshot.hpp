@@ -206,8 +206,12 @@ table_snapshot build_snapshot(const table_view& v, const std::string& name, Aliv
                h.reclaim_given,    h.reclaim_grants,   h.reclaim_grant_ns, h.reclaim_grant_max_ns};
   // Idle guarantees: what is committed beyond what sessions hold as their own.
   const std::uint64_t own = sat_sub(h.held_total, h.lent_total);
-  s.loans = {sat_sub(h.committed_total, own), h.lent_total,      h.held_total,
-             h.loans,                         h.loan_calls,      h.loan_write_offs,
+  s.loans = {sat_sub(h.committed_total, own),
+             h.lent_total,
+             h.held_total,
+             h.loans,
+             h.loan_calls,
+             h.loan_write_offs,
              h.loan_written_off};
   if (h.last_eviction_unix_ns != 0) {
     table_snapshot::eviction e;
