@@ -280,11 +280,67 @@ struct loan_sim {
   std::vector<std::vector<held_block>> blocks;
 };
 
+/// The one waiting reserve of the simulation.
+struct pending {
+  std::uint32_t slot;
+  std::uint64_t bytes, start, first_look;
+  bool within_guarantee;
+};
+
+constexpr std::uint64_t sim_deadline = 2 * s_ns;
+
+/// The waiter looks at `now`: expired calls first, then asks; the sessions that answer give.
+/// Returns true when it is then granted. A wait within its guarantee, whose calls went out at
+/// its first look (grow_loop looks at once), must be served by their deadline.
+bool waiter_look(loan_sim& m, pending& w, std::uint64_t now, const std::vector<bool>& answers) {
+  d::slot_record& ws = m.t.slots[w.slot];
+  (void)m.t.ask(w.slot, w.bytes, now, sim_deadline);
+  if (w.first_look == 0) w.first_look = now;
+  for (std::uint32_t j = 0; j < m.t.slots.size(); ++j)
+    if (m.t.asked(j) != 0 && answers[j]) {
+      const auto seq = static_cast<std::uint32_t>(m.t.slots[j].reclaim.seq.load());
+      const std::uint64_t given = m.give_back(j, m.t.asked(j));
+      d::answer_reclaim(*m.t.header, m.t.slots[j], seq, given, now);
+    }
+  if (m.t.grow(w.slot, w.bytes, d::memory_kind::fixed) == d::budget_verdict::granted) {
+    m.blocks[w.slot].push_back({w.bytes, d::memory_kind::fixed});
+    d::memory_wait_ended(*m.t.header, ws, now - w.start);
+    d::memory_waiter_gone(m.t.view(), ws);
+    return true;
+  }
+  if (w.within_guarantee) CHECK(now < w.first_look + sim_deadline);
+  return false;
+}
+
+/// One random action of session `i`: a release, or a growth that is granted (as its own or on
+/// loan), dropped, or (fixed memory, nobody waiting yet) becomes the waiter.
+void random_action(loan_sim& m, std::uint32_t i, std::uint64_t now, bool prompt,
+                   std::optional<pending>& w) {
+  if (m.pick(0, 2) == 0 && !m.blocks[i].empty()) {
+    const std::size_t k = m.pick(0, m.blocks[i].size() - 1);
+    d::apply_shrink(*m.t.header, m.t.slots[i], m.blocks[i][k].bytes, m.blocks[i][k].kind);
+    m.blocks[i].erase(m.blocks[i].begin() + static_cast<std::ptrdiff_t>(k));
+    return;
+  }
+  const d::slot_record& s = m.t.slots[i];
+  const std::uint64_t bytes = m.pick(1, 300) * MiB;
+  const auto kind = m.pick(0, 1) ? d::memory_kind::reclaimable : d::memory_kind::fixed;
+  if (m.t.grow(i, bytes, kind, prompt) == d::budget_verdict::granted) {
+    m.blocks[i].push_back({bytes, kind});
+  } else if (!w && d::check_grow_in(m.t.view(), i, bytes) == d::budget_verdict::not_now &&
+             kind == d::memory_kind::fixed) {
+    // It waits. Within its guarantee, loans are all that can stand in its way.
+    const bool within =
+        d::sat_add(d::sat_sub(d::held(s), s.loan.borrowed), bytes) <= s.settings.memory_guarantee;
+    d::add_memory_waiter(*m.t.header, m.t.slots[i]);
+    w = pending{i, bytes, now, 0, within};
+  }
+}
+
 } // namespace
 
 TEST_CASE("loans: a seeded random simulation - the budget and the capacity hold, and a growth "
           "within a guarantee is served by its deadline") {
-  constexpr std::uint64_t deadline = 2 * s_ns;
   for (std::uint32_t seed = 1; seed <= 150; ++seed) {
     CAPTURE(seed);
     const std::uint32_t n = static_cast<std::uint32_t>(3 + seed % 4);
@@ -299,57 +355,13 @@ TEST_CASE("loans: a seeded random simulation - the budget and the capacity hold,
       answers[i] = m.pick(0, 2) != 0; // a third are stopped or hung when asked
     }
     std::uint64_t now = 0;
-    struct pending {
-      std::uint32_t slot;
-      std::uint64_t bytes, start, first_look;
-      bool within_guarantee;
-    };
     std::optional<pending> w;
     for (int step = 0; step < 120; ++step) {
       now += m.pick(0, 900) * 1'000'000;
-      if (w) { // the waiter looks: expired calls first, then asks; those that answer give
-        d::slot_record& ws = m.t.slots[w->slot];
-        (void)m.t.ask(w->slot, w->bytes, now, deadline);
-        if (w->first_look == 0) w->first_look = now; // grow_loop's first look is at once
-        for (std::uint32_t j = 0; j < n; ++j)
-          if (m.t.asked(j) != 0 && answers[j]) {
-            const std::uint64_t seq = m.t.slots[j].reclaim.seq.load();
-            const std::uint64_t given = m.give_back(j, m.t.asked(j));
-            d::answer_reclaim(*m.t.header, m.t.slots[j], static_cast<std::uint32_t>(seq), given,
-                              now);
-          }
-        if (m.t.grow(w->slot, w->bytes, d::memory_kind::fixed) == d::budget_verdict::granted) {
-          m.blocks[w->slot].push_back({w->bytes, d::memory_kind::fixed});
-          d::memory_wait_ended(*m.t.header, ws, now - w->start);
-          d::memory_waiter_gone(m.t.view(), ws);
-          w.reset();
-        } else if (w->within_guarantee) {
-          // Its calls went out at its first look; past their deadline it must have been served.
-          CHECK(now < w->first_look + deadline);
-        }
-        m.check();
-      }
+      if (w && waiter_look(m, *w, now, answers)) w.reset();
+      m.check();
       const auto i = static_cast<std::uint32_t>(m.pick(0, n - 1));
-      if (m.pick(0, 2) == 0 && !m.blocks[i].empty()) { // a release
-        const std::size_t k = m.pick(0, m.blocks[i].size() - 1);
-        d::apply_shrink(*m.t.header, m.t.slots[i], m.blocks[i][k].bytes, m.blocks[i][k].kind);
-        m.blocks[i].erase(m.blocks[i].begin() + static_cast<std::ptrdiff_t>(k));
-        m.check();
-        continue;
-      }
-      const d::slot_record& s = m.t.slots[i];
-      const std::uint64_t bytes = m.pick(1, 300) * MiB;
-      const auto kind = m.pick(0, 1) ? d::memory_kind::reclaimable : d::memory_kind::fixed;
-      if (m.t.grow(i, bytes, kind, prompt[i]) == d::budget_verdict::granted) {
-        m.blocks[i].push_back({bytes, kind});
-      } else if (!w && d::check_grow_in(m.t.view(), i, bytes) == d::budget_verdict::not_now &&
-                 kind == d::memory_kind::fixed) {
-        // It waits. Within its guarantee, loans are all that can stand in its way.
-        const bool within = d::sat_add(d::sat_sub(d::held(s), s.loan.borrowed), bytes) <=
-                            s.settings.memory_guarantee;
-        d::add_memory_waiter(*m.t.header, m.t.slots[i]);
-        w = pending{i, bytes, now, 0, within};
-      }
+      random_action(m, i, now, prompt[i], w);
       m.check();
     }
   }
