@@ -147,8 +147,8 @@ TEST_CASE("loans: a borrower stopped with SIGSTOP has its loan written off at th
   stop(b);
 }
 
-TEST_CASE("loans: a session without a watcher is lent nothing, and a loan stays reclaimable "
-          "while the table has no room for it") {
+TEST_CASE("loans: a session without a watcher or declining loans is lent nothing, and a loan "
+          "stays reclaimable while the table has no room for it") {
   test::unique_table t("mp-loans-refused", 1024 * MiB);
   session a = lender(t, 2000ms);
   test::shared_block<std::atomic<int>> state(1), go(1);
@@ -163,6 +163,9 @@ TEST_CASE("loans: a session without a watcher is lent nothing, and a loan stays 
   reservation own = c.reserve(256 * MiB, 0ms);
   c.on_reclaim([](std::uint64_t) { return std::uint64_t{0}; });
   c.watch_reclaim();
+  c.accept_loans(false); // declined (as `gpushare run` does): nothing lent
+  CHECK_FALSE(c.try_reserve_reclaimable(100 * MiB).has_value());
+  c.accept_loans(true);
   std::optional<reservation> cache = c.try_reserve_reclaimable(100 * MiB);
   REQUIRE(cache.has_value());
   CHECK(info(c.snapshot(), "self").reclaim.borrowed == 100 * MiB);

@@ -100,6 +100,10 @@ public:
   /// delivered a signal meant for the program.
   void start() {
     s_.on_reclaim([this](std::uint64_t asked) { return give_back(asked); });
+    // --on-reclaim may take far longer than a guaranteed session's reclaim deadline (an engine
+    // going to sleep): taking back SIZE on loan could see the loan written off while the program
+    // still holds the memory. So the runner takes back only memory that is free.
+    s_.accept_loans(false);
     s_.watch_reclaim();
     if (!spec_.on_restore.empty()) restorer_ = std::thread([this] { restore_loop(); });
   }

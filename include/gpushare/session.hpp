@@ -128,6 +128,11 @@ public:
   /// word meanwhile). Idempotent; leave() stops it. With it and a handler, this session's
   /// reclaimable reserves may borrow idle guarantees (reserve_reclaimable()).
   void watch_reclaim() { core().start_reclaim_watcher(); }
+  /// Whether this session's reclaimable reserves may borrow idle guarantees (default: yes, once
+  /// it has a handler and a watcher). Decline when the handler cannot give memory back within a
+  /// guaranteed session's reclaim deadline (e.g. it runs an engine's slow sleep command): past
+  /// it, a loan is written off while the memory is still in use. Loans already made stay.
+  void accept_loans(bool on) { core().accept_loans(on); }
 
   /// A cheap moment to give way (an iteration boundary, between requests). If a session that
   /// should run now waits (a higher priority class, or an equal one once this session's quantum

@@ -32,9 +32,10 @@ inline void session_core::mark_reclaimable(std::uint64_t bytes, memory_kind kind
     throw error(errc::guarantee_unavailable, loan_stays_reclaimable_text(facts_, table_, s, bytes));
 }
 
-/// Whether a growth of this session may be lent idle guarantees: a request to it is answered
-/// at once, by its watcher thread running its handler.
+/// Whether a growth of this session may be lent idle guarantees: it accepts loans and a request
+/// to it is answered at once, by its watcher thread running its handler.
 inline bool session_core::answers_at_once() {
+  if (!accept_loans_.load(std::memory_order_relaxed)) return false;
   const std::lock_guard<std::mutex> l(reclaim_mutex_);
   return handler_ != nullptr && watcher_.load(std::memory_order_relaxed) != nullptr;
 }

@@ -161,6 +161,8 @@ public:
   void answer_reclaim_quietly() noexcept;
   /// Starts a thread that answers requests as they come (idempotent); leave() stops it.
   void start_reclaim_watcher();
+  /// Whether its reclaimable growths may borrow idle guarantees when it answers at once.
+  void accept_loans(bool on) noexcept { accept_loans_.store(on, std::memory_order_relaxed); }
 
   /// Records memory this session uses outside reservations (e.g. its CUDA context).
   void set_external(std::uint64_t bytes) {
@@ -441,6 +443,7 @@ private:
   std::atomic<std::thread*> watcher_{nullptr}; ///< owned: deleted by stop_reclaim_watcher()
   std::atomic<bool> watcher_stop_{false};
   std::atomic<bool> answering_{false};         ///< a thread runs the handler now
+  std::atomic<bool> accept_loans_{true};       ///< see accept_loans()
   std::atomic<std::uint32_t> answered_seq_{0}; ///< the request (slot's reclaim.seq) last answered
 };
 
