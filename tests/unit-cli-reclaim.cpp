@@ -208,7 +208,11 @@ TEST_CASE("the loans line shows once a loan figure is not zero") {
                          "held), 1 loan made, 1 loan call, 1 call written off (344.00 MiB)\n");
 }
 
-TEST_CASE("status text and JSON and metrics carry the loan figures") {
+namespace {
+
+/// A lender waiting for 344 MiB of its guarantee and a borrower asked for them by a loan call,
+/// in one table of a sample.
+sample loan_sample() {
   session_info lender = named("lender", 1, priority::normal);
   lender.memory_guarantee = 768 * MiB;
   lender.waiting_for_memory = 1;
@@ -225,7 +229,13 @@ TEST_CASE("status text and JSON and metrics carry the loan figures") {
   t.snapshot = table_of({lender, b});
   t.snapshot->loans = {768 * MiB, 512 * MiB, 768 * MiB, 2, 3, 1, 100};
   now.tables.push_back(t);
+  return now;
+}
 
+} // namespace
+
+TEST_CASE("status text carries the loan figures") {
+  const sample now = loan_sample();
   const std::string text = status_text(nullptr, now, domain_choice{});
   CHECK(text.find("  loans: 768.00 MiB idle guarantees, 512.00 MiB lent now (768.00 MiB held), 2 "
                   "loans made, 3 loan calls, 1 call written off (100 B)\n") != std::string::npos);
@@ -233,7 +243,10 @@ TEST_CASE("status text and JSON and metrics carry the loan figures") {
   REQUIRE(header != std::string::npos);
   CHECK(text.find("ASKED    BORROWED", header) != std::string::npos);
   CHECK(text.find("344.00 MiB (loan)  512.00 MiB") != std::string::npos);
+}
 
+TEST_CASE("status JSON and metrics carry the loan figures") {
+  const sample now = loan_sample();
   const std::string json = status_json(nullptr, now, std::nullopt, 0);
   const std::vector<std::string> fields = {
       joined(12, {"\"given_bytes\": 0,", "\"borrowed_bytes\": 536870912,", "\"loans\": 2,",
