@@ -259,6 +259,8 @@ TEST_CASE("reclaim: a table without reclaim shows no columns or line and a waite
   CHECK_FALSE(contains(quiet.out, "RECLAIMABLE"));
   CHECK_FALSE(contains(quiet.out, "ASKED"));
   CHECK_FALSE(contains(quiet.out, "reclaim:"));
+  CHECK_FALSE(contains(quiet.out, "BORROWED"));
+  CHECK_FALSE(contains(quiet.out, "loans:")); // it holds memory, but nothing was lent
   const json q =
       parse_json(run_cli({"status", "--domain", d.name(), "--interval", "0", "--json"}).out);
   CHECK(table_of(q, "gpu")["reclaim"]["requests"].u64() == 0);

@@ -197,9 +197,13 @@ TEST_CASE("the borrowed column and the loan mark show only for loans") {
   CHECK(asked_cell(borrower) == "344.00 MiB (loan)");
 }
 
-TEST_CASE("the loans line shows once a loan figure is not zero") {
+TEST_CASE("the loans line shows once something was lent") {
   table_snapshot s = table_of({});
   CHECK(loans_text(s) == "");
+  s.loans.idle_guarantees = 768 * MiB; // guarantees and holdings alone: nothing lent yet
+  s.loans.held = 256 * MiB;
+  CHECK(loans_text(s) == "");
+  s.loans = {};
   s.loans.written_off = 1;
   CHECK(loans_text(s) == "  loans: 0 B idle guarantees, 0 B lent now (0 B held), 0 loans made, 0 "
                          "loan calls, 0 calls written off (1 B)\n");

@@ -44,12 +44,11 @@ inline std::string asked_cell(const session_info& i) {
 }
 
 /// "  loans: 768.00 MiB idle guarantees, 512.00 MiB lent now (768.00 MiB held), 1 loan made, 1
-/// loan call, 1 call written off (344.00 MiB)\n"; "" while every loan figure is zero.
+/// loan call, 1 call written off (344.00 MiB)\n"; "" until something was lent in the table's
+/// life (idle guarantees and held bytes alone are no loan: most tables have them).
 inline std::string loans_text(const table_snapshot& s) {
   const table_snapshot::loan_figures& l = s.loans;
-  if (!(l.idle_guarantees || l.lent || l.held || l.loans || l.calls || l.write_offs ||
-        l.written_off))
-    return "";
+  if (!(l.lent || l.loans || l.calls || l.write_offs || l.written_off)) return "";
   return std::string("  loans: ")
       .append(bytes_text(l.idle_guarantees))
       .append(" idle guarantees, ")
