@@ -3,7 +3,9 @@
 // columns, the "reclaim:" line and the hint under a waiting session in `gpushare status`, the
 // "reclaim" objects of its JSON, and the gpushare_reclaim_* and gpushare_session_reclaim_*
 // families of `gpushare metrics`, for a holder that never answers, one whose watcher gives memory
-// back, and a waiter that no session of a lower class can help.
+// back, and a waiter that no session of a lower class can help; and lent guarantees: the
+// BORROWED column, the "(loan)" mark under ASKED, the "loans:" line, the loan fields of the JSON
+// and the gpushare_loan* families, for a borrower stopped while its loan is called back.
 #include <atomic>
 #include <optional>
 #include <string>
@@ -257,6 +259,8 @@ TEST_CASE("reclaim: a table without reclaim shows no columns or line and a waite
   CHECK_FALSE(contains(quiet.out, "RECLAIMABLE"));
   CHECK_FALSE(contains(quiet.out, "ASKED"));
   CHECK_FALSE(contains(quiet.out, "reclaim:"));
+  CHECK_FALSE(contains(quiet.out, "BORROWED"));
+  CHECK_FALSE(contains(quiet.out, "loans:")); // it holds memory, but nothing was lent
   const json q =
       parse_json(run_cli({"status", "--domain", d.name(), "--interval", "0", "--json"}).out);
   CHECK(table_of(q, "gpu")["reclaim"]["requests"].u64() == 0);
@@ -282,4 +286,118 @@ TEST_CASE("reclaim: a table without reclaim shows no columns or line and a waite
                                ") waits for memory, 376.00 MiB lacking; no session of a lower "
                                "class holds reclaimable memory above its guarantee: it waits for "
                                "releases\n"));
+}
+
+namespace {
+
+/// A child joining "gpu" as "cache" (low class) with 256 MiB of its own and a watcher that gives
+/// back what it is asked, then 512 MiB of reclaimable cache beyond the table's free memory: lent
+/// out of the lender's idle guarantee.
+pid_t spawn_borrower(const test_domain& d) {
+  return test::spawn_holding([&](const std::function<void()>& hold) {
+    session s("gpu", with(d, "cache", priority::low));
+    reservation own = s.reserve(256 * MiB, 0ms);
+    std::optional<reservation> cache;
+    s.on_reclaim([&cache](std::uint64_t asked) {
+      if (!cache) return std::uint64_t{0};
+      const std::uint64_t give = std::min(asked, cache->size());
+      cache->shrink(give);
+      return give;
+    });
+    s.watch_reclaim();
+    cache = s.try_reserve_reclaimable(512 * MiB);
+    hold();
+  });
+}
+
+/// The loan figures of "cache" and of table "gpu" in `gpushare status --json`, as one line:
+/// "borrowed loans write_offs loan_call | idle lent held loans calls write_offs written_off".
+std::string loan_json(const test_domain& d) {
+  const json doc =
+      parse_json(run_cli({"status", "--domain", d.name(), "--interval", "0", "--json"}).out);
+  const json& t = table_of(doc, "gpu");
+  const json& r = session_of(t, "cache")["reclaim"];
+  const json& l = t["loans"];
+  std::string out = std::to_string(r["borrowed_bytes"].u64() / MiB) + " " +
+                    std::to_string(r["loans"].u64()) + " " + std::to_string(r["write_offs"].u64());
+  out.append(r["loan_call"].boolean() ? " true |" : " false |");
+  for (const char* k : {"idle_guarantee_bytes", "lent_bytes", "held_bytes"})
+    out.append(" ").append(std::to_string(l[k].u64() / MiB));
+  for (const char* k : {"loans", "calls", "write_offs"})
+    out.append(" ").append(std::to_string(l[k].u64()));
+  return out.append(" ").append(std::to_string(l["written_off_bytes"].u64() / MiB));
+}
+
+/// The loan samples of "cache" and of table "gpu" in `gpushare metrics`, in the order of
+/// loan_json (without loan_call), bytes in MiB.
+std::string loan_metrics(const test_domain& d) {
+  const std::string m = run_cli({"metrics", "--domain", d.name()}).out;
+  const std::string table = d.object_name("gpu");
+  const auto mib = [&](const std::string& family, const std::string& part) {
+    return std::to_string(std::stoull(metric_value(m, family, part)) / MiB);
+  };
+  std::string out = mib("gpushare_session_borrowed_bytes", "session=\"cache\"") + " " +
+                    metric_value(m, "gpushare_session_loan_write_offs_total", "session=\"cache\"");
+  out.append(" |");
+  for (const char* f : {"gpushare_loans_idle_guarantee_bytes", "gpushare_loans_lent_bytes",
+                        "gpushare_loans_held_bytes"})
+    out.append(" ").append(mib(f, table));
+  for (const char* f :
+       {"gpushare_loans_total", "gpushare_loan_calls_total", "gpushare_loan_write_offs_total"})
+    out.append(" ").append(metric_value(m, f, table));
+  return out.append(" ").append(mib("gpushare_loan_written_off_bytes_total", table));
+}
+
+} // namespace
+
+TEST_CASE("loans: status, JSON and metrics show a borrower's loan, the loan call while it is "
+          "stopped, and the write-off at the deadline") {
+  test_domain d;
+  session_options o = with(d, "lender", priority::normal, 5000ms);
+  o.memory_guarantee = memory_amount::of_bytes(768 * MiB);
+  session lender("gpu", o); // guaranteed 768 MiB of the table's 1 GiB, holding nothing yet
+  const pid_t b = spawn_borrower(d);
+  REQUIRE(find(lender.snapshot(), "cache")->reclaim.borrowed == 512 * MiB);
+
+  const cli_result text = run_cli({"status", "--domain", d.name(), "--interval", "0"});
+  CHECK(text.code == 0);
+  CHECK(cell(text.out, "cache", "BORROWED") == "512.00 MiB");
+  CHECK(cell(text.out, "cache", "RECLAIMABLE") == "512.00 MiB");
+  CHECK(cell(text.out, "cache", "ASKED") == "0 B");
+  CHECK(cell(text.out, "lender", "BORROWED") == "0 B");
+  CHECK(contains(text.out, "  loans: 768.00 MiB idle guarantees, 512.00 MiB lent now (768.00 MiB "
+                           "held), 1 loan made, 0 loan calls, 0 calls written off (0 B)\n"));
+  CHECK(loan_json(d) == "512 1 0 false | 768 512 768 1 0 0 0");
+  CHECK(loan_metrics(d) == "512 0 | 768 512 768 1 0 0 0");
+
+  // Stopped, the borrower cannot answer the call for 344 MiB of the 600 MiB the lender reserves.
+  REQUIRE(::kill(b, SIGSTOP) == 0);
+  std::optional<reservation> r;
+  std::thread waiter([&] { r = lender.reserve(600 * MiB, 20s); });
+  REQUIRE(test::eventually([&] {
+    const table_snapshot now = lender.snapshot(); // find() points into it
+    const session_info* i = find(now, "cache");
+    return i && i->reclaim.asked == 344 * MiB && i->reclaim.loan_call;
+  }));
+  const cli_result called = run_cli({"status", "--domain", d.name(), "--interval", "0"});
+  CHECK(cell(called.out, "cache", "ASKED") == "344.00 MiB (loan)");
+  CHECK(cell(called.out, "lender", "ASKED") == "0 B");
+  CHECK(contains(called.out, "  loans: 768.00 MiB idle guarantees, 512.00 MiB lent now (768.00 "
+                             "MiB held), 1 loan made, 1 loan call, 0 calls written off (0 B)\n"));
+  CHECK(loan_json(d) == "512 1 0 true | 768 512 768 1 1 0 0");
+  CHECK(loan_metrics(d) == "512 0 | 768 512 768 1 1 0 0");
+
+  // At the deadline the call is written off and the lender gets its 600 MiB.
+  waiter.join();
+  REQUIRE(r);
+  CHECK(r->size() == 600 * MiB);
+  const cli_result after = run_cli({"status", "--domain", d.name(), "--interval", "0"});
+  CHECK(cell(after.out, "cache", "BORROWED") == "168.00 MiB");
+  CHECK(cell(after.out, "cache", "ASKED") == "0 B");
+  CHECK(contains(after.out, "  loans: 168.00 MiB idle guarantees, 168.00 MiB lent now (1.00 GiB "
+                            "held), 1 loan made, 1 loan call, 1 call written off (344.00 MiB)\n"));
+  CHECK(loan_json(d) == "168 1 1 false | 168 168 1024 1 1 1 344");
+  CHECK(loan_metrics(d) == "168 1 | 168 168 1024 1 1 1 344");
+  ::kill(b, SIGCONT);
+  kill_holder(b);
 }

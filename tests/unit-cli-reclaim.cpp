@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The gpushare tool's pure functions for cooperative reclaim (tools/cli_reclaim.hpp): when the
 // RECLAIMABLE and ASKED columns show, the "reclaim:" line, the hint under a session waiting for
-// memory in each of its cases, and the reclaim fields of status --json and metrics.
+// memory in each of its cases, and the reclaim fields of status --json and metrics; for lent
+// guarantees, when the BORROWED column shows, the "(loan)" mark under ASKED, the "loans:" line,
+// and the loan fields of status --json and metrics.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -149,9 +151,10 @@ TEST_CASE("status text and JSON and metrics carry the reclaim figures") {
       joined(12, {"\"reclaim\": {", "\"reclaimable_bytes\": 0,", "\"asked_bytes\": 0,",
                   "\"deadline_in_ns\": 0,", "\"asked_by_slot\": null,",
                   "\"wanted_bytes\": 394264576,"}),
-      joined(12, {"\"asked_bytes\": 394264576,", "\"deadline_in_ns\": 2000000000,",
-                  "\"asked_by_slot\": 1,", "\"wanted_bytes\": 0,", "\"skipped_now\": false,",
-                  "\"requests\": 2,", "\"answered\": 1,", "\"skipped\": 0,", "\"given_bytes\": 5"}),
+      joined(12,
+             {"\"asked_bytes\": 394264576,", "\"deadline_in_ns\": 2000000000,",
+              "\"asked_by_slot\": 1,", "\"wanted_bytes\": 0,", "\"skipped_now\": false,",
+              "\"requests\": 2,", "\"answered\": 1,", "\"skipped\": 0,", "\"given_bytes\": 5,"}),
       joined(8, {"\"reclaim\": {", "\"requests\": 2,", "\"answered\": 1,", "\"skipped\": 0,",
                  "\"withdrawn\": 0,", "\"given_bytes\": 5,", "\"grants\": 1,",
                  "\"grant_ns\": 7000000,", "\"grant_max_ns\": 7000000"})};
@@ -177,5 +180,112 @@ TEST_CASE("status text and JSON and metrics carry the reclaim figures") {
       "gpushare_session_reclaim_requests_total" + cache + " 2\n",
       "gpushare_session_reclaim_given_bytes_total" + cache + " 5\n",
       "# HELP gpushare_session_reclaim_wanted_bytes "};
+  for (const std::string& line : lines) CHECK_MESSAGE(m.find(line) != std::string::npos, line);
+}
+
+TEST_CASE("the borrowed column and the loan mark show only for loans") {
+  session_info lender = named("lender", 1, priority::normal);
+  lender.memory_guarantee = 768 * MiB;
+  const session_info plain = holding("cache", 2, priority::low, 768 * MiB, 512 * MiB);
+  CHECK_FALSE(any_borrowed(table_of({lender, plain})));
+  session_info borrower = plain;
+  borrower.reclaim.borrowed = 512 * MiB;
+  CHECK(any_borrowed(table_of({lender, borrower})));
+  borrower.reclaim.asked = 344 * MiB;
+  CHECK(asked_cell(borrower) == "344.00 MiB");
+  borrower.reclaim.loan_call = true;
+  CHECK(asked_cell(borrower) == "344.00 MiB (loan)");
+}
+
+TEST_CASE("the loans line shows once something was lent") {
+  table_snapshot s = table_of({});
+  CHECK(loans_text(s) == "");
+  s.loans.idle_guarantees = 768 * MiB; // guarantees and holdings alone: nothing lent yet
+  s.loans.held = 256 * MiB;
+  CHECK(loans_text(s) == "");
+  s.loans = {};
+  s.loans.written_off = 1;
+  CHECK(loans_text(s) == "  loans: 0 B idle guarantees, 0 B lent now (0 B held), 0 loans made, 0 "
+                         "loan calls, 0 calls written off (1 B)\n");
+  s.loans = {768 * MiB, 512 * MiB, 768 * MiB, 1, 1, 1, 344 * MiB};
+  CHECK(loans_text(s) == "  loans: 768.00 MiB idle guarantees, 512.00 MiB lent now (768.00 MiB "
+                         "held), 1 loan made, 1 loan call, 1 call written off (344.00 MiB)\n");
+}
+
+namespace {
+
+/// A lender waiting for 344 MiB of its guarantee and a borrower asked for them by a loan call,
+/// in one table of a sample.
+sample loan_sample() {
+  session_info lender = named("lender", 1, priority::normal);
+  lender.memory_guarantee = 768 * MiB;
+  lender.waiting_for_memory = 1;
+  lender.reclaim.wanted = 344 * MiB;
+  session_info b = holding("cache", 3, priority::low, 768 * MiB, 512 * MiB);
+  b.reclaim.borrowed = 512 * MiB;
+  b.reclaim.asked = 344 * MiB;
+  b.reclaim.loan_call = true;
+  b.reclaim.loans = 2;
+  b.reclaim.write_offs = 1;
+  sample now;
+  table_reading t;
+  t.entry.object_name = "/gpushare.d.u0.k";
+  t.snapshot = table_of({lender, b});
+  t.snapshot->loans = {768 * MiB, 512 * MiB, 768 * MiB, 2, 3, 1, 100};
+  now.tables.push_back(t);
+  return now;
+}
+
+} // namespace
+
+TEST_CASE("status text carries the loan figures") {
+  const sample now = loan_sample();
+  const std::string text = status_text(nullptr, now, domain_choice{});
+  CHECK(text.find("  loans: 768.00 MiB idle guarantees, 512.00 MiB lent now (768.00 MiB held), 2 "
+                  "loans made, 3 loan calls, 1 call written off (100 B)\n") != std::string::npos);
+  const std::size_t header = text.find("RECLAIMABLE");
+  REQUIRE(header != std::string::npos);
+  CHECK(text.find("ASKED    BORROWED", header) != std::string::npos);
+  CHECK(text.find("344.00 MiB (loan)  512.00 MiB") != std::string::npos);
+}
+
+TEST_CASE("status JSON and metrics carry the loan figures") {
+  const sample now = loan_sample();
+  const std::string json = status_json(nullptr, now, std::nullopt, 0);
+  const std::vector<std::string> fields = {
+      joined(12, {"\"given_bytes\": 0,", "\"borrowed_bytes\": 536870912,", "\"loans\": 2,",
+                  "\"write_offs\": 1,", "\"loan_call\": true"}),
+      joined(12, {"\"given_bytes\": 0,", "\"borrowed_bytes\": 0,", "\"loans\": 0,",
+                  "\"write_offs\": 0,", "\"loan_call\": false"}),
+      joined(8, {"\"loans\": {", "\"idle_guarantee_bytes\": 805306368,",
+                 "\"lent_bytes\": 536870912,", "\"held_bytes\": 805306368,", "\"loans\": 2,",
+                 "\"calls\": 3,", "\"write_offs\": 1,", "\"written_off_bytes\": 100"})};
+  for (const std::string& field : fields)
+    CHECK_MESSAGE(json.find(field) != std::string::npos, field);
+
+  const std::string m = metrics_text(now);
+  const std::string labels = "{table=\"/gpushare.d.u0.k\",key=\"k\",domain=\"d\"";
+  const std::string cache = labels +
+                            ",session=\"cache\",slot=\"3\",pod=\"\",namespace=\"\",container=\"\","
+                            "slurm_job_id=\"\",slurm_step_id=\"\",group=\"\"}";
+  const std::vector<std::string> lines = {
+      "# TYPE gpushare_loans_idle_guarantee_bytes gauge\ngpushare_loans_idle_guarantee_bytes" +
+          labels + "} 805306368\n",
+      "# TYPE gpushare_loans_lent_bytes gauge\ngpushare_loans_lent_bytes" + labels +
+          "} 536870912\n",
+      "# TYPE gpushare_loans_held_bytes gauge\ngpushare_loans_held_bytes" + labels +
+          "} 805306368\n",
+      "# TYPE gpushare_loans_total counter\ngpushare_loans_total" + labels + "} 2\n",
+      "# TYPE gpushare_loan_calls_total counter\ngpushare_loan_calls_total" + labels + "} 3\n",
+      "# TYPE gpushare_loan_write_offs_total counter\ngpushare_loan_write_offs_total" + labels +
+          "} 1\n",
+      "# TYPE gpushare_loan_written_off_bytes_total counter\n"
+      "gpushare_loan_written_off_bytes_total" +
+          labels + "} 100\n",
+      "# TYPE gpushare_session_borrowed_bytes gauge\n",
+      "gpushare_session_borrowed_bytes" + cache + " 536870912\n",
+      "# TYPE gpushare_session_loan_write_offs_total counter\n",
+      "gpushare_session_loan_write_offs_total" + cache + " 1\n",
+      "# HELP gpushare_loans_lent_bytes "};
   for (const std::string& line : lines) CHECK_MESSAGE(m.find(line) != std::string::npos, line);
 }

@@ -2,7 +2,10 @@
 // Cooperative reclaim (docs/design.md section 15) as the tool shows it: the RECLAIMABLE and
 // ASKED columns, the "reclaim:" line and the hint under a session waiting for memory in
 // `gpushare status`, the "reclaim" objects of its JSON, and the gpushare_reclaim_* and
-// gpushare_session_reclaim* families of `gpushare metrics`.
+// gpushare_session_reclaim* families of `gpushare metrics`; and idle guarantees lent as
+// reclaimable memory: the BORROWED column, the "(loan)" mark of a loan call under ASKED, the
+// "loans:" line, the loan fields and "loans" object of the JSON, and the gpushare_loan* and
+// gpushare_session_borrowed_bytes / gpushare_session_loan_write_offs_total families.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +27,43 @@ inline bool any_reclaim(const table_snapshot& s) {
   for (const session_info& i : s.sessions)
     if (i.reclaim.reclaimable > 0 || i.reclaim.asked > 0 || i.reclaim.wanted > 0) return true;
   return false;
+}
+
+/// Whether the BORROWED column is shown: a session of `s` holds memory on loan.
+inline bool any_borrowed(const table_snapshot& s) {
+  for (const session_info& i : s.sessions)
+    if (i.reclaim.borrowed > 0) return true;
+  return false;
+}
+
+/// The ASKED cell: "344.00 MiB", with " (loan)" when what it is asked for calls a loan back.
+inline std::string asked_cell(const session_info& i) {
+  std::string out = bytes_text(i.reclaim.asked);
+  if (i.reclaim.loan_call) out.append(" (loan)");
+  return out;
+}
+
+/// "  loans: 768.00 MiB idle guarantees, 512.00 MiB lent now (768.00 MiB held), 1 loan made, 1
+/// loan call, 1 call written off (344.00 MiB)\n"; "" until something was lent in the table's
+/// life (idle guarantees and held bytes alone are no loan: most tables have them).
+inline std::string loans_text(const table_snapshot& s) {
+  const table_snapshot::loan_figures& l = s.loans;
+  if (!(l.lent || l.loans || l.calls || l.write_offs || l.written_off)) return "";
+  return std::string("  loans: ")
+      .append(bytes_text(l.idle_guarantees))
+      .append(" idle guarantees, ")
+      .append(bytes_text(l.lent))
+      .append(" lent now (")
+      .append(bytes_text(l.held))
+      .append(" held), ")
+      .append(plural(l.loans, "loan"))
+      .append(" made, ")
+      .append(plural(l.calls, "loan call"))
+      .append(", ")
+      .append(plural(l.write_offs, "call"))
+      .append(" written off (")
+      .append(bytes_text(l.written_off))
+      .append(")\n");
 }
 
 /// Whether any of the table's reclaim counters is not zero.
@@ -112,6 +152,10 @@ inline void session_reclaim_json(json_writer& w, const session_info& i) {
   w.field("answered", r.answered);
   w.field("skipped", r.skipped);
   w.field("given_bytes", r.given);
+  w.field("borrowed_bytes", r.borrowed);
+  w.field("loans", r.loans);
+  w.field("write_offs", r.write_offs);
+  w.field("loan_call", r.loan_call);
   w.end_object();
 }
 
@@ -131,7 +175,38 @@ inline void table_reclaim_json(json_writer& w, const table_snapshot& s) {
   w.end_object();
 }
 
-/// The table's reclaim families (after the table families).
+/// "loans": the table's idle guarantees, what is lent and held now, and its loans over its life.
+inline void table_loans_json(json_writer& w, const table_snapshot& s) {
+  const table_snapshot::loan_figures& l = s.loans;
+  w.key("loans");
+  w.begin_object();
+  w.field("idle_guarantee_bytes", l.idle_guarantees);
+  w.field("lent_bytes", l.lent);
+  w.field("held_bytes", l.held);
+  w.field("loans", l.loans);
+  w.field("calls", l.calls);
+  w.field("write_offs", l.write_offs);
+  w.field("written_off_bytes", l.written_off);
+  w.end_object();
+}
+
+/// The table's loan families (after the reclaim families).
+inline void declare_loan_metrics(exposition& x) {
+  x.declare("gpushare_loans_idle_guarantee_bytes", "gauge",
+            "Bytes guaranteed to sessions that they do not hold now.");
+  x.declare("gpushare_loans_lent_bytes", "gauge",
+            "Bytes of idle guarantees on loan now as reclaimable memory.");
+  x.declare("gpushare_loans_held_bytes", "gauge", "Bytes the sessions hold now, on loan or not.");
+  x.declare("gpushare_loans_total", "counter", "Growths granted on loan out of idle guarantees.");
+  x.declare("gpushare_loan_calls_total", "counter",
+            "Reclaim requests that called a loan back for a guaranteed session.");
+  x.declare("gpushare_loan_write_offs_total", "counter",
+            "Loan calls that passed their deadline unanswered: their bytes were written off.");
+  x.declare("gpushare_loan_written_off_bytes_total", "counter",
+            "Bytes of loans written off at the deadline of their call.");
+}
+
+/// The table's reclaim families (after the table families), then its loan families.
 inline void declare_reclaim_metrics(exposition& x) {
   x.declare("gpushare_reclaim_requests_total", "counter",
             "Requests to give reclaimable memory back, sent by waiting reserves.");
@@ -148,6 +223,7 @@ inline void declare_reclaim_metrics(exposition& x) {
             "Time from the first reclaim request of a waiting reserve to its grant, summed.");
   x.declare("gpushare_reclaim_grant_max_seconds", "gauge",
             "Longest time from the first reclaim request of a waiting reserve to its grant.");
+  declare_loan_metrics(x);
 }
 
 /// The session reclaim families (after the other session families).
@@ -166,9 +242,14 @@ inline void declare_session_reclaim_metrics(exposition& x) {
             "Reclaim requests to the session that passed their deadline unanswered.");
   x.declare("gpushare_session_reclaim_given_bytes_total", "counter",
             "Bytes the session gave back when asked.");
+  x.declare("gpushare_session_borrowed_bytes", "gauge",
+            "Bytes of the session's reclaimable memory on loan out of other sessions' idle "
+            "guarantees.");
+  x.declare("gpushare_session_loan_write_offs_total", "counter",
+            "Loan calls to the session that passed their deadline: their bytes were written off.");
 }
 
-/// The samples of the table's reclaim counters; `labels` are its table's.
+/// The samples of the table's reclaim counters and loan figures; `labels` are its table's.
 inline void reclaim_samples(exposition& x, const label_set& labels, const table_snapshot& s) {
   const table_snapshot::reclaim_counters& c = s.reclaim;
   x.sample("gpushare_reclaim_requests_total", labels, c.requests);
@@ -179,6 +260,14 @@ inline void reclaim_samples(exposition& x, const label_set& labels, const table_
   x.sample("gpushare_reclaim_grants_total", labels, c.grants);
   x.sample("gpushare_reclaim_grant_seconds_total", labels, fixed_decimal(c.grant_ns, 9));
   x.sample("gpushare_reclaim_grant_max_seconds", labels, fixed_decimal(c.grant_max_ns, 9));
+  const table_snapshot::loan_figures& l = s.loans;
+  x.sample("gpushare_loans_idle_guarantee_bytes", labels, l.idle_guarantees);
+  x.sample("gpushare_loans_lent_bytes", labels, l.lent);
+  x.sample("gpushare_loans_held_bytes", labels, l.held);
+  x.sample("gpushare_loans_total", labels, l.loans);
+  x.sample("gpushare_loan_calls_total", labels, l.calls);
+  x.sample("gpushare_loan_write_offs_total", labels, l.write_offs);
+  x.sample("gpushare_loan_written_off_bytes_total", labels, l.written_off);
 }
 
 /// The reclaim samples of one live session; `l` holds its labels.
@@ -191,6 +280,8 @@ inline void session_reclaim_samples(exposition& x, const label_set& l, const ses
   x.sample("gpushare_session_reclaim_answered_total", l, r.answered);
   x.sample("gpushare_session_reclaim_skipped_total", l, r.skipped);
   x.sample("gpushare_session_reclaim_given_bytes_total", l, r.given);
+  x.sample("gpushare_session_borrowed_bytes", l, r.borrowed);
+  x.sample("gpushare_session_loan_write_offs_total", l, r.write_offs);
 }
 
 } // namespace gpushare::cli

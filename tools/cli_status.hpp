@@ -130,14 +130,15 @@ struct session_column {
 };
 
 /// The columns of the session rows of `s`. EXTERNAL, CGUARANTEE, MAXGUARD, REVOKED, IDENTITY,
-/// GROUP, RECLAIMABLE and ASKED are shown only when a session of the table has a value there
-/// (RECLAIMABLE and ASKED also when a session lacks bytes for a waiting reserve).
+/// GROUP, RECLAIMABLE, ASKED and BORROWED are shown only when a session of the table has a value
+/// there (RECLAIMABLE and ASKED also when a session lacks bytes for a waiting reserve).
 inline std::vector<session_column> session_columns(const table_snapshot& s) {
   bool external = false, guarantee = false, bound = false, revoked = false;
   // Before the list, not inside it: GCC 12 at -O3 took a call there for a path on which an
   // element's title string is used uninitialised (-Wmaybe-uninitialized, a false positive).
   const bool grouped = !groups_of(s).empty();
   const bool reclaim = any_reclaim(s);
+  const bool borrowed = any_borrowed(s);
   for (const auto& i : s.sessions) {
     external = external || i.external > 0;
     guarantee = guarantee || i.compute_guarantee_ppm > 0;
@@ -167,7 +168,8 @@ inline std::vector<session_column> session_columns(const table_snapshot& s) {
       {{"RESERVED", R}, true, [](I i, P) { return bytes_text(i.reserved); }},
       {{"EXTERNAL", R}, external, [](I i, P) { return bytes_text(i.external); }},
       {{"RECLAIMABLE", R}, reclaim, [](I i, P) { return bytes_text(i.reclaim.reclaimable); }},
-      {{"ASKED", R}, reclaim, [](I i, P) { return bytes_text(i.reclaim.asked); }},
+      {{"ASKED", R}, reclaim, [](I i, P) { return asked_cell(i); }},
+      {{"BORROWED", R}, borrowed, [](I i, P) { return bytes_text(i.reclaim.borrowed); }},
       {{"PEAK", R}, true, [](I i, P) { return bytes_text(i.peak); }},
       {{"DEVICE", R}, true, [](I i, P) { return duration_text(i.device_ns); }},
       {{"RECENT", R}, true, [](I, P r) { return r ? percent_text(*r) : std::string("-"); }},
@@ -238,7 +240,7 @@ inline std::string table_text(const table_reading& t, const recent_usage& recent
   out += remedies_text(s, now_unix_ns);
   out += startup_text(s);
   out += groups_text(s);
-  out += reclaim_text(s);
+  out += reclaim_text(s) + loans_text(s);
   if (s.sessions.empty())
     out += "  no live sessions\n";
   else
@@ -442,6 +444,7 @@ inline void table_json(json_writer& w, const table_reading& t, const recent_usag
   device_json(w, s);
   groups_json(w, s);
   table_reclaim_json(w, s);
+  table_loans_json(w, s);
   w.key("recent_window_ns");
   if (recent.window_ns)
     w.number(*recent.window_ns);

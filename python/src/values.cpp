@@ -145,9 +145,13 @@ void bind_reclaim_figures(py::module_& m) {
       "A session's side of cooperative reclaim: its reclaimable bytes, what it is asked "
       "to give back now (and in how long that is due: 0 when overdue or none), the slot "
       "whose reserve asked (None), what its own waiting reserves lack, whether it is "
-      "skipped for now, and its requests, answers, skips and bytes given since it joined.");
+      "skipped for now, and its requests, answers, skips and bytes given since it joined; of "
+      "its reclaimable bytes those on loan out of other sessions' idle guarantees (borrowed), "
+      "its growths granted on loan and loan calls it missed (written off) since it joined, and "
+      "whether what it is asked for now calls a loan back (loan_call).");
   r.F(rf, reclaimable).F(rf, asked).F(rf, deadline_in_ns).F(rf, asked_by_slot).F(rf, wanted);
   r.F(rf, skipped_now).F(rf, requests).F(rf, answered).F(rf, skipped).F(rf, given);
+  r.F(rf, borrowed).F(rf, loans).F(rf, write_offs).F(rf, loan_call);
   r.done();
 }
 
@@ -159,6 +163,18 @@ void bind_reclaim_counters(py::module_& m) {
                "out for them, with their time from the first request to the grant.");
   r.F(rc, requests).F(rc, answered).F(rc, skipped).F(rc, withdrawn).F(rc, given);
   r.F(rc, grants).F(rc, grant_ns).F(rc, grant_max_ns);
+  r.done();
+}
+
+void bind_loan_figures(py::module_& m) {
+  using lf = table_snapshot::loan_figures;
+  record<lf> r(m, "LoanFigures",
+               "A table's idle guarantees lent as reclaimable memory: bytes guaranteed to "
+               "sessions but not held by them, bytes on loan now, bytes every session holds; over "
+               "the table's life, growths granted on loan, loan calls, and calls missed (written "
+               "off) with their bytes.");
+  r.F(lf, idle_guarantees).F(lf, lent).F(lf, held).F(lf, loans).F(lf, calls).F(lf, write_offs);
+  r.F(lf, written_off);
   r.done();
 }
 
@@ -194,7 +210,7 @@ void bind_snapshot(py::module_& m) {
   r.F(ts, committed_total).F(ts, available).F(ts, lock_repairs).F(ts, sessions_reclaimed);
   r.F(ts, handovers).F(ts, holder).F(ts, default_max_guard_ns).F(ts, revocations);
   r.F(ts, evictions).F(ts, last_eviction).F(ts, startup).F(ts, startup_waiters);
-  r.F(ts, startup_takes).F(ts, reclaim).F(ts, sessions).F(ts, dead_sessions);
+  r.F(ts, startup_takes).F(ts, reclaim).F(ts, loans).F(ts, sessions).F(ts, dead_sessions);
   r.F(ts, device_name).F(ts, device_total).F(ts, device_free).F(ts, device_observed_unix_ns);
   r.F(ts, device_observer_pid).F(ts, device_untracked).F(ts, device_releasing);
   r.done();
@@ -221,6 +237,7 @@ void bind_values(py::module_& m) {
   bind_platform_identity(m);
   bind_reclaim_figures(m);
   bind_reclaim_counters(m);
+  bind_loan_figures(m);
   bind_session_info(m);
   bind_eviction(m);
   bind_startup_holder(m);

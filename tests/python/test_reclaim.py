@@ -3,8 +3,12 @@
 # reservations and their figures; a low-priority process's callback, run by its watcher, gives
 # back what a high-priority reserve lacks; without a callback the reserve times out and the request
 # is skipped; a callback's exception propagates from answer_reclaim() and goes to
-# sys.unraisablehook on the watcher; an interpreter exits cleanly while its watcher answers.
+# sys.unraisablehook on the watcher; an interpreter exits cleanly while its watcher answers; a
+# borrower with a callback and a watcher is lent a guaranteed session's idle guarantee, and the
+# loan is called back (answered, or written off at the deadline while the borrower is stopped).
 import multiprocessing
+import os
+import signal
 import sys
 import threading
 import time
@@ -180,6 +184,117 @@ def test_without_a_callback_the_reserve_times_out_and_the_request_is_skipped(key
             assert requests >= 1
     finally:
         end_holder(p, stop)
+    assert p.exitcode == 0
+
+
+def borrower(key, ready, stop, figures):
+    """A low-priority process with 256 MiB of its own and a callback on the watcher thread that
+    gives back what is asked, then 512 MiB of reclaimable cache beyond the table's free memory:
+    lent out of the lender's idle guarantee. Reports its own figures when told to stop."""
+    with gpushare.Session(key, name="cache", priority="low", domain=DOMAIN, capacity=GiB) as s:
+        own = s.reserve(256 * MiB, timeout=10)
+        held = []
+
+        def give_back(asked):
+            given = min(asked, held[0].bytes) if held else 0
+            if given:
+                held[0].shrink(given)
+            return given
+
+        s.on_reclaim(give_back)
+        s.watch_reclaim()
+        cache = s.try_reserve(512 * MiB, reclaimable=True)
+        if cache is not None:
+            held.append(cache)
+        ready.set()
+        stop.wait(120)
+        r = s.info().reclaim
+        figures.put((own.bytes, cache is not None, r.borrowed, r.loans, r.write_offs))
+
+
+def lent_to_a_borrower(key, settings, deadline):
+    """A lender guaranteed 768 MiB of the table's 1 GiB, holding nothing, and a borrower started
+    beside it: returns the lender, the borrower's process and its stop event and queue."""
+    lender = gpushare.Session(key, name="lender", priority="normal", memory_guarantee="768MiB",
+                              reclaim_deadline=deadline, **settings)
+    ready, stop, figures = ctx.Event(), ctx.Event(), ctx.Queue()
+    p = ctx.Process(target=borrower, args=(key, ready, stop, figures))
+    p.start()
+    return lender, p, stop, figures, ready
+
+
+def check_lent(lender, ready):
+    """The borrower is lent 512 MiB of the lender's idle guarantee: its figures and the table's."""
+    assert ready.wait(60)
+    snap = lender.snapshot()
+    cache = named(snap, "cache")
+    assert cache.reserved == 768 * MiB
+    r = cache.reclaim
+    assert (r.borrowed, r.loans, r.write_offs, r.loan_call) == (512 * MiB, 1, 0, False)
+    assert named(snap, "lender").reclaim.borrowed == 0
+    loans = snap.loans
+    assert loans._fields == ("idle_guarantees", "lent", "held", "loans", "calls", "write_offs",
+                             "written_off")
+    assert (loans.idle_guarantees, loans.lent, loans.held) == (768 * MiB, 512 * MiB, 768 * MiB)
+    assert (loans.loans, loans.calls, loans.write_offs, loans.written_off) == (1, 0, 0, 0)
+    assert snap.as_dict()["loans"].lent == 512 * MiB
+    assert r.as_dict()["borrowed"] == 512 * MiB
+
+
+def test_a_borrower_with_a_watcher_is_lent_an_idle_guarantee_and_answers_its_call(key, settings):
+    lender, p, stop, figures, ready = lent_to_a_borrower(key, settings, "2s")
+    try:
+        check_lent(lender, ready)
+        with lender, lender.reserve(600 * MiB, timeout=30) as r:
+            assert r.bytes == 600 * MiB
+            assert wait_until(lambda: named(lender.snapshot(), "cache").reclaim.answered == 1)
+            snap = lender.snapshot()
+            cache = named(snap, "cache")
+            assert cache.reserved == (256 + 168) * MiB
+            assert (cache.reclaim.borrowed, cache.reclaim.given) == (168 * MiB, 344 * MiB)
+            assert (cache.reclaim.loans, cache.reclaim.write_offs) == (1, 0)
+            assert cache.reclaim.loan_call is False
+            assert (snap.loans.calls, snap.loans.write_offs, snap.loans.written_off) == (1, 0, 0)
+            assert (snap.loans.idle_guarantees, snap.loans.lent) == (168 * MiB, 168 * MiB)
+            assert snap.loans.held == GiB
+            stop.set()
+            assert figures.get(timeout=60) == (256 * MiB, True, 168 * MiB, 1, 0)
+    finally:
+        end_holder(p, stop)
+        lender.leave()
+    assert p.exitcode == 0
+
+
+def test_a_stopped_borrower_has_its_loan_call_written_off_at_the_deadline(key, settings):
+    lender, p, stop, figures, ready = lent_to_a_borrower(key, settings, "1s")
+    try:
+        check_lent(lender, ready)
+        os.kill(p.pid, signal.SIGSTOP)
+        with lender:
+            outcome = []
+            waiter = threading.Thread(
+                target=lambda: outcome.append(lender.reserve(600 * MiB, timeout=30)))
+            waiter.start()
+            assert wait_until(lambda: named(lender.snapshot(), "cache").reclaim.loan_call)
+            called = named(lender.snapshot(), "cache").reclaim
+            assert (called.asked, called.borrowed) == (344 * MiB, 512 * MiB)
+            assert lender.snapshot().loans.calls == 1
+            waiter.join(60)
+            assert outcome and outcome[0].bytes == 600 * MiB
+            snap = lender.snapshot()
+            cache = named(snap, "cache")
+            assert cache.reserved == (256 + 168) * MiB
+            assert (cache.reclaim.borrowed, cache.reclaim.write_offs) == (168 * MiB, 1)
+            assert (cache.reclaim.asked, cache.reclaim.loan_call) == (0, False)
+            assert (snap.loans.write_offs, snap.loans.written_off) == (1, 344 * MiB)
+            os.kill(p.pid, signal.SIGCONT)
+            stop.set()
+            assert figures.get(timeout=60) == (256 * MiB, True, 168 * MiB, 1, 1)
+            outcome[0].release()
+    finally:
+        os.kill(p.pid, signal.SIGCONT)
+        end_holder(p, stop)
+        lender.leave()
     assert p.exitcode == 0
 
 
