@@ -161,6 +161,11 @@ void bind_reclaim(py::module_& m) {
       },
       "Starts a thread that runs the callback as soon as a request comes. Idempotent; leave() "
       "stops it. An exception of the callback there goes to sys.unraisablehook.");
+  cls.def(
+      "accept_loans", [](session& x, bool on) { x.accept_loans(on); }, py::arg("on"),
+      "Whether this session's reclaimable reserves may borrow idle guarantees (default True, "
+      "once it has a callback and the watcher). Decline when the callback cannot give memory "
+      "back within a guaranteed session's reclaim deadline.");
   cls.def_property_readonly("reclaim_requested", &session::reclaim_requested,
                             "Bytes this session is asked to give back now (0: none).");
   py::module_::import("atexit").attr("register")(py::cpp_function(&close_foreign_calls));

@@ -461,3 +461,20 @@ def test_a_session_left_while_its_watcher_waits_for_the_gil(key):
     done = run_python(code, timeout=120)  # a deadlock ends as TimeoutExpired
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"left [{376 * MiB}]\n"
+
+
+def test_a_session_that_declines_loans_is_lent_nothing(key, settings):
+    with gpushare.Session(key, name="lender", memory_guarantee="768MiB", **settings) as lender:
+        with gpushare.Session(key, name="decliner", **settings) as s:
+            own = s.reserve(256 * MiB, timeout=10)
+            s.on_reclaim(lambda asked: 0)
+            s.watch_reclaim()
+            s.accept_loans(False)
+            assert s.try_reserve(100 * MiB, reclaimable=True) is None
+            s.accept_loans(True)
+            lent = s.try_reserve(100 * MiB, reclaimable=True)
+            assert lent is not None
+            assert s.info().reclaim.borrowed == 100 * MiB
+            assert lender.snapshot().loans.lent == 100 * MiB
+            lent.release()
+            own.release()
