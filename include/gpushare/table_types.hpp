@@ -48,8 +48,8 @@ struct session_info : session_statistics {
   int priority = priority::normal;     ///< its priority class (priority::low .. priority::critical)
   std::uint32_t share = default_share; ///< its compute share within its class
   std::uint32_t compute_limit_ppm = 1'000'000; ///< its cap on device time (ppm of wall time)
-  std::uint64_t memory_limit = 0;              ///< the most bytes it may hold
-  std::uint64_t memory_guarantee = 0;          ///< bytes kept for it whether it holds them or not
+  std::uint64_t memory_limit = 0;              ///< its memory limit, in bytes
+  std::uint64_t memory_guarantee = 0;          ///< its memory guarantee, in bytes
   std::uint64_t reserved = 0;                  ///< bytes held by reservations
   std::uint64_t external = 0;           ///< bytes used outside reservations (e.g. CUDA context)
   std::uint64_t peak = 0;               ///< max of reserved + external
@@ -112,7 +112,7 @@ struct table_snapshot {
   std::string object_name;           ///< the POSIX shm name, e.g. "/gpushare.default.u1000.GPU-..."
   std::string key;                   ///< the key it was opened with (e.g. a GPU UUID)
   std::string domain;                ///< its domain (session_options::domain)
-  std::uint32_t access_mode = 0600;  ///< permission bits of its object
+  std::uint32_t access_mode = 0600;  ///< mode bits it was created with (0600 or 0660)
   std::int32_t creator_pid = 0;      ///< the process that created it
   std::uint64_t created_unix_ns = 0; ///< when it was created (Unix time, ns)
   std::uint32_t slot_count = 0;      ///< its number of session slots

@@ -23,7 +23,7 @@ inline namespace v0 {
 /// Priority classes: a higher number runs first. Any integer in [min_priority, max_priority] is
 /// valid; these are the named ones accepted by GPUSHARE_PRIORITY.
 namespace priority {
-inline constexpr int low = 0;      ///< background work
+inline constexpr int low = 0;      ///< runs after normal
 inline constexpr int normal = 1;   ///< the default
 inline constexpr int high = 2;     ///< runs before normal
 inline constexpr int critical = 3; ///< runs before high
@@ -184,7 +184,7 @@ struct resolved_options {
   std::string domain = "default";           ///< session_options::domain
   std::string directory;                    ///< the table directory, normalised; "" for /dev/shm
   table_access access = table_access::user; ///< who may open the table
-  std::uint64_t capacity = 0;               ///< the table's capacity in bytes
+  std::uint64_t capacity = 0;               ///< session_options::capacity (0: unlimited)
   std::uint64_t quantum_ns = 5'000'000;     ///< compute quantum (ns)
   handover_point handover = handover_point::at_guard; ///< where it hands the device over
   std::uint64_t max_guard_ns = 0;                     ///< 0: the table's default

@@ -15,9 +15,9 @@ inline namespace v0 {
 
 /// A library version: major.minor.patch.
 struct library_version {
-  int major; ///< incompatible changes
-  int minor; ///< compatible additions
-  int patch; ///< fixes
+  int major; ///< major version
+  int minor; ///< minor version
+  int patch; ///< patch version
 };
 
 /// This library's version (GPUSHARE_VERSION_*).
