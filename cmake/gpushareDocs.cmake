@@ -21,13 +21,12 @@ set(GPUSHARE_DOCS_INPUT ${PROJECT_SOURCE_DIR}/include/gpushare)
 set(GPUSHARE_DOCS_STRIP ${PROJECT_SOURCE_DIR}/include)
 configure_file(${PROJECT_SOURCE_DIR}/docs/api/Doxyfile.in ${GPUSHARE_DOCS_OUTPUT}/Doxyfile @ONLY)
 
-file(GLOB_RECURSE gpushare_docs_headers CONFIGURE_DEPENDS ${GPUSHARE_DOCS_INPUT}/*.hpp)
-add_custom_command(
-  OUTPUT ${GPUSHARE_DOCS_OUTPUT}/html/index.html
+# Runs every time it is asked for (a few seconds): with an output file to stay up to date, a
+# second build after a failed one would find the HTML Doxygen still wrote and pass.
+add_custom_target(
+  gpushare_docs
   COMMAND ${CMAKE_COMMAND} -E rm -rf ${GPUSHARE_DOCS_OUTPUT}/html
   COMMAND ${GPUSHARE_DOXYGEN} ${GPUSHARE_DOCS_OUTPUT}/Doxyfile
-  DEPENDS ${gpushare_docs_headers} ${GPUSHARE_DOCS_OUTPUT}/Doxyfile
   WORKING_DIRECTORY ${GPUSHARE_DOCS_OUTPUT}
   COMMENT "API reference (Doxygen): ${GPUSHARE_DOCS_OUTPUT}/html/index.html"
   VERBATIM)
-add_custom_target(gpushare_docs DEPENDS ${GPUSHARE_DOCS_OUTPUT}/html/index.html)
