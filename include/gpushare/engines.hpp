@@ -49,6 +49,7 @@ struct vllm_inputs {
   std::optional<std::uint64_t> device_total;
 };
 
+/// What plan_vllm() computed: the vLLM flags to start the engine with.
 struct vllm_plan {
   std::uint64_t kv_cache_memory_bytes = 0; ///< --kv-cache-memory-bytes
   /// --gpu-memory-utilization (only its start-up check reads it once the bytes are given);
@@ -65,14 +66,18 @@ struct sglang_inputs {
   std::optional<std::uint64_t> free_at_start;
   std::optional<std::uint64_t> activation_peak; ///< peak activations (chunked prefill)
   std::optional<std::uint64_t> cuda_graphs;     ///< 0 with --disable-cuda-graph (set that instead)
-  bool disable_cuda_graph = false;
-  std::optional<std::uint64_t> margin; ///< room for the CUDA context, NCCL, fragmentation
+  bool disable_cuda_graph = false;              ///< --disable-cuda-graph: no graph memory
+  std::optional<std::uint64_t> margin;          ///< room for the CUDA context, NCCL, fragmentation
   /// Bytes of KV cache per token, if known directly (MLA and hybrid models: take it from the
   /// engine's log); else computed from the shape below (MHA/GQA).
   std::optional<std::uint64_t> kv_bytes_per_token;
+  /// The model's shape: layers, KV heads, head dimension, bytes per element.
+  ///@{
   std::optional<std::uint32_t> layers, kv_heads, head_dim, dtype_bytes;
+  ///@}
 };
 
+/// What plan_sglang() computed: the SGLang flags to start the engine with.
 struct sglang_plan {
   double mem_fraction_static = 0;     ///< --mem-fraction-static, rounded down to 6 decimals
   std::uint64_t kv_budget = 0;        ///< bytes the KV pool may take

@@ -98,6 +98,7 @@ inline const std::error_category& category() noexcept {
   return instance;
 }
 
+/// `e` as a std::error_code of category().
 inline std::error_code make_error_code(errc e) noexcept {
   return {static_cast<int>(e), category()};
 }
@@ -106,8 +107,11 @@ inline std::error_code make_error_code(errc e) noexcept {
 /// full sentence for a human: what was wrong and what to do.
 class error : public std::runtime_error {
 public:
+  /// An error of kind `code`; `message` is what what() returns.
   error(errc code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  /// Which kind of failure it was.
   errc code() const noexcept { return code_; }
+  /// code() as a std::error_code.
   std::error_code error_code() const noexcept { return make_error_code(code_); }
 
 private:
@@ -124,4 +128,8 @@ inline error system_failure(errc code, const std::string& what, int err) {
 } // namespace v0
 } // namespace gpushare
 
+// Lets an errc convert to std::error_code (make_error_code()). Hidden from Doxygen, which
+// cannot place a specialization of std:: declared outside namespace std.
+/// \cond
 template <> struct std::is_error_code_enum<gpushare::errc> : std::true_type {};
+/// \endcond

@@ -28,6 +28,7 @@ inline namespace v0 {
 /// taken on paths that cannot throw (releases, guard exits), does not call the check.
 class wait_interrupt {
 public:
+  /// Installs `check` for this thread until destroyed (see the class comment).
   explicit wait_interrupt(std::function<void()> check,
                           std::chrono::nanoseconds period = std::chrono::milliseconds(50))
       : check_(std::move(check)), previous_(detail::current_interrupt) {

@@ -46,6 +46,7 @@ enum class removal_status {
   other_domain, ///< its header names another domain than removal_options::domain: kept
 };
 
+/// How remove_unused_table() removes a table (table::remove() sets domain and open_timeout).
 struct removal_options {
   bool dry_run = false; ///< check only; remove nothing
   /// Remove the table only if its header names this domain (a name alone can be ambiguous: see
@@ -66,9 +67,10 @@ struct removal_options {
   bool any_owner = false;
 };
 
+/// What remove_unused_table() or table::remove() did.
 struct removal_result {
-  removal_status status = removal_status::gone;
-  std::uint32_t live_sessions = 0; ///< for in_use: slots whose liveness lock is held
+  removal_status status = removal_status::gone; ///< what became of the table
+  std::uint32_t live_sessions = 0;              ///< for in_use: slots whose liveness lock is held
   std::uint32_t dead_sessions = 0; ///< for removed / would_remove: sessions whose process died
 };
 

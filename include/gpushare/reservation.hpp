@@ -32,8 +32,10 @@ class session;
 class [[nodiscard]] reservation {
 public:
   reservation() = default;
+  /// Takes over `o`'s bytes; `o` is left empty. Assigning releases this one's bytes first.
   reservation(reservation&& o) noexcept
       : core_(std::move(o.core_)), bytes_(std::exchange(o.bytes_, 0)), kind_(o.kind_) {}
+  /// See the move constructor.
   reservation& operator=(reservation&& o) noexcept {
     if (this != &o) {
       release();
@@ -49,6 +51,7 @@ public:
 
   /// Bytes held.
   std::uint64_t size() const noexcept { return bytes_; }
+  /// Whether it holds any bytes.
   explicit operator bool() const noexcept { return bytes_ > 0; }
   /// Whether its bytes are reclaimable: given back when a higher class's reserve waits.
   bool reclaimable() const noexcept { return kind_ == detail::memory_kind::reclaimable; }

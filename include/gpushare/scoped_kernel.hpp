@@ -32,6 +32,7 @@ inline namespace v0 {
 /// Not copyable or movable: a guard belongs to the scope that waited for it.
 class [[nodiscard]] scoped_kernel {
 public:
+  /// Waits for the device for `s` (see the class comment), then holds it until destroyed.
   [[nodiscard]] explicit scoped_kernel(session& s)
       : core_(s.shared_core()), requested_ns_(detail::monotonic_ns()),
         entry_(core_->begin_guard(requested_ns_)), revocations_(core_->revocations()) {}

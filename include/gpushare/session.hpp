@@ -19,6 +19,12 @@
 namespace gpushare {
 inline namespace v0 {
 
+class scoped_kernel;
+class startup_hold;
+namespace cuda {
+class device_session;
+}
+
 /// A process's membership in a table: a slot carrying its name, priority, share and limits, and
 /// the owner of its memory reservations. Joins on construction, leaves on destruction; if the
 /// process dies instead, the first live peer that notices reclaims everything it held.
@@ -31,12 +37,6 @@ inline namespace v0 {
 ///
 /// Movable, not copyable. Usable from several threads. A forked child's copy is inert: the child
 /// opens its own session.
-class scoped_kernel;
-class startup_hold;
-namespace cuda {
-class device_session;
-}
-
 class session {
 public:
   /// Joins the table for `key` (creating it if needed). Options not set here come from the
@@ -44,7 +44,10 @@ public:
   [[nodiscard]] explicit session(std::string_view key, const session_options& opts = {})
       : core_(std::make_shared<detail::session_core>(key, resolve_options(opts))) {}
 
+  /// Takes over `o`'s membership; `o` is left not joined. Assigning leaves this session's table
+  /// first.
   session(session&&) noexcept = default;
+  /// See the move constructor.
   session& operator=(session&& o) noexcept {
     if (this != &o) {
       leave();
@@ -163,10 +166,13 @@ public:
     if (core_) core_->leave();
   }
 
+  /// Its slot and join generation in the table.
   session_id id() const { return core_const().id(); }
+  /// Its name (session_options::name).
   const std::string& name() const { return core_const().name(); }
   /// The shm object name of the table, e.g. "/gpushare.default.u1000.GPU-8f1e...".
   const std::string& table_name() const { return core_const().table_name(); }
+  /// Whether it is still in the table (false after leave() or a move).
   bool joined() const noexcept { return core_ && core_->joined(); }
   /// What its join had to tell that is not an error (<gpushare/notices.hpp>): e.g. that the
   /// table keeps another capacity than the one asked for. The process's notice handler was given

@@ -31,8 +31,10 @@ inline namespace v0 {
 class startup_hold {
 public:
   startup_hold() = default;
+  /// Takes over `o`'s hold; `o` is left empty. Assigning releases this one's hold first.
   startup_hold(startup_hold&& o) noexcept
       : core_(std::move(o.core_)), word_(std::exchange(o.word_, 0)) {}
+  /// See the move constructor.
   startup_hold& operator=(startup_hold&& o) noexcept {
     if (this != &o) {
       ready();

@@ -137,10 +137,11 @@ public:
   /// The uid, gid and permission bits of the table's file (fstat of the descriptor this handle
   /// mapped), for callers that must check who owns the table they opened.
   struct file_owner {
-    std::uint32_t uid = 0;
-    std::uint32_t gid = 0;
-    std::uint32_t mode = 0;
+    std::uint32_t uid = 0;  ///< the owner's uid
+    std::uint32_t gid = 0;  ///< the group's gid
+    std::uint32_t mode = 0; ///< permission bits, e.g. 0600
   };
+  /// See file_owner.
   file_owner owner() const {
     struct stat st {};
     if (::fstat(core_.fd(), &st) != 0)
@@ -240,7 +241,9 @@ public:
   /// Frees the slots of dead sessions now (any operation also does this when it needs to).
   std::uint32_t reclaim_dead_sessions() { return core_.reclaim_dead(); }
 
+  /// Its POSIX shm object name, e.g. "/gpushare.default.u1000.GPU-8f1e...".
   const std::string& object_name() const noexcept { return core_.name(); }
+  /// Whether opening this handle created the table.
   bool created() noexcept { return core_.mapping().created(); }
 
 private:

@@ -20,46 +20,49 @@ inline namespace v0 {
 /// Names one session of a table: its slot and the join generation of that slot (a later session
 /// in the same slot has another generation, so a stale id never reaches it).
 struct session_id {
-  std::uint32_t slot = 0;
-  std::uint32_t generation = 0;
+  std::uint32_t slot = 0;       ///< its slot in the table
+  std::uint32_t generation = 0; ///< the slot's join generation
+  /// Same slot and generation.
   friend bool operator==(const session_id&, const session_id&) = default;
 };
 
 /// One session of a table, as a snapshot shows it: who it is, its settings, what it holds, and
 /// its counters (session_statistics, the base: `info.guards`, `info.device_ns`, ...).
 struct session_info : session_statistics {
-  session_id id;
-  std::string name;
-  std::int32_t pid = 0; ///< for display: liveness never relies on it
-  std::uint64_t start_time_ticks = 0;
-  std::uint64_t joined_unix_ns = 0;
+  session_id id;                      ///< its slot and generation
+  std::string name;                   ///< session_options::name
+  std::int32_t pid = 0;               ///< for display: liveness never relies on it
+  std::uint64_t start_time_ticks = 0; ///< its process's start time (/proc stat), display only
+  std::uint64_t joined_unix_ns = 0;   ///< when it joined (Unix time, ns)
   /// Who it belongs to on its platform: pod, namespace, container, Slurm job and step, as the
   /// session's options or environment said when it joined (docs/cluster-env.md). pids collide
   /// across PID namespaces; this tells sessions of different containers apart.
   platform_identity identity;
+  ///@{
   /// The group it belongs to ("": none) and the group's memory limit (UINT64_MAX: none) and
   /// compute share, which every member of the group has (session_options::group).
   std::string group;
   std::uint64_t group_memory_limit = 0;
   std::uint32_t group_share = 0;
-  int priority = priority::normal;
-  std::uint32_t share = default_share;
-  std::uint32_t compute_limit_ppm = 1'000'000;
-  std::uint64_t memory_limit = 0;
-  std::uint64_t memory_guarantee = 0;
-  std::uint64_t reserved = 0;           ///< bytes held by reservations
+  ///@}
+  int priority = priority::normal;     ///< its priority class (priority::low .. priority::critical)
+  std::uint32_t share = default_share; ///< its compute share within its class
+  std::uint32_t compute_limit_ppm = 1'000'000; ///< its cap on device time (ppm of wall time)
+  std::uint64_t memory_limit = 0;              ///< its memory limit, in bytes
+  std::uint64_t memory_guarantee = 0;          ///< its memory guarantee, in bytes
+  std::uint64_t reserved = 0;                  ///< bytes held by reservations
   std::uint64_t external = 0;           ///< bytes used outside reservations (e.g. CUDA context)
   std::uint64_t peak = 0;               ///< max of reserved + external
   std::uint32_t waiting_for_memory = 0; ///< threads blocked in reserve() right now
   std::uint32_t settings_seq = 0;       ///< bumped by every change of the settings
 
   // compute arbitration
-  std::uint64_t quantum_ns = 0;
-  handover_point handover = handover_point::at_guard;
-  bool holds_device = false;            ///< it is the table's device holder now
-  std::uint32_t active_guards = 0;      ///< its guards inside their region now
-  std::uint32_t waiting_for_device = 0; ///< its threads waiting for the device now
-  std::uint64_t vtime = 0;              ///< virtual time (device ns * 1000 / share)
+  std::uint64_t quantum_ns = 0;                       ///< its compute quantum (ns)
+  handover_point handover = handover_point::at_guard; ///< where it hands the device over
+  bool holds_device = false;                          ///< it is the table's device holder now
+  std::uint32_t active_guards = 0;                    ///< its guards inside their region now
+  std::uint32_t waiting_for_device = 0;               ///< its threads waiting for the device now
+  std::uint64_t vtime = 0;                            ///< virtual time (device ns * 1000 / share)
   /// Its own guard bound (0: the table's default applies, table_snapshot::default_max_guard_ns).
   std::uint64_t max_guard_ns = 0;
   /// The share of wall time it keeps on the device while it wants it, whatever the priority
@@ -73,18 +76,23 @@ struct session_info : session_statistics {
   /// give back now (and by when, by the snapshot taker's clock: 0 when it is overdue or none is
   /// asked), what its waiting reserves lack, and its requests over its life.
   struct reclaim_figures {
-    std::uint64_t reclaimable = 0;
-    std::uint64_t asked = 0;
-    std::uint64_t deadline_in_ns = 0;
+    std::uint64_t reclaimable = 0;    ///< bytes it marked reclaimable
+    std::uint64_t asked = 0;          ///< bytes it is asked to give back now
+    std::uint64_t deadline_in_ns = 0; ///< time left to give them (0: overdue or none asked)
     std::optional<std::uint32_t> asked_by_slot; ///< the slot whose reserve asked last
-    std::uint64_t wanted = 0;
+    std::uint64_t wanted = 0;                   ///< bytes its waiting reserves lack
     bool skipped_now = false; ///< it missed a deadline recently: not asked for now
+    /// Over its life: requests it was sent, answered, skipped at their deadline, bytes given.
+    ///@{
     std::uint64_t requests = 0, answered = 0, skipped = 0, given = 0;
+    ///@}
+    ///@{
     /// Of its reclaimable bytes, those on loan out of other sessions' idle guarantees; growths
     /// granted on loan, and loan calls it missed (their bytes were written off), over its life.
     std::uint64_t borrowed = 0, loans = 0, write_offs = 0;
+    ///@}
     bool loan_call = false; ///< what it is asked for now calls a loan back
-  } reclaim;
+  } reclaim;                ///< its cooperative reclaim figures
   /// It holds the table's start-up lock (<gpushare/startup.hpp>): its engine is starting.
   bool holds_startup = false;
   std::uint32_t waiting_for_startup = 0; ///< its threads waiting for the start-up lock now
@@ -101,59 +109,73 @@ struct session_info : session_statistics {
 /// A table at one instant (taken under the table lock by table::snapshot(); read lock-free, and
 /// possibly torn, by table::read_unlocked()).
 struct table_snapshot {
-  std::string object_name; ///< the POSIX shm name, e.g. "/gpushare.default.u1000.GPU-..."
-  std::string key;
-  std::string domain;
-  std::uint32_t access_mode = 0600;
-  std::int32_t creator_pid = 0;
-  std::uint64_t created_unix_ns = 0;
-  std::uint32_t slot_count = 0;
-  std::uint64_t capacity = 0;
-  std::uint64_t reserved_total = 0;
+  std::string object_name;           ///< the POSIX shm name, e.g. "/gpushare.default.u1000.GPU-..."
+  std::string key;                   ///< the key it was opened with (e.g. a GPU UUID)
+  std::string domain;                ///< its domain (session_options::domain)
+  std::uint32_t access_mode = 0600;  ///< mode bits it was created with (0600 or 0660)
+  std::int32_t creator_pid = 0;      ///< the process that created it
+  std::uint64_t created_unix_ns = 0; ///< when it was created (Unix time, ns)
+  std::uint32_t slot_count = 0;      ///< its number of session slots
+  std::uint64_t capacity = 0;        ///< bytes its sessions may commit in all
+  std::uint64_t reserved_total = 0;  ///< bytes held by reservations, all sessions
   std::uint64_t committed_total = 0; ///< reservations + external + unused guarantees
   std::uint64_t available = 0;       ///< capacity - committed_total
-  std::uint64_t lock_repairs = 0;
-  std::uint64_t sessions_reclaimed = 0;
-  std::uint64_t handovers = 0;      ///< times the device went from one session to another
-  std::optional<session_id> holder; ///< the session holding the device, if any
+  std::uint64_t lock_repairs = 0;    ///< times a locker found the lock's owner dead and repaired it
+  std::uint64_t sessions_reclaimed = 0; ///< dead sessions whose resources a peer reclaimed
+  std::uint64_t handovers = 0;          ///< times the device went from one session to another
+  std::optional<session_id> holder;     ///< the session holding the device, if any
   /// The guard bound of sessions that set none (0: none; table::configure_defaults).
   std::uint64_t default_max_guard_ns = 0;
   std::uint64_t revocations = 0; ///< holds revoked at a guard bound, over the table's life
   std::uint64_t evictions = 0;   ///< sessions ended by table::evict (`gpushare evict`)
   /// The last eviction, if any: which session, and who evicted it when.
   struct eviction {
-    session_id id;
-    std::string name;
-    std::int32_t pid = 0;     ///< the evicted process, as its PID namespace numbers it
-    std::uint32_t by_uid = 0; ///< the effective uid of the process that evicted it
-    std::uint64_t unix_ns = 0;
+    session_id id;             ///< the session evicted
+    std::string name;          ///< its name
+    std::int32_t pid = 0;      ///< the evicted process, as its PID namespace numbers it
+    std::uint32_t by_uid = 0;  ///< the effective uid of the process that evicted it
+    std::uint64_t unix_ns = 0; ///< when (Unix time, ns)
   };
-  std::optional<eviction> last_eviction;
+  std::optional<eviction> last_eviction; ///< see eviction
   /// Who holds the start-up lock (<gpushare/startup.hpp>), if anyone, and since when.
   struct startup_holder {
-    session_id id;
-    std::string name;
-    std::int32_t pid = 0; ///< as its PID namespace numbers it (display only)
-    std::uint64_t since_unix_ns = 0;
-    std::uint64_t held_ns = 0; ///< how long it has held it, by the snapshot taker's clock
+    session_id id;                   ///< the holding session
+    std::string name;                ///< its name
+    std::int32_t pid = 0;            ///< as its PID namespace numbers it (display only)
+    std::uint64_t since_unix_ns = 0; ///< when it took the lock (Unix time, ns)
+    std::uint64_t held_ns = 0;       ///< how long it has held it, by the snapshot taker's clock
   };
-  std::optional<startup_holder> startup;
+  std::optional<startup_holder> startup; ///< see startup_holder
   /// Cooperative reclaim over the table's life (docs/design.md section 15): requests sent,
   /// answered, skipped at their deadline and withdrawn (nobody waited any more); bytes the
   /// answers gave back; and reserves granted after requests were out for them, with their time
   /// from the first request to the grant (total and longest).
   struct reclaim_counters {
+    /// Requests sent, answered, skipped and withdrawn; bytes the answers gave back.
+    ///@{
     std::uint64_t requests = 0, answered = 0, skipped = 0, withdrawn = 0, given = 0;
+    ///@}
+    /// Reserves granted after requests were out for them; their time to the grant (ns, total
+    /// and longest).
+    ///@{
     std::uint64_t grants = 0, grant_ns = 0, grant_max_ns = 0;
-  } reclaim;
+    ///@}
+  } reclaim; ///< see reclaim_counters
   /// Idle guarantees lent as reclaimable memory (docs/design.md section 15): bytes guaranteed to
   /// sessions but not held by them, bytes on loan now, and what every session holds (on loan or
   /// not); over the table's life, growths granted on loan, loan calls, and calls missed (written
   /// off, with their bytes).
   struct loan_figures {
+    /// Bytes now: guaranteed to sessions but not held, on loan, held by every session.
+    ///@{
     std::uint64_t idle_guarantees = 0, lent = 0, held = 0;
+    ///@}
+    /// Over the table's life: growths granted on loan, loan calls, calls missed (written off)
+    /// and the bytes written off.
+    ///@{
     std::uint64_t loans = 0, calls = 0, write_offs = 0, written_off = 0;
-  } loans;
+    ///@}
+  } loans;                            ///< see loan_figures
   std::uint32_t startup_waiters = 0;  ///< threads of live sessions waiting for the start-up lock
   std::uint64_t startup_takes = 0;    ///< times the start-up lock was taken, over the table's life
   std::vector<session_info> sessions; ///< live sessions, by slot
@@ -162,13 +184,13 @@ struct table_snapshot {
   /// only lock-free readings, table::read_unlocked(), show any.)
   std::vector<session_info> dead_sessions;
 
-  // The device behind the table, as a CUDA-layer session last observed it (cudaMemGetInfo);
-  // all zero/empty for a table that only host code uses.
+  /// The device behind the table, as a CUDA-layer session last observed it (cudaMemGetInfo);
+  /// all zero/empty for a table that only host code uses: its name.
   std::string device_name;
-  std::uint64_t device_total = 0; ///< bytes of device memory
-  std::uint64_t device_free = 0;  ///< bytes free on the device at the observation
-  std::uint64_t device_observed_unix_ns = 0;
-  std::int32_t device_observer_pid = 0;
+  std::uint64_t device_total = 0;            ///< bytes of device memory
+  std::uint64_t device_free = 0;             ///< bytes free on the device at the observation
+  std::uint64_t device_observed_unix_ns = 0; ///< when it was observed (Unix time, ns)
+  std::int32_t device_observer_pid = 0;      ///< the process that observed it
   /// Device memory in use that no session of this table accounts for, at the observation:
   /// (total - free) - sum of (reserved + external) over all sessions, floored at 0. Other
   /// programs, sessions of other domains or users, and allocator rounding show up here.
@@ -180,13 +202,14 @@ struct table_snapshot {
 
 /// Changes to a live session's settings. Unset fields stay as they are.
 struct settings_change {
-  std::optional<int> priority;
-  std::optional<std::uint32_t> share;
-  std::optional<std::uint32_t> compute_limit_ppm;
-  std::optional<memory_amount> memory_limit;
-  std::optional<memory_amount> memory_guarantee;
-  std::optional<std::chrono::nanoseconds> quantum;
-  std::optional<handover_point> handover;
+  std::optional<int> priority;                    ///< its priority class
+  std::optional<std::uint32_t> share;             ///< its compute share
+  std::optional<std::uint32_t> compute_limit_ppm; ///< its cap on device time (ppm of wall time)
+  std::optional<memory_amount>
+      memory_limit; ///< its memory limit (bytes or a fraction of the capacity)
+  std::optional<memory_amount> memory_guarantee;   ///< its memory guarantee (bytes or a fraction)
+  std::optional<std::chrono::nanoseconds> quantum; ///< its compute quantum
+  std::optional<handover_point> handover;          ///< where it hands the device over
   /// Its guard bound (1 ms .. 3600 s; 0: none of its own, the table's default applies).
   std::optional<std::chrono::nanoseconds> max_guard;
   /// Its compute guarantee (ppm of wall time, up to 100%; 0: none).
@@ -215,10 +238,10 @@ struct table_entry {
   bool group = false;         ///< a group-mode table (owner "g<gid>")
   std::uint64_t owner_id = 0; ///< the uid or gid in the name
   // From stat(2), when it succeeded (0 otherwise).
-  std::uint32_t file_uid = 0;
-  std::uint32_t file_gid = 0;
+  std::uint32_t file_uid = 0;  ///< the file's owner uid
+  std::uint32_t file_gid = 0;  ///< the file's group gid
   std::uint32_t file_mode = 0; ///< permission bits, e.g. 0600
-  std::uint64_t file_size = 0;
+  std::uint64_t file_size = 0; ///< the file's size in bytes
 };
 
 } // namespace v0

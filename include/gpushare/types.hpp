@@ -23,26 +23,36 @@ inline namespace v0 {
 /// Priority classes: a higher number runs first. Any integer in [min_priority, max_priority] is
 /// valid; these are the named ones accepted by GPUSHARE_PRIORITY.
 namespace priority {
-inline constexpr int low = 0;
-inline constexpr int normal = 1; ///< the default
-inline constexpr int high = 2;
-inline constexpr int critical = 3;
+inline constexpr int low = 0;      ///< runs after normal
+inline constexpr int normal = 1;   ///< the default
+inline constexpr int high = 2;     ///< runs before normal
+inline constexpr int critical = 3; ///< runs before high
 } // namespace priority
+/// The range of valid priorities.
+///@{
 inline constexpr int min_priority = 0;
 inline constexpr int max_priority = 7;
+///@}
 
+/// The range of valid compute shares (session_options::share).
+///@{
 inline constexpr std::uint32_t min_share = 1;
 inline constexpr std::uint32_t max_share = 1'000'000;
+///@}
+/// The share of a session that sets none.
 inline constexpr std::uint32_t default_share = 1;
 
 /// An amount of device memory: either absolute bytes or a fraction of the table's capacity
 /// (parts per million), resolved against the capacity when the session joins.
 struct memory_amount {
+  /// Absolute bytes, or a fraction of the capacity.
   enum class unit { bytes, fraction };
-  unit kind = unit::bytes;
+  unit kind = unit::bytes; ///< which of the two `value` is
   std::uint64_t value = 0; ///< bytes, or parts per million of capacity
 
+  /// `b` bytes.
   static constexpr memory_amount of_bytes(std::uint64_t b) { return {unit::bytes, b}; }
+  /// `ppm` parts per million of the capacity.
   static constexpr memory_amount of_ppm(std::uint64_t ppm) { return {unit::fraction, ppm}; }
   /// Bytes this amount stands for in a table of `capacity` bytes (fractions round down). Never
   /// truncated: a fraction over 100% (which every entry point refuses) saturates at 2^64 - 1.
@@ -52,6 +62,7 @@ struct memory_amount {
     const u128 bytes = (static_cast<u128>(capacity) * value) / 1'000'000u;
     return bytes > UINT64_MAX ? UINT64_MAX : static_cast<std::uint64_t>(bytes);
   }
+  /// Same unit and value.
   friend constexpr bool operator==(const memory_amount&, const memory_amount&) = default;
 };
 
@@ -61,12 +72,12 @@ struct memory_amount {
 /// snapshot (and changes the table's layout: table_layout_version moves with it). Fixed-width
 /// integers only, all zero in a new record.
 struct session_statistics {
-  std::uint64_t reservations_granted = 0;
-  std::uint64_t reserve_waits = 0;       ///< reservations that had to wait
-  std::uint64_t reserve_wait_ns = 0;     ///< total time spent waiting
-  std::uint64_t reserve_wait_max_ns = 0; ///< longest single wait
-  std::uint64_t device_ns = 0;           ///< device time used in guards (wall time or measured)
-  std::uint64_t guards = 0;              ///< guards completed
+  std::uint64_t reservations_granted = 0; ///< reservations granted
+  std::uint64_t reserve_waits = 0;        ///< reservations that had to wait
+  std::uint64_t reserve_wait_ns = 0;      ///< total time spent waiting
+  std::uint64_t reserve_wait_max_ns = 0;  ///< longest single wait
+  std::uint64_t device_ns = 0;            ///< device time used in guards (wall time or measured)
+  std::uint64_t guards = 0;               ///< guards completed
   /// of them, those that entered and exited on the session's lease, without the table lock
   /// (it held the device and nobody else waited; docs/design.md section 11, "The lease")
   std::uint64_t guards_on_lease = 0;
@@ -83,12 +94,14 @@ struct session_statistics {
 /// A notice: what the library has to tell a user that is not an error (<gpushare/notices.hpp>).
 /// `text` is one sentence or a few, without the "gpushare:" prefix.
 struct notice {
+  /// How much it matters.
   enum class kind {
     note,   ///< for information: e.g. the table keeps the capacity it was created with
     warning ///< probably a mistake: e.g. processes of one key that cannot see each other
   };
-  kind severity = kind::note;
-  std::string text;
+  kind severity = kind::note; ///< how much it matters
+  std::string text;           ///< what it says
+  /// Same severity and text.
   friend bool operator==(const notice&, const notice&) = default;
 };
 
@@ -109,14 +122,16 @@ enum class table_access { user, group };
 /// decimal number with a unit ns, us, ms, s, min or h (case-insensitive: "500us", "2min",
 /// "0.5s"), and each option adds its range, whether "none" is allowed and what a bare number is.
 struct duration_option {
-  std::string_view name; ///< for messages: "invalid <name> "<value>": ..."
-  std::uint64_t min_ns = 0;
-  std::uint64_t max_ns = 0;
+  std::string_view name;    ///< for messages: "invalid <name> "<value>": ..."
+  std::uint64_t min_ns = 0; ///< the smallest value accepted
+  std::uint64_t max_ns = 0; ///< the largest value accepted
   /// Whether "none" (or "off", "infinite") is accepted; it reads as `none_ns`, and the messages
   /// describe it as `none_means` ("no bound", "wait without end").
+  ///@{
   bool allows_none = false;
   std::uint64_t none_ns = 0;
   std::string_view none_means;
+  ///@}
   /// What a number without a unit counts (1'000'000'000: seconds); 0: a unit is required.
   std::uint64_t bare_unit_ns = 0;
   std::string_view examples; ///< for messages: "\"500us\", \"5ms\""
@@ -125,9 +140,11 @@ struct duration_option {
 /// Slurm's special step ids (Slurm's slurm.h): the step of a batch script, of the processes
 /// Slurm adopts into a job from outside (its "extern" step) and of an interactive allocation.
 /// Slurm writes SLURM_STEP_ID with "%u", so these arrive as their decimal values.
+///@{
 inline constexpr std::uint32_t slurm_batch_step = 0xfffffffbu;
 inline constexpr std::uint32_t slurm_extern_step = 0xfffffffcu;
 inline constexpr std::uint32_t slurm_interactive_step = 0xfffffffau;
+///@}
 
 /// Who a session belongs to on its platform, as the platform says it (docs/cluster-env.md):
 /// a Kubernetes pod, namespace and container, a Slurm job, step and array task. Shown by
@@ -137,49 +154,57 @@ struct platform_identity {
   std::string pod;           ///< Kubernetes pod name (DNS-1123 subdomain, up to 253 characters)
   std::string pod_namespace; ///< Kubernetes namespace (DNS-1123 label, up to 63 characters)
   std::string container;     ///< Kubernetes container name (DNS-1123 label, up to 63)
-  std::optional<std::uint32_t> slurm_job_id;
-  std::optional<std::uint32_t> slurm_step_id; ///< a step number or one of slurm_*_step
-  std::optional<std::uint32_t> slurm_array_job_id;
-  std::optional<std::uint32_t> slurm_array_task_id;
+  std::optional<std::uint32_t> slurm_job_id;        ///< Slurm job id
+  std::optional<std::uint32_t> slurm_step_id;       ///< a step number or one of slurm_*_step
+  std::optional<std::uint32_t> slurm_array_job_id;  ///< Slurm array job id
+  std::optional<std::uint32_t> slurm_array_task_id; ///< Slurm array task id
 
+  /// Whether nothing is known.
   bool empty() const noexcept {
     return pod.empty() && pod_namespace.empty() && container.empty() && !slurm_job_id &&
            !slurm_step_id && !slurm_array_job_id && !slurm_array_task_id;
   }
+  /// Every field equal.
   friend bool operator==(const platform_identity&, const platform_identity&) = default;
 };
 
 /// The options with every field filled in: code, then environment, then defaults.
 struct resolved_options {
-  std::string name;
-  int priority = priority::normal;
-  std::uint32_t share = default_share;
-  std::uint32_t compute_limit_ppm = 1'000'000;
-  std::optional<memory_amount> memory_limit; ///< nullopt: no limit but the capacity
-  memory_amount memory_guarantee = memory_amount::of_bytes(0);
+  std::string name;                            ///< session_options::name
+  int priority = priority::normal;             ///< session_options::priority
+  std::uint32_t share = default_share;         ///< session_options::share
+  std::uint32_t compute_limit_ppm = 1'000'000; ///< session_options::compute_limit_ppm
+  std::optional<memory_amount> memory_limit;   ///< nullopt: no limit but the capacity
+  memory_amount memory_guarantee = memory_amount::of_bytes(0); ///< 0 bytes: none
   /// How the limit and the guarantee were given when they came from the environment
   /// ("GPUSHARE_MEMORY_LIMIT=4gb"), for messages that show them resolved; "" otherwise.
+  ///@{
   std::string memory_limit_given, memory_guarantee_given;
-  std::string domain = "default";
-  std::string directory; ///< the table directory, normalised; "" for /dev/shm
-  table_access access = table_access::user;
-  std::uint64_t capacity = 0;
-  std::uint64_t quantum_ns = 5'000'000;
-  handover_point handover = handover_point::at_guard;
-  std::uint64_t max_guard_ns = 0;                    ///< 0: the table's default
-  std::uint32_t compute_guarantee_ppm = 0;           ///< 0: none
-  std::uint64_t reclaim_deadline_ns = 2'000'000'000; ///< how long its requests to give back last
-  std::chrono::milliseconds open_timeout{5000};
+  ///@}
+  std::string domain = "default";           ///< session_options::domain
+  std::string directory;                    ///< the table directory, normalised; "" for /dev/shm
+  table_access access = table_access::user; ///< who may open the table
+  std::uint64_t capacity = 0;               ///< session_options::capacity (0: unlimited)
+  std::uint64_t quantum_ns = 5'000'000;     ///< compute quantum (ns)
+  handover_point handover = handover_point::at_guard; ///< where it hands the device over
+  std::uint64_t max_guard_ns = 0;                     ///< 0: the table's default
+  std::uint32_t compute_guarantee_ppm = 0;            ///< 0: none
+  std::uint64_t reclaim_deadline_ns = 2'000'000'000;  ///< how long its requests to give back last
+  std::chrono::milliseconds open_timeout{5000};       ///< session_options::open_timeout
   /// The group it belongs to ("" for none) and the group's settings as this session gives them:
   /// nullopt leaves them to the group's members (or the defaults: no limit, share 1).
+  ///@{
   std::string group;
   std::optional<memory_amount> group_memory_limit;
   std::optional<std::uint32_t> group_share;
+  ///@}
   std::string group_memory_limit_given; ///< "GPUSHARE_GROUP_MEMORY_LIMIT=..." when from there
   platform_identity identity;           ///< who the session belongs to (docs/cluster-env.md)
   /// Where a setting came from a cluster scheduler's variable instead of a GPUSHARE_* one
   /// ("CUDA_DEVICE_MEMORY_LIMIT_0=4g"), for messages: "" otherwise.
+  ///@{
   std::string memory_limit_from_cluster, compute_limit_from_cluster;
+  ///@}
   /// What resolving had to tell that is not an error (an identity variable that is not valid and
   /// was ignored, a cluster limit that was read): raised when the session joins.
   std::vector<notice> notices;

@@ -13,12 +13,14 @@ namespace gpushare {
 /// Versioned inline namespace: two gpushare versions linked into one program do not collide.
 inline namespace v0 {
 
+/// A library version: major.minor.patch.
 struct library_version {
-  int major;
-  int minor;
-  int patch;
+  int major; ///< major version
+  int minor; ///< minor version
+  int patch; ///< patch version
 };
 
+/// This library's version (GPUSHARE_VERSION_*).
 inline constexpr library_version version{GPUSHARE_VERSION_MAJOR, GPUSHARE_VERSION_MINOR,
                                          GPUSHARE_VERSION_PATCH};
 

@@ -26,10 +26,13 @@ struct device_info {
   /// "GPU-8f1e..." ("MIG-..." for a MIG instance), as nvidia-smi and NVML write it: the same in
   /// every process; the table's key
   std::string uuid;
-  std::string name;       ///< e.g. "NVIDIA H100 80GB HBM3"
-  std::string pci_bus_id; ///< e.g. "0000:17:00.0"
-  std::uint64_t total_memory = 0;
+  std::string name;               ///< e.g. "NVIDIA H100 80GB HBM3"
+  std::string pci_bus_id;         ///< e.g. "0000:17:00.0"
+  std::uint64_t total_memory = 0; ///< bytes of device memory
+  /// Compute capability, major and minor (9 and 0 on an H100).
+  ///@{
   int compute_major = 0, compute_minor = 0;
+  ///@}
 };
 
 /// Number of CUDA devices this process sees. Throws errc::no_device when there is none, no

@@ -102,7 +102,9 @@ public:
     }
   }
 
+  /// Takes over `o`'s session; `o` is left not joined. Assigning leaves this session first.
   device_session(device_session&&) noexcept = default;
+  /// See the move constructor.
   device_session& operator=(device_session&& o) noexcept {
     if (this != &o) {
       leave();
@@ -218,6 +220,7 @@ public:
   /// A later session of the process on the same device reports the first one's figure and method.
   /// Modules the runtime loads lazily after the session opened are not included.
   std::uint64_t context_overhead() const noexcept { return overhead_; }
+  /// How context_overhead() was obtained (see there).
   const char* overhead_method() const noexcept { return detail::to_string(source_); }
 
   /// Whether this session's external usage includes the context overhead now. A process's
@@ -234,11 +237,17 @@ public:
     usable().observe_device(info_.name);
     return sess().snapshot();
   }
+  /// As gpushare::session::info().
   session_info info() { return sess().info(); }
+  /// As gpushare::session::configure().
   void configure(const settings_change& c) { sess().configure(c); }
+  /// As gpushare::session::name().
   const std::string& name() const { return sess().name(); }
+  /// As gpushare::session::id().
   session_id id() const { return sess().id(); }
+  /// As gpushare::session::table_name().
   const std::string& table_name() const { return sess().table_name(); }
+  /// Whether it is still in the table (false after leave() or a move).
   bool joined() const noexcept { return session_ && session_->joined(); }
   /// What its join had to tell that is not an error (gpushare::session::notices()).
   const std::vector<notice>& notices() const { return sess().notices(); }

@@ -39,22 +39,27 @@ public:
   /// cudaMalloc's guaranteed alignment; larger alignments are refused (errc::invalid_argument).
   static constexpr std::size_t default_alignment = 256;
 
+  /// Charges `s`'s budget.
   explicit memory_resource(const device_session& s) : state_(s.shared_state()) {}
 
+  /// Reserves `bytes`, then cudaMalloc()s them (see the class comment).
   [[nodiscard]] void* allocate(std::size_t bytes, std::size_t alignment = default_alignment) {
     check_alignment(alignment);
     return state_->allocate(bytes);
   }
+  /// Frees `p` (`bytes` as allocated), then releases its bytes.
   void deallocate(void* p, std::size_t bytes, std::size_t alignment = default_alignment) noexcept {
     (void)alignment;
     state_->deallocate(p, bytes);
   }
 
+  /// Stream-ordered allocate() from the session's pool, on `stream`.
   [[nodiscard]] void* allocate_async(std::size_t bytes, std::size_t alignment,
                                      cudaStream_t stream) {
     check_alignment(alignment);
     return state_->allocate_async(bytes, stream);
   }
+  /// Stream-ordered free on `stream`; its bytes return to the budget once the pool gave them back.
   void deallocate_async(void* p, std::size_t bytes, std::size_t alignment,
                         cudaStream_t stream) noexcept {
     (void)alignment;
@@ -64,9 +69,11 @@ public:
   /// The device session's state this resource charges (shared with the session).
   const std::shared_ptr<detail::device_state>& state() const noexcept { return state_; }
 
+  /// Whether both charge the same session state.
   friend bool operator==(const memory_resource& a, const memory_resource& b) noexcept {
     return a.state_ == b.state_;
   }
+  /// Negation of ==.
   friend bool operator!=(const memory_resource& a, const memory_resource& b) noexcept {
     return !(a == b);
   }

@@ -61,14 +61,17 @@ struct device_options {
   std::optional<drain_scope> drain;
 };
 
+/// The device options with every field filled in (resolve_device_options()): code, then
+/// environment, then defaults. Each field is the device_options field of the same name.
 struct resolved_device_options {
+  /// device_options::headroom
   memory_amount headroom = memory_amount::of_ppm(default_headroom_ppm);
-  bool headroom_is_default = true;
-  std::optional<std::uint64_t> context_overhead;
-  std::uint64_t allocation_timeout_ns = default_allocation_timeout_ns;
-  std::uint64_t max_in_flight_ns = default_max_in_flight_ns;
-  std::uint64_t drain_timeout_ns = default_drain_timeout_ns;
-  drain_scope drain = drain_scope::stream;
+  bool headroom_is_default = true; ///< neither code nor environment set it (then at least 256 MiB)
+  std::optional<std::uint64_t> context_overhead; ///< nullopt: measured when the session opens
+  std::uint64_t allocation_timeout_ns = default_allocation_timeout_ns; ///< in ns
+  std::uint64_t max_in_flight_ns = default_max_in_flight_ns;           ///< in ns
+  std::uint64_t drain_timeout_ns = default_drain_timeout_ns;           ///< in ns
+  drain_scope drain = drain_scope::stream;                             ///< device_options::drain
 };
 
 /// Fills in every device option: code, then environment, then default. Malformed variables throw

@@ -55,6 +55,7 @@ namespace cuda {
 /// application's capture. Not copyable or movable.
 class [[nodiscard]] scoped_kernel {
 public:
+  /// Waits for the device for `s`, then times the work on `stream` (see the class comment).
   [[nodiscard]] explicit scoped_kernel(device_session& s,
                                        cudaStream_t stream = GPUSHARE_CUDA_DEFAULT_STREAM)
       : state_(s.shared_state()), stream_(stream), requested_ns_(gpushare::detail::monotonic_ns()),

@@ -32,8 +32,11 @@ namespace cuda {
 /// message ("session 'x': reserving 2 GiB would exceed its memory limit of 1 GiB ...").
 class out_of_budget : public std::bad_alloc {
 public:
+  /// Carries `e`'s code and message.
   explicit out_of_budget(const error& e) : code_(e.code()), message_(e.what()) {}
+  /// gpushare's message.
   const char* what() const noexcept override { return message_.c_str(); }
+  /// gpushare's code.
   errc code() const noexcept { return code_; }
 
 private:
@@ -61,30 +64,43 @@ template <class F> auto as_bad_alloc(F&& f) {
 /// freed with cudaFree (synchronous, as Thrust's default allocator).
 template <class T> class thrust_allocator : public thrust::device_malloc_allocator<T> {
 public:
+  /// The allocator interface Thrust expects.
+  ///@{
   using base = thrust::device_malloc_allocator<T>;
   using value_type = T;
   using pointer = thrust::device_ptr<T>;
   using size_type = std::size_t;
-  template <class U> struct rebind { using other = thrust_allocator<U>; };
+  ///@}
+  /// The same allocator for elements of type `U`.
+  template <class U> struct rebind {
+    using other = thrust_allocator<U>; ///< this allocator for `U`
+  };
 
+  /// Charges `s`'s budget.
   explicit thrust_allocator(const device_session& s) : state_(s.shared_state()) {}
+  /// Charges the same session as `other`.
   template <class U>
   thrust_allocator(const thrust_allocator<U>& other) noexcept : state_(other.state()) {}
 
+  /// Room for `n` elements; throws out_of_budget when the budget refuses.
   pointer allocate(size_type n) {
     if (n > SIZE_MAX / sizeof(T)) throw std::bad_alloc();
     void* p = detail::as_bad_alloc([&] { return state_->allocate(n * sizeof(T)); });
     return pointer(static_cast<T*>(p));
   }
+  /// Frees `p` (`n` elements) and releases its bytes.
   void deallocate(pointer p, size_type n) noexcept {
     state_->deallocate(static_cast<void*>(p.get()), n * sizeof(T));
   }
 
+  /// The device session's state this allocator charges.
   const std::shared_ptr<detail::device_state>& state() const noexcept { return state_; }
 
+  /// Whether both charge the same session state.
   template <class U> bool operator==(const thrust_allocator<U>& o) const noexcept {
     return state_ == o.state();
   }
+  /// Negation of ==.
   template <class U> bool operator!=(const thrust_allocator<U>& o) const noexcept {
     return state_ != o.state();
   }
@@ -97,11 +113,13 @@ private:
 /// partials): stream-ordered allocation on the policy's stream, charged to the session.
 class thrust_temporary_allocator {
 public:
-  using value_type = char;
+  using value_type = char; ///< Thrust's temporary storage is bytes
 
+  /// Charges `s`'s budget; allocates and frees in order on `stream`.
   thrust_temporary_allocator(const device_session& s, cudaStream_t stream)
       : state_(s.shared_state()), stream_(stream) {}
 
+  /// `n` bytes, stream-ordered; throws out_of_budget when the budget refuses.
   char* allocate(std::ptrdiff_t n) {
     if (n < 0) throw std::bad_alloc();
     return static_cast<char*>(detail::as_bad_alloc(
@@ -111,6 +129,7 @@ public:
   /// throws: a free that cannot be issued keeps its bytes charged (cuda_stats::frees_kept_charged).
   void deallocate(char* p, std::size_t n) noexcept { state_->deallocate_async(p, n, stream_); }
 
+  /// The stream it allocates on.
   cudaStream_t stream() const noexcept { return stream_; }
 
 private:
