@@ -1,0 +1,93 @@
+# SPDX-License-Identifier: Apache-2.0
+# Renders every image of tools/plot/gpushare-plot from the committed fixtures (fixtures/README.md:
+# recorded runs of gpushare_bench_gpu --simulate, of it on cudasim and of gpushare_bench_host,
+# trimmed) and checks each is a valid PNG of sensible size whose title says SIMULATED exactly
+# when the run was simulated. Needs matplotlib: without it pytest exits 77 (conftest.py), which
+# CTest reports as skipped.
+import json
+import os
+
+import pytest
+
+from plot_util import fixture, plot, read_png
+
+BENCH = fixture("bench-gpu-simulated.json")
+CUDASIM = fixture("bench-gpu-cudasim.json")
+HOST = fixture("bench-host-handoff.json")
+
+
+def check_png(path):
+    width, height, size, text = read_png(path)
+    assert 500 <= width <= 2000, (path, width)
+    assert 300 <= height <= 1500, (path, height)
+    assert size > 8 * 1024, (path, size)
+    return text
+
+
+@pytest.mark.parametrize("kind", ["latency", "share", "memory"])
+def test_bench_images(kind, tmp_path):
+    out = tmp_path / f"{kind}.png"
+    r = plot(kind, BENCH, "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == ""
+    text = check_png(out)
+    assert text["Title"].endswith("(SIMULATED)"), text
+    assert "SIMULATED: simulated GPU" in text["Description"], text
+
+
+def test_handoff_image(tmp_path):
+    out = tmp_path / "handoff.png"
+    r = plot("handoff", HOST, "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    text = check_png(out)
+    assert "futex" in text["Title"] and "SIMULATED" not in text["Title"], text
+
+
+def test_gpu_run_is_not_labelled_simulated(tmp_path):
+    with open(BENCH, encoding="utf-8") as f:
+        doc = json.load(f)
+    doc["mode"] = "gpu"
+    doc["device"] = {"name": "Test GPU"}
+    src = tmp_path / "gpu.json"
+    src.write_text(json.dumps(doc))
+    out = tmp_path / "latency.png"
+    r = plot("latency", str(src), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    text = check_png(out)
+    assert "SIMULATED" not in text["Title"] and "GPU: Test GPU" in text["Description"], text
+
+
+@pytest.mark.parametrize("kind", ["latency", "share", "memory"])
+def test_cudasim_images(kind, tmp_path):
+    out = tmp_path / f"{kind}.png"
+    r = plot(kind, CUDASIM, "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    text = check_png(out)
+    assert "(SIMULATED, cudasim)" in text["Title"], text
+    assert "cudasim, the simulated CUDA runtime" in text["Description"], text
+
+
+def test_all_writes_every_image(tmp_path):
+    r = plot("all", BENCH, HOST, "-d", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    names = sorted(os.path.basename(line) for line in r.stdout.split())
+    assert names == ["handoff.png", "latency.png", "memory.png", "share.png"]
+    for name in names:
+        check_png(tmp_path / name)
+
+
+def test_null_values_are_drawn_around(tmp_path):
+    """The benchmark writes null for a value that was not finite; the images still render."""
+    with open(BENCH, encoding="utf-8") as f:
+        doc = json.load(f)
+    run = doc["results"]["qos"][0]
+    run["series"]["qos.latency_ms.gpushare"][0] = None
+    doc["results"]["share"][0]["series"]["share.3to1.windows_events_pct.gpushare"][0] = None
+    doc["results"]["memory"][0]["figures"]["memory.max_wait_s.gpushare"] = None
+    src = tmp_path / "nulls.json"
+    src.write_text(json.dumps(doc))
+    for kind in ("latency", "share", "memory"):
+        out = tmp_path / f"{kind}.png"
+        r = plot(kind, str(src), "-o", str(out))
+        assert r.returncode == 0, (kind, r.stderr)
+        check_png(out)
