@@ -111,8 +111,9 @@ function memoryCell(t, s) {
   const td = el("td"), bar = el("div", null, "bar");
   const lim = s.memory_limit_bytes, rec = s.reclaim.reclaimable_bytes;
   let scale = t.capacity_unlimited ? 0 : t.capacity_bytes;
-  if (!scale) for (const o of t.sessions)
-    scale = Math.max(scale, o.reserved_bytes, o.memory_limit_bytes < 2 ** 62 ? o.memory_limit_bytes : 0);
+  if (!scale) for (const o of t.sessions) // unlimited capacity: the largest reserve or limit
+    scale = Math.max(scale, o.reserved_bytes,
+                     o.memory_limit_bytes < 2 ** 62 ? o.memory_limit_bytes : 0);
   const pct = v => Math.min(100, scale ? v * 100 / scale : 0) + "%";
   const r = el("div", null, "reserved"); r.style.width = pct(s.reserved_bytes); bar.appendChild(r);
   const c = el("div", null, "reclaimable");
@@ -139,7 +140,8 @@ function sessionRow(doc, t, s) {
   tr.appendChild(memoryCell(t, s));
   const h = history.get(sessionKey(t, s)) || [], td = el("td", null, "share");
   td.appendChild(shareLine(h, doc.generated_unix_ns / 1e6));
-  td.appendChild(el("span", h.length ? " " + (h[h.length - 1].share * 100).toFixed(1) + "%" : " \u2013"));
+  const latest = h.length ? (h[h.length - 1].share * 100).toFixed(1) + "%" : "\u2013";
+  td.appendChild(el("span", " " + latest));
   tr.appendChild(td);
   return tr;
 }
