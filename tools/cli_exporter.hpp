@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // `gpushare metrics`, once on stdout or, with --listen, over HTTP for Prometheus (a node
-// exporter: GET /metrics samples every table afresh). The HTTP server is cpp-httplib (Debian:
+// exporter: GET /metrics samples every table afresh), with a live page of the tables at GET /
+// (tools/cli_page.hpp) and its data at GET /status.json. The HTTP server is cpp-httplib (Debian:
 // libcpp-httplib-dev); a tool built without it still prints, and says what to install when
 // --listen is asked for. See docs/cli.md, "gpushare metrics".
 #pragma once
@@ -13,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <random>
 #include <span>
 #include <string>
 #include <string_view>
@@ -22,6 +24,7 @@
 #include "cli_errors.hpp"
 #include "cli_listen.hpp"
 #include "cli_metrics.hpp"
+#include "cli_page.hpp"
 #include "cli_sample.hpp"
 #include "cli_status.hpp"
 #include "cli_usage.hpp"
@@ -44,12 +47,17 @@ inline constexpr std::size_t exporter_threads = 8;
 inline constexpr std::size_t exporter_requests_per_connection = 100;
 inline constexpr std::size_t exporter_max_body = 8192;
 
-/// What GET / answers: a pointer to /metrics.
-inline constexpr std::string_view exporter_index_page =
-    "<!DOCTYPE html>\n<html><head><title>gpushare metrics</title></head>\n"
-    "<body><h1>gpushare metrics</h1>\n"
-    "<p>The tables of this machine in the Prometheus text format: "
-    "<a href=\"/metrics\">/metrics</a></p></body></html>\n";
+/// A fresh nonce for the page's CSP: 128 bits from the system's random source, in hex.
+inline std::string page_nonce() {
+  std::random_device rd;
+  std::string out;
+  for (int k = 0; k < 4; ++k) {
+    char part[9];
+    std::snprintf(part, sizeof part, "%08x", static_cast<unsigned>(rd()));
+    out += part;
+  }
+  return out;
+}
 
 /// The signals that end the exporter. Blocked in every thread, taken by sigtimedwait.
 inline sigset_t exporter_stop_signals() {
@@ -103,8 +111,9 @@ inline void plain_text(httplib::Response& res, int status, const std::string& te
   res.set_content(text, "text/plain; charset=utf-8");
 }
 
-/// GET /metrics, GET / (HEAD as well: httplib answers it from the GET handler without the
-/// body); every other method 405, every other path 404, a malformed request 400.
+/// GET /metrics, GET /status.json, GET / (the live page; HEAD as well: httplib answers it from the
+/// GET handler without the body); every other method 405, every other path 404, a malformed request
+/// 400.
 inline void add_routes(httplib::Server& s, const domain_choice& domain) {
   s.Get("/metrics", [domain](const httplib::Request&, httplib::Response& res) {
     try {
@@ -113,8 +122,23 @@ inline void add_routes(httplib::Server& s, const domain_choice& domain) {
       plain_text(res, 500, std::string("gpushare metrics: error: ").append(e.what()) + "\n");
     }
   });
+  s.Get(std::string(exporter_status_path),
+        [domain](const httplib::Request&, httplib::Response& res) {
+          try {
+            res.set_content(status_json(nullptr, take_sample(domain), domain.name, 0),
+                            "application/json");
+            res.set_header("Cache-Control", "no-store");
+          } catch (const std::exception& e) {
+            plain_text(res, 500, std::string("gpushare metrics: error: ").append(e.what()) + "\n");
+          }
+        });
   s.Get("/", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(std::string(exporter_index_page), "text/html; charset=utf-8");
+    const std::string nonce = page_nonce();
+    res.set_content(exporter_page(nonce), "text/html; charset=utf-8");
+    res.set_header("Content-Security-Policy", exporter_page_csp(nonce));
+    res.set_header("X-Content-Type-Options", "nosniff");
+    res.set_header("Referrer-Policy", "no-referrer");
+    res.set_header("Cache-Control", "no-store");
   });
   const httplib::Server::Handler not_allowed = [](const httplib::Request& req,
                                                   httplib::Response& res) {

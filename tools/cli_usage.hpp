@@ -170,8 +170,9 @@ exporter's textfile collector:
 
 With --listen, serves them over HTTP instead, read afresh on every scrape, until SIGINT or
 SIGTERM (then exit code 0): GET /metrics is what `gpushare metrics` would print at that moment,
-GET / a page that points at it; other paths get 404, other methods 405. It prints one line,
-"serving metrics on http://ADDR:PORT/metrics", once it listens. No privileges are needed.
+GET / a live page of the tables (refreshed every 2 s from GET /status.json, the document of
+`gpushare status --json --interval 0`); other paths get 404, other methods 405. It prints one
+line, "serving metrics on http://ADDR:PORT/metrics", once it listens. No privileges are needed.
 
 Options:
   --dir DIR           the table directory (default: GPUSHARE_DIR, else /dev/shm)
