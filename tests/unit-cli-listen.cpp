@@ -75,6 +75,13 @@ TEST_CASE("the exporter says why it cannot bind and what to do") {
   CHECK(has(bind_failure_text(a, EACCES), "ports below 1024 need privileges"));
   CHECK(has(bind_failure_text(a, EADDRNOTAVAIL), "not one of this machine's"));
   CHECK(has(bind_failure_text(a, 0), "could not be bound"));
-  CHECK(exporter_index_page.find("href=\"/metrics\"") != std::string_view::npos);
+  // The live page at / links the metrics and the JSON it refreshes from, and every nonce mark
+  // is replaced by the response's nonce, which its Content-Security-Policy names.
+  const std::string page = exporter_page("abc123");
+  CHECK(page.find("href=\"/metrics\"") != std::string::npos);
+  CHECK(page.find("href=\"/status.json\"") != std::string::npos);
+  CHECK(page.find(exporter_page_nonce_mark) == std::string::npos);
+  CHECK(page.find("nonce=\"abc123\"") != std::string::npos);
+  CHECK(exporter_page_csp("abc123").find("'nonce-abc123'") != std::string::npos);
   CHECK(metrics_content_type == "text/plain; version=0.0.4; charset=utf-8");
 }
