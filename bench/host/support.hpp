@@ -130,6 +130,8 @@ template <class Body> pid_t spawn(Body body) {
   int rc = 2;
   try {
     rc = body();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench child %d: %s\n", static_cast<int>(::getpid()), e.what());
   } catch (...) {
   }
   std::_Exit(rc);
