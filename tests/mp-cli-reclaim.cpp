@@ -7,6 +7,7 @@
 // BORROWED column, the "(loan)" mark under ASKED, the "loans:" line, the loan fields of the JSON
 // and the gpushare_loan* families, for a borrower stopped while its loan is called back.
 #include <atomic>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -297,15 +298,23 @@ pid_t spawn_borrower(const test_domain& d) {
   return test::spawn_holding([&](const std::function<void()>& hold) {
     session s("gpu", with(d, "cache", priority::low));
     reservation own = s.reserve(256 * MiB, 0ms);
+    // The watcher starts before the cache exists (only a session that answers at once is lent
+    // anything), so the handler and this thread share `cache` under a mutex.
+    std::mutex m;
     std::optional<reservation> cache;
-    s.on_reclaim([&cache](std::uint64_t asked) {
+    s.on_reclaim([&cache, &m](std::uint64_t asked) {
+      const std::lock_guard<std::mutex> l(m);
       if (!cache) return std::uint64_t{0};
       const std::uint64_t give = std::min(asked, cache->size());
       cache->shrink(give);
       return give;
     });
     s.watch_reclaim();
-    cache = s.try_reserve_reclaimable(512 * MiB);
+    std::optional<reservation> lent = s.try_reserve_reclaimable(512 * MiB);
+    {
+      const std::lock_guard<std::mutex> l(m);
+      cache = std::move(lent);
+    }
     hold();
   });
 }

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -46,19 +47,29 @@ pid_t borrower(const test::unique_table& t, bool watcher,
     o.priority = priority::low;
     session s(t.key(), o);
     reservation own = s.reserve(256 * MiB, 0ms);
+    // The watcher starts before the cache exists (only a session that answers at once is lent
+    // anything), so the handler and this thread share `cache` under a mutex.
+    std::mutex m;
     std::optional<reservation> cache;
-    s.on_reclaim([&cache](std::uint64_t asked) {
+    s.on_reclaim([&cache, &m](std::uint64_t asked) {
+      const std::lock_guard<std::mutex> l(m);
       if (!cache) return std::uint64_t{0};
       const std::uint64_t give = std::min(asked, cache->size());
       cache->shrink(give);
       return give;
     });
     if (watcher) s.watch_reclaim();
-    cache = s.try_reserve_reclaimable(512 * MiB);
-    state[0] = cache ? holding : not_lent;
+    std::optional<reservation> lent = s.try_reserve_reclaimable(512 * MiB);
+    const bool got = lent.has_value();
+    {
+      const std::lock_guard<std::mutex> l(m);
+      cache = std::move(lent);
+    }
+    state[0] = got ? holding : not_lent;
     for (const auto end = std::chrono::steady_clock::now() + 60s;
          std::chrono::steady_clock::now() < end; std::this_thread::sleep_for(5ms))
       if (go[0].load() == 1 && state[0].load() != released) {
+        const std::lock_guard<std::mutex> l(m);
         if (cache) (void)cache->release();
         state[0] = released;
       }
