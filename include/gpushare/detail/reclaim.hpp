@@ -201,16 +201,16 @@ inline void send_request(const table_view& t, std::uint32_t w, std::uint32_t j, 
 }
 
 /// May slot `i` be granted `bytes` on loan out of idle guarantees, its growth not fitting
-/// otherwise? Only outside a group, while no other session's reserve waits (a loan never takes
-/// what a waiter waits for, and none is made while loans are being called back), and while what
-/// every session holds stays within the capacity. (The borrower's own side adds that it answers
+/// otherwise (check_grow() said not_now, so it is within its own limit)? Only outside a group,
+/// while no other session's reserve waits (a loan never takes what a waiter waits for, and none
+/// is made while loans are being called back), and while what every session holds stays within
+/// the capacity. (The borrower's own side adds that it answers
 /// requests at once: a watcher thread and a handler.)
 inline bool may_borrow(const table_view& t, std::uint32_t i, std::uint64_t bytes) noexcept {
   const table_header& h = *t.header;
   const slot_record& s = t.slots[i];
   return !has_group(s) && h.memory_waiters <= s.memory.waiting &&
-         sat_add(held(s), bytes) <= s.settings.memory_limit &&
-         sat_add(h.held_total, bytes) <= h.capacity;
+         sat_add(h.held_total, bytes) <= h.capacity; // its own limit: check_grow said not_now
 }
 
 /// Waiter `w` cannot grow by `bytes` because loans hold what it needs: it calls back what the
