@@ -22,6 +22,8 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace {
 
@@ -42,6 +44,31 @@ struct bench_run {
     const char* start = json.c_str() + at + needle.size();
     if (std::string_view(start, 4) == "null") return NAN;
     return std::strtod(start, nullptr);
+  }
+  /// The series recorded as "<key>": [...] (the first repeat's), null as NaN.
+  std::vector<double> series(const std::string& key) const {
+    std::vector<double> out;
+    const std::string needle = "\"" + key + "\": [";
+    const auto at = json.find(needle);
+    if (at == std::string::npos) {
+      FAIL_CHECK("the JSON has no series " << key);
+      return out;
+    }
+    const char* p = json.c_str() + at + needle.size();
+    while (*p != ']' && *p != '\0') {
+      while (*p == ' ' || *p == '\n' || *p == ',') ++p;
+      if (*p == ']') break;
+      if (std::string_view(p, 4) == "null") {
+        out.push_back(NAN);
+        p += 4;
+        continue;
+      }
+      char* end = nullptr;
+      out.push_back(std::strtod(p, &end));
+      if (end == p) break;
+      p = end;
+    }
+    return out;
   }
   std::size_t count(const std::string& text) const {
     std::size_t n = 0;
@@ -118,6 +145,40 @@ bench_run run_bench(const std::string& args, const std::string& env = "") {
   for (const std::string& table : test::leftover_tables("gb"))
     CHECK_MESSAGE(left_before.count(table) == 1, "the harness left its table /dev/shm/" << table);
   return r;
+}
+
+/// The memory scenario's timeline of one side agrees with its counts: one entry per job; a job
+/// completed was granted its memory after it asked and ended after that; a job that failed out of
+/// memory was never granted; the starts are staggered in job order.
+void check_memory_timeline(const bench_run& r, const std::string& side) {
+  CAPTURE(side);
+  const auto asked = r.series("memory.timeline.asked_s." + side);
+  const auto granted = r.series("memory.timeline.granted_s." + side);
+  const auto ended = r.series("memory.timeline.ended_s." + side);
+  const auto outcome = r.series("memory.timeline.outcome." + side);
+  const auto jobs = static_cast<std::size_t>(r.figure("memory.jobs"));
+  REQUIRE(asked.size() == jobs);
+  REQUIRE(granted.size() == jobs);
+  REQUIRE(ended.size() == jobs);
+  REQUIRE(outcome.size() == jobs);
+  double completed = 0, out_of_memory = 0;
+  for (std::size_t i = 0; i < jobs; ++i) {
+    CAPTURE(i);
+    CHECK(asked[i] >= 0);
+    if (i > 0) CHECK(asked[i] > asked[i - 1]);
+    CHECK(ended[i] >= asked[i]);
+    if (outcome[i] == 0) {
+      ++completed;
+      CHECK(granted[i] >= asked[i]);
+      CHECK(ended[i] >= granted[i]);
+    } else {
+      CHECK(outcome[i] == 1);
+      ++out_of_memory;
+      CHECK(std::isnan(granted[i]));
+    }
+  }
+  CHECK(completed == r.figure("memory.completed." + side));
+  CHECK(out_of_memory == r.figure("memory.out_of_memory." + side));
 }
 
 } // namespace
@@ -226,6 +287,8 @@ TEST_CASE(
   CHECK(r.figure("memory.out_of_memory.unmanaged") + r.figure("memory.completed.unmanaged") == 4);
   CHECK(r.figure("memory.out_of_memory.gpushare") == 0);
   CHECK(r.figure("memory.completed.gpushare") == 4);
+  check_memory_timeline(r, "unmanaged");
+  check_memory_timeline(r, "gpushare");
 
   // The summary judges the goals it has trustworthy figures for: QoS 2, share 4, overhead 3,
   // memory 2 (handover has none); the others' "met" is null.

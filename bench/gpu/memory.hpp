@@ -5,16 +5,20 @@
 //   without gpushare: cudaMalloc; a job that finds the device full fails with out-of-memory.
 //   with gpushare:    the job's session reserves the bytes in the shared budget first, waiting
 //                     (up to 60 s) for running jobs to release theirs, then allocates.
-// Reported: jobs that failed with out-of-memory and jobs completed, in each mode.
+// Reported: jobs that failed with out-of-memory and jobs completed, in each mode, and each job's
+// timeline (when it asked for its memory, got it, and let it go or failed), for the plot of memory
+// over time.
 #pragma once
 
 #include <array>
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "engine.hpp"
 #include "figures.hpp"
@@ -30,6 +34,10 @@ enum class outcome : int { running, finished, out_of_memory, timed_out, failed }
 struct job_record {
   outcome result = outcome::running;
   double waited_s = 0; ///< in the allocation
+  // Seconds since the start gate opened; NaN for what did not happen.
+  double asked_s = NAN;   ///< it began to allocate
+  double granted_s = NAN; ///< its memory was allocated (and, with gpushare, reserved)
+  double ended_s = NAN;   ///< it freed its memory, or failed
   char message[240] = {};
 };
 
@@ -39,10 +47,24 @@ struct board {
   std::array<job_record, max_jobs> job;
 };
 
+/// Runs kernels on the job's memory for `memory_hold_s`, giving way between batches.
+inline void hold(engine& e, const config& cfg) {
+  const std::uint64_t until = now_ns() + static_cast<std::uint64_t>(cfg.memory_hold_s * 1e9);
+  while (now_ns() < until) {
+    for (int k = 0; k < 20; ++k) {
+      const demo::region g = e.guard();
+      e.small_kernel();
+    }
+    e.sync();
+    e.yield();
+  }
+}
+
 inline void job(phase& ph, const config& cfg, board& b, int index, std::uint64_t bytes,
                 bool managed) {
   job_record& me = b.job[static_cast<std::size_t>(index)];
   bool arrived = false;
+  const auto since_go = [&b] { return static_cast<double>(now_ns() - b.gate.go_ns.load()) / 1e9; };
   // One job at a time creates its CUDA context, so that each session measures its own context
   // overhead (device free memory before and after), not its neighbours' too.
   while (b.constructed.load() < index) sleep_until_ns(now_ns() + 1'000'000);
@@ -55,17 +77,14 @@ inline void job(phase& ph, const config& cfg, board& b, int index, std::uint64_t
     arrived = true;
     sleep_until_ns(b.gate.go_ns.load() + static_cast<std::uint64_t>(index) * stagger_ns);
     const std::uint64_t asked = now_ns();
-    buffer memory = e.allocate(bytes); // and writes it
-    me.waited_s = static_cast<double>(now_ns() - asked) / 1e9;
-    const std::uint64_t until = now_ns() + static_cast<std::uint64_t>(cfg.memory_hold_s * 1e9);
-    while (now_ns() < until) {
-      for (int k = 0; k < 20; ++k) {
-        const demo::region g = e.guard();
-        e.small_kernel();
-      }
-      e.sync();
-      e.yield();
+    me.asked_s = since_go();
+    {
+      buffer memory = e.allocate(bytes); // and writes it
+      me.granted_s = since_go();
+      me.waited_s = static_cast<double>(now_ns() - asked) / 1e9;
+      hold(e, cfg);
     }
+    me.ended_s = since_go();
     me.result = outcome::finished;
   } catch (const out_of_memory& ex) {
     me.result = outcome::out_of_memory;
@@ -84,6 +103,7 @@ inline void job(phase& ph, const config& cfg, board& b, int index, std::uint64_t
     me.result = outcome::failed;
     std::snprintf(me.message, sizeof me.message, "%s", ex.what());
   }
+  if (arrived && me.result != outcome::finished) me.ended_s = since_go();
   if (!arrived) { // failed while getting ready: the others still start
     b.constructed.fetch_add(1);
     b.gate.arrive_and_wait();
@@ -95,7 +115,20 @@ struct phase_result {
   double max_wait_s = 0;
   double wall_s = 0;
   std::string first_problem; ///< the first failure's message, for the report
+  /// Per job, in job order: job_record's times and the outcome as a number (outcome_code).
+  std::vector<double> asked_s, granted_s, ended_s, outcomes;
 };
+
+/// The outcome as the JSON's series memory.timeline.outcome give it: 0 completed, 1 out of
+/// memory, 2 timed out waiting, 3 failed otherwise (bench/gpu/README.md).
+inline double outcome_code(outcome o) {
+  switch (o) {
+  case outcome::finished: return 0;
+  case outcome::out_of_memory: return 1;
+  case outcome::timed_out: return 2;
+  default: return 3;
+  }
+}
 
 inline phase_result run_phase(const device_info& dev, const config& cfg, const std::string& tag,
                               bool managed) {
@@ -119,6 +152,10 @@ inline phase_result run_phase(const device_info& dev, const config& cfg, const s
     case outcome::timed_out: ++r.timed_out; break;
     default: ++r.failed; break;
     }
+    r.asked_s.push_back(j.asked_s);
+    r.granted_s.push_back(j.granted_s);
+    r.ended_s.push_back(j.ended_s);
+    r.outcomes.push_back(outcome_code(j.result));
     if (j.result == outcome::finished) r.max_wait_s = std::max(r.max_wait_s, j.waited_s);
     if (j.result != outcome::finished && r.first_problem.empty())
       r.first_problem = "job-" + std::to_string(i + 1) + ": " + j.message;
@@ -140,6 +177,10 @@ inline figures run(const device_info& dev, const config& cfg, int repeat) {
     f.set("memory.failed." + k, x.failed);
     f.set("memory.max_wait_s." + k, x.max_wait_s);
     f.set("memory.wall_s." + k, x.wall_s);
+    f.add_series("memory.timeline.asked_s." + k, x.asked_s);
+    f.add_series("memory.timeline.granted_s." + k, x.granted_s);
+    f.add_series("memory.timeline.ended_s." + k, x.ended_s);
+    f.add_series("memory.timeline.outcome." + k, x.outcomes);
   };
   record("unmanaged", unmanaged);
   record("gpushare", managed);
