@@ -2,7 +2,8 @@
 // The exporter's live page (`gpushare metrics --listen`, GET / and GET /status.json; CTest labels
 // "exporter" and "browser"): Debian's chromium, headless, loads the page against a live table of
 // three sessions (forked children: one running, one waiting, one idle) and the test reads the DOM
-// it dumps. Skipped, with a message, where chromium is not installed.
+// it dumps, or (the live case) the DOM of a page left open, over the DevTools protocol, while its
+// own refreshes follow the table. Skipped, with a message, where chromium is not installed.
 #include <doctest/doctest.h>
 
 #include <signal.h>
@@ -20,6 +21,7 @@
 
 #include <gpushare/gpushare.hpp>
 
+#include "browser_test_util.hpp"
 #include "cli_test_util.hpp"
 #include "exporter_test_util.hpp"
 #include "test_util.hpp"
@@ -27,6 +29,9 @@
 using namespace gpushare;
 using namespace cli_test;
 using namespace exporter_test;
+using browser_test::chromium_path;
+using browser_test::live_browser;
+using browser_test::scratch_dir;
 using namespace std::chrono_literals;
 
 #if GPUSHARE_CLI_HTTPLIB
@@ -39,33 +44,6 @@ constexpr std::uint64_t MiB = 1ull << 20;
 const std::string hostile_name = "<b id=\"evil\">bold</b>'\"&amp;";
 /// The same as dump-dom writes it in a text node (&, <, > escaped; quotes as they are).
 const std::string hostile_text = "&lt;b id=\"evil\"&gt;bold&lt;/b&gt;'\"&amp;amp;";
-
-/// Chromium's path: $GPUSHARE_CHROMIUM, else Debian's chromium; nullopt where none runs.
-std::optional<std::string> chromium_path() {
-  std::vector<std::string> candidates;
-  if (const char* env = std::getenv("GPUSHARE_CHROMIUM"); env != nullptr && *env != '\0')
-    candidates.emplace_back(env);
-  candidates.insert(candidates.end(), {"/usr/bin/chromium", "/usr/bin/chromium-browser"});
-  for (const auto& c : candidates)
-    if (::access(c.c_str(), X_OK) == 0) return c;
-  return std::nullopt;
-}
-
-/// A scratch directory (chromium's profile), removed at the end.
-struct scratch_dir {
-  std::string path;
-  scratch_dir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "gpushare-page-XXXXXX").string();
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~scratch_dir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  scratch_dir(const scratch_dir&) = delete;
-  scratch_dir& operator=(const scratch_dir&) = delete;
-};
 
 /// The DOM of the page at 127.0.0.1:port after chromium ran its script for 5 s of virtual time
 /// (the first fetch and two refreshes). Chromium runs headless with a profile of its own, under
@@ -202,6 +180,72 @@ TEST_CASE("the live page shows every session with its state and escapes a name w
   CHECK(contains(after, "2 sessions"));
   kill_holder(waiting);
   kill_holder(running);
+}
+
+/// The names the open page lists, sorted, one per line.
+std::string live_names(live_browser& b) {
+  return b
+      .evaluate("Array.from(document.querySelectorAll('td.name')).map(e => e.textContent)"
+                ".sort().join('\\n')")
+      .str();
+}
+
+/// Forked children killed and reaped when the test case ends, even when a REQUIRE failed.
+struct children {
+  std::vector<pid_t> pids;
+  void kill(pid_t pid) {
+    kill_holder(pid);
+    std::erase(pids, pid);
+  }
+  ~children() {
+    for (const pid_t p : pids) test::kill_and_wait(p);
+  }
+};
+
+TEST_CASE("the open page follows the table: a session killed by SIGKILL leaves it without a "
+          "reload") {
+  const auto chromium = chromium_path();
+  if (!chromium) {
+    MESSAGE("GPUSHARE_SKIP: chromium is not installed (Debian: apt-get install -y "
+            "--no-install-recommends chromium; or set GPUSHARE_CHROMIUM to a chromium binary)");
+    return;
+  }
+  test_domain d;
+  children kids;
+  kids.pids = {spawn_running(d), spawn_waiting(d),
+               spawn_holder(d, "gpu", "idle-one", 2 * MiB, 64 * MiB)};
+  exporter x(d.name());
+  live_browser page(*chromium, "http://127.0.0.1:" + std::to_string(x.port()) + "/");
+  // Sorted as JavaScript sorts them (UTF-16 code units; all ASCII here).
+  const std::string all = hostile_name + "\nidle-one\ntrainer";
+  std::string names;
+  REQUIRE_MESSAGE(test::eventually(
+                      [&] {
+                        std::this_thread::sleep_for(100ms);
+                        names = live_names(page);
+                        return names == all;
+                      },
+                      30s),
+                  "the page lists: " << names);
+  // A mark in this document: if the page reloaded, it would be gone.
+  page.evaluate("window.gpushareTestMark = 31, 0");
+  CHECK(page.evaluate("document.getElementById('evil') === null").boolean());
+
+  const auto killed_at = std::chrono::steady_clock::now();
+  kids.kill(kids.pids[2]);
+  CHECK_MESSAGE(test::eventually(
+                    [&] {
+                      std::this_thread::sleep_for(100ms);
+                      names = live_names(page);
+                      return names == hostile_name + "\ntrainer";
+                    },
+                    30s),
+                "the page still lists: " << names);
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+  MESSAGE("the killed session left the open page after " << took << " s");
+  CHECK(page.evaluate("window.gpushareTestMark === 31").boolean());
+  CHECK(contains(page.evaluate("document.body.textContent").str(), "2 sessions"));
 }
 
 TEST_CASE("status.json is the status document and the page has a strict content policy") {
