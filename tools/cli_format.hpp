@@ -152,6 +152,14 @@ inline std::string age_text(std::uint64_t now_unix_ns, std::uint64_t then_unix_n
   return std::to_string(s / 3600) + " h ago";
 }
 
+/// The terminal columns `s` takes: its bytes that do not continue a UTF-8 sequence (every cell the
+/// tool prints is ASCII, safe_text, except `top`'s history, whose glyphs are one column each).
+inline std::size_t columns_of(std::string_view s) {
+  std::size_t n = 0;
+  for (const char ch : s) n += (static_cast<unsigned char>(ch) & 0xC0) != 0x80 ? 1 : 0;
+  return n;
+}
+
 /// A table of text whose columns line up: left-aligned text, right-aligned numbers.
 class text_table {
 public:
@@ -173,15 +181,15 @@ public:
   std::string render(std::string_view indent = "") const {
     std::vector<std::size_t> width(columns_.size());
     for (std::size_t c = 0; c < columns_.size(); ++c) {
-      width[c] = columns_[c].title.size();
-      for (const auto& r : rows_) width[c] = std::max(width[c], r[c].size());
+      width[c] = columns_of(columns_[c].title);
+      for (const auto& r : rows_) width[c] = std::max(width[c], columns_of(r[c]));
     }
     std::string out;
     auto line = [&](const std::vector<std::string>& cells) {
       std::string l(indent);
       for (std::size_t c = 0; c < columns_.size(); ++c) {
         if (c > 0) l += "  ";
-        const std::size_t pad = width[c] - cells[c].size();
+        const std::size_t pad = width[c] - columns_of(cells[c]);
         if (columns_[c].alignment == align::right) l.append(pad, ' ');
         l += cells[c];
         if (columns_[c].alignment == align::left) l.append(pad, ' ');

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -183,16 +184,31 @@ inline std::vector<session_column> session_columns(const table_snapshot& s) {
   };
 }
 
-/// The aligned session rows of `s`, with their header.
-inline std::string sessions_text(const table_snapshot& s, const recent_usage& recent) {
+/// A column that `top` adds after RECENT (its history): the title, and the cell of the session
+/// at an index of the table's snapshot.
+struct extra_column {
+  std::string title;
+  std::function<std::string(const table_reading&, std::size_t)> cell;
+};
+
+/// The aligned session rows of `t`, with their header (and `extra`'s column, when given).
+inline std::string sessions_text(const table_reading& t, const recent_usage& recent,
+                                 const extra_column* extra = nullptr) {
+  const table_snapshot& s = *t.snapshot;
   std::vector<session_column> cols = session_columns(s);
   std::erase_if(cols, [](const session_column& c) { return !c.shown; });
   std::vector<text_table::column> titles;
-  for (const auto& c : cols) titles.push_back(c.column);
+  std::size_t after = cols.size();
+  for (std::size_t c = 0; c < cols.size(); ++c) {
+    titles.push_back(cols[c].column);
+    if (cols[c].column.title == "RECENT") after = c + 1;
+  }
+  if (extra) titles.insert(titles.begin() + static_cast<std::ptrdiff_t>(after), {extra->title});
   text_table tt(titles);
   for (std::size_t k = 0; k < s.sessions.size(); ++k) {
     std::vector<std::string> row;
     for (const auto& c : cols) row.push_back(c.cell(s.sessions[k], recent.percent[k]));
+    if (extra) row.insert(row.begin() + static_cast<std::ptrdiff_t>(after), extra->cell(t, k));
     tt.add_row(std::move(row));
   }
   return tt.render("  ");
@@ -216,7 +232,7 @@ inline std::string dead_sessions_text(const table_snapshot& s) {
 
 /// The text block of one readable table: its facts, then one aligned row per live session.
 inline std::string table_text(const table_reading& t, const recent_usage& recent,
-                              std::uint64_t now_unix_ns) {
+                              std::uint64_t now_unix_ns, const extra_column* extra = nullptr) {
   const table_snapshot& s = *t.snapshot;
   std::string out = safe_text(s.object_name) + "  key " + safe_text(s.key) + ", domain " +
                     safe_text(s.domain) + ", " + (s.access_mode == 0660 ? "group" : "user") +
@@ -244,7 +260,7 @@ inline std::string table_text(const table_reading& t, const recent_usage& recent
   if (s.sessions.empty())
     out += "  no live sessions\n";
   else
-    out += sessions_text(s, recent) + stuck_hints(s) + reclaim_hints(s);
+    out += sessions_text(t, recent, extra) + stuck_hints(s) + reclaim_hints(s);
   return out + dead_sessions_text(s);
 }
 
@@ -267,9 +283,10 @@ inline std::string split_keys_text(const sample& now, const std::vector<table_en
   return out;
 }
 
-/// `gpushare status` as text. `before` (may be null) is the earlier sample for recent %.
-inline std::string status_text(const sample* before, const sample& now,
-                               const domain_choice& domain) {
+/// `gpushare status` as text. `before` (may be null) is the earlier sample for recent %; `extra`
+/// is top's history column.
+inline std::string status_text(const sample* before, const sample& now, const domain_choice& domain,
+                               const extra_column* extra = nullptr) {
   std::size_t sessions = 0;
   for (const auto& t : now.tables) sessions += t.snapshot ? t.snapshot->sessions.size() : 0;
   if (now.tables.empty()) return no_tables_text(now.other_domains, domain) + "\n";
@@ -291,7 +308,8 @@ inline std::string status_text(const sample* before, const sample& now,
       out += safe_text(t.entry.object_name) + "  " + safe_text(unreadable_text(t)) + "\n";
       continue;
     }
-    out += table_text(t, recent_device_usage(find_previous(before, t), t), now.taken_unix_ns);
+    out +=
+        table_text(t, recent_device_usage(find_previous(before, t), t), now.taken_unix_ns, extra);
   }
   return out;
 }

@@ -53,9 +53,13 @@ Options:
 
 inline constexpr std::string_view top_usage =
     R"(Usage: gpushare top [--dir DIR] [--domain D | --all-domains] [--interval S] [--iterations N]
+                    [--width N] [--ascii]
 
 Shows what `gpushare status` shows, refreshed every interval until Ctrl-C, with each session's
-share of device time over the last interval.
+share of device time over the last interval (RECENT) and over the last minute (LAST MINUTE, a
+sparkline: one glyph per slice of the minute, from the lowest (up to 12.5% of the device, idle
+too) to a full block (over 87.5%); blank before the session or top started). In a terminal too
+narrow for the whole status, a compact view: name, state, share, recent and the minute.
 
 Options:
   --dir DIR        the table directory (default: GPUSHARE_DIR, else /dev/shm)
@@ -63,6 +67,10 @@ Options:
   --all-domains    tables of every domain, even when GPUSHARE_DOMAIN is set
   --interval S     refresh interval (default 1 s; 10ms to 1h): seconds, or 500ms, 2min
   --iterations N   stop after N refreshes
+  --width N        fit every line to N columns (default: the terminal's width; for a pipe,
+                   COLUMNS if set, else no limit)
+  --ascii          draw the history with ASCII characters (the default when the locale is not
+                   UTF-8)
 )";
 
 inline constexpr std::string_view set_usage =
