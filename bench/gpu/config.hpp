@@ -26,6 +26,7 @@ struct config {
   bool simulate = false;    ///< --simulate: the simulated GPU even when a real one is here
   bool require_gpu = false; ///< --require-gpu: fail instead of simulating when no GPU is usable
   bool quick = false;       ///< --quick: short phases (checks the harness; figures are rough)
+  bool quiet = false;       ///< --quiet: no progress line on the terminal (results still print)
   int repeats = 0;          ///< 0: 3 on a GPU, 1 simulated
   std::vector<std::string> scenarios{all_scenarios, all_scenarios + 5};
   std::string json_path; ///< --json: where to write the JSON ("": nowhere)
@@ -69,15 +70,22 @@ struct config {
   /// calibration come on top).
   double planned_seconds() const {
     double s = 0;
-    if (runs("qos")) s += 4 * phase_s;
-    if (runs("share")) s += 2 * 2 * (settle_s + windows * window_s);
-    if (runs("overhead")) s += 3 * 4 * overhead_s * 1.25;
-    if (runs("handover")) s += handover_s * (1 + 2 * static_cast<double>(guard_steps.size()));
-    if (runs("memory")) { // jobs run in waves of as many as fit at once
-      const double at_once = std::max(1.0, std::floor(1 / memory_fraction));
-      s += memory_hold_s * (1 + std::ceil(memory_jobs / at_once));
-    }
+    for (const std::string& name : scenarios) s += planned_seconds(name);
     return s;
+  }
+
+  /// The same for one scenario (0 for a name that is not one).
+  double planned_seconds(std::string_view scenario) const {
+    if (scenario == "qos") return 4 * phase_s;
+    if (scenario == "share") return 2 * 2 * (settle_s + windows * window_s);
+    if (scenario == "overhead") return 3 * 4 * overhead_s * 1.25;
+    if (scenario == "handover")
+      return handover_s * (1 + 2 * static_cast<double>(guard_steps.size()));
+    if (scenario == "memory") { // jobs run in waves of as many as fit at once
+      const double at_once = std::max(1.0, std::floor(1 / memory_fraction));
+      return memory_hold_s * (1 + std::ceil(memory_jobs / at_once));
+    }
+    return 0;
   }
 
   bool runs(std::string_view scenario) const {
@@ -104,6 +112,8 @@ inline constexpr config_option config_options[] = {
                   "use the simulated GPU even if a CUDA device is here"),
     config_option("--require-gpu", "", &config::require_gpu,
                   "exit 1 instead of simulating when no GPU is usable"),
+    config_option("--quiet", "", &config::quiet,
+                  "no progress line on the terminal (results are still printed)"),
     config_option("--quick", "", &config::quick,
                   "short phases: checks the harness, figures are rough")
         .json("quick"),

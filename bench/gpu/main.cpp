@@ -19,6 +19,7 @@
 #include <vector>
 
 #include <gpushare/gpushare.hpp>
+#include <harness/progress.hpp>
 #include <json_writer.hpp>
 
 #include "config.hpp"
@@ -295,6 +296,45 @@ std::string to_json(const config& cfg, const device_info& dev, const std::string
   return j.str();
 }
 
+/// Runs every scenario, repeat-major: every scenario once, then again, so a slow drift of the
+/// machine spreads over all scenarios instead of biasing one. Returns whether one failed.
+bool run_all(const config& cfg, const device_info& dev,
+             std::map<std::string, std::vector<figures>>& results) {
+  bool failed = false;
+  // The progress line (harness/progress.hpp) on a terminal: the time left is the planned
+  // measuring time of the scenarios still to run, scaled by how long the finished ones really
+  // took against their plan (start-up, warm-up and calibration come on top of the plan).
+  demo::progress_line progress(demo::progress_wanted(cfg.quiet));
+  double planned_left = cfg.planned_seconds() * cfg.repeats;
+  double planned_done = 0;
+  double actual_done = 0;
+  for (int r = 1; r <= cfg.repeats; ++r)
+    for (std::size_t i = 0; i < cfg.scenarios.size(); ++i) {
+      const std::string& name = cfg.scenarios[i];
+      progress.set(demo::counter("scenario", i + 1, cfg.scenarios.size(), name)
+                       .append(" \xC2\xB7 ")
+                       .append(demo::counter("repeat", static_cast<std::size_t>(r),
+                                             static_cast<std::size_t>(cfg.repeats))),
+                   demo::refined_seconds_left(planned_left, planned_done, actual_done));
+      const std::uint64_t t0 = bench::now_ns();
+      figures f;
+      try {
+        f = run_scenario(name, dev, cfg, r);
+      } catch (const std::exception& e) {
+        f.error = e.what();
+      }
+      failed = failed || !f.error.empty();
+      const double took_s = static_cast<double>(bench::now_ns() - t0) / 1e9;
+      planned_left -= cfg.planned_seconds(name);
+      planned_done += cfg.planned_seconds(name);
+      actual_done += took_s;
+      progress.clear();
+      print_figures(name, r, f, took_s);
+      results[name].push_back(std::move(f));
+    }
+  return failed;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -322,22 +362,7 @@ int main(int argc, char** argv) {
   print_config(cfg, dev.mode.gpu);
 
   std::map<std::string, std::vector<figures>> results;
-  bool failed = false;
-  // Repeat-major: every scenario once, then again, so a slow drift of the machine spreads over
-  // all scenarios instead of biasing one.
-  for (int r = 1; r <= cfg.repeats; ++r)
-    for (const std::string& name : cfg.scenarios) {
-      const std::uint64_t t0 = bench::now_ns();
-      figures f;
-      try {
-        f = run_scenario(name, dev, cfg, r);
-      } catch (const std::exception& e) {
-        f.error = e.what();
-      }
-      failed = failed || !f.error.empty();
-      print_figures(name, r, f, static_cast<double>(bench::now_ns() - t0) / 1e9);
-      results[name].push_back(std::move(f));
-    }
+  const bool failed = run_all(cfg, dev, results);
 
   bench::print_summary(cfg, results, cfg.repeats);
   if (cfg.json_path.empty()) {

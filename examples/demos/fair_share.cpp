@@ -3,7 +3,7 @@
 // cap on the share-2 worker; configured against achieved device time
 // (harness/fair_share_scenario.hpp).
 //
-//   ./build/examples/fair_share [--duration SECONDS] [--simulate]
+//   ./build/examples/fair_share [--duration SECONDS] [--simulate] [--quiet]
 #include <cstdio>
 #include <exception>
 

@@ -4,7 +4,7 @@
 // out-of-memory. With gpushare each job first reserves its memory in the shared budget: the
 // jobs that do not fit wait until a running job finishes and releases its memory, then run.
 //
-//   ./build/examples/memory_budget [--duration SECONDS] [--simulate]
+//   ./build/examples/memory_budget [--duration SECONDS] [--simulate] [--quiet]
 #include <algorithm>
 #include <array>
 #include <cstdint>

@@ -2,7 +2,7 @@
 // QoS: a high-priority inference process next to a low-priority training process, measured
 // alone, co-located without gpushare, and co-located with gpushare (harness/qos_scenario.hpp).
 //
-//   ./build/examples/qos [--duration SECONDS] [--simulate]
+//   ./build/examples/qos [--duration SECONDS] [--simulate] [--quiet]
 #include <cstdio>
 #include <exception>
 

@@ -2,7 +2,7 @@
 // The showcase: the QoS scenario, then the fair-share scenario, with a combined report. It is
 // what README.md's first command runs.
 //
-//   ./build/examples/showcase [--duration SECONDS] [--simulate]
+//   ./build/examples/showcase [--duration SECONDS] [--simulate] [--quiet]
 #include <cstdio>
 #include <exception>
 
@@ -27,6 +27,8 @@ int main(int argc, char** argv) {
         demo::fair_share::params fp; // 40%: 3 phases
         fp.phase_ns = static_cast<std::uint64_t>(duration_s * 0.4 / 3 * 1e9);
 
+        const double fair_s = static_cast<double>(fp.phase_ns) / 1e9 * 3;
+        demo::progress_stage("showcase: [1/2] QoS", fair_s);
         std::printf("[1/2] ");
         demo::qos::print_intro(qp);
         demo::qos::result q;
@@ -36,6 +38,7 @@ int main(int argc, char** argv) {
         }
         demo::qos::print_report(q);
 
+        demo::progress_stage("showcase: [2/2] fair share", 0);
         std::printf("\n[2/2] ");
         demo::fair_share::print_intro(fp);
         demo::fair_share::result f;

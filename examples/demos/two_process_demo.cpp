@@ -3,7 +3,7 @@
 // "inference" process waits for its turn, and when the trainer is killed its memory comes back.
 // Each process has its own session; the parent only observes, through table::open(...).snapshot().
 //
-//   ./build/examples/two_process_demo [--duration SECONDS] [--simulate]
+//   ./build/examples/two_process_demo [--duration SECONDS] [--simulate] [--quiet]
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// The demos' command line: --duration SECONDS, --simulate, --help, on the harness's option table
-// (options.hpp). A bad option prints what was wrong, the usage line and a hint to run --help, and
-// exits with status 2.
+// The demos' command line: --duration SECONDS, --simulate, --quiet, --help, on the harness's option
+// table (options.hpp). A bad option prints what was wrong, the usage line and a hint to run --help,
+// and exits with status 2.
 #pragma once
 
 #include "options.hpp"
@@ -11,6 +11,7 @@ namespace demo {
 struct cli_options {
   double duration_s = 0; ///< about how long the demo measures, in all
   bool simulate = false; ///< use the simulated GPU even when a real one is there
+  bool quiet = false;    ///< no progress line on the terminal (results are still printed)
 };
 
 /// What one demo's options mean (the text of its --help).
@@ -19,6 +20,7 @@ struct cli_spec {
   double default_duration = 10; ///< seconds
   const char* duration_help = "measure for about this long in all";
   const char* simulate_help = "simulate the GPU on the CPU even if a CUDA device is here";
+  const char* quiet_help = "no progress line on the terminal (results are still printed)";
 };
 
 /// Parses the command line (harness/options.hpp); on --help prints the usage and exits 0. On a
@@ -31,6 +33,7 @@ inline cli_options parse_cli(int argc, char** argv, const cli_spec& spec) {
           .range(0.5, 3600)
           .noun("number of seconds"),
       opt("--simulate", "", &cli_options::simulate, spec.simulate_help),
+      opt("--quiet", "", &cli_options::quiet, spec.quiet_help),
   };
   cli_options o;
   o.duration_s = spec.default_duration;

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The frame every scenario demo's main() shares: line-buffered output, the command line
-// (cli.hpp), the mode (mode.hpp), then the demo's own body; a failure is reported as
-// "<name>: FAILED: <why>" with exit status 1.
+// (cli.hpp), the mode (mode.hpp), the progress line on a terminal (progress.hpp; off with
+// --quiet), then the demo's own body; a failure is reported as "<name>: FAILED: <why>" with exit
+// status 1.
 #pragma once
 
 #include <cstdio>
@@ -9,6 +10,7 @@
 
 #include "cli.hpp"
 #include "mode.hpp"
+#include "progress.hpp"
 
 namespace demo {
 
@@ -20,13 +22,19 @@ int demo_main(int argc, char** argv, const char* name, const char* summary, doub
   std::setvbuf(stdout, nullptr, _IOLBF, 0); // keep lines in order when piped
   const cli_options cli = parse_cli(argc, argv, summary, default_duration);
   const device_mode mode = detect_mode(cli.simulate);
+  progress_line progress(progress_wanted(cli.quiet));
+  current_progress().line = &progress;
+  progress_stage(name, 0);
+  int status = 0;
   try {
     body(mode, cli.duration_s);
   } catch (const std::exception& e) {
+    progress.clear();
     std::fprintf(stderr, "%s: FAILED: %s\n", name, e.what());
-    return 1;
+    status = 1;
   }
-  return 0;
+  current_progress().line = nullptr;
+  return status;
 }
 
 } // namespace demo

@@ -21,6 +21,7 @@
 #include "conditions.hpp"
 #include "context.hpp"
 #include "processes.hpp"
+#include "progress.hpp"
 #include "report.hpp"
 #include "worker.hpp"
 
@@ -139,9 +140,14 @@ inline phase_result run_phase(const run_context& run, const params& p, bool with
 
 inline result run(const run_context& run, const params& p) {
   result r;
+  const double phase_s = static_cast<double>(p.phase_ns) / 1e9 + 0.2; // + settling
+  progress_phase(1, 3, phase_s);
   r.without_gpushare = run_phase(run, p, false, false);
+  progress_phase(2, 3, phase_s);
   r.with_shares = run_phase(run, p, true, false);
+  progress_phase(3, 3, phase_s);
   r.with_cap = run_phase(run, p, true, true);
+  progress_done();
   r.measured.cpu_wait_pct = worst_cpu_wait(
       {r.without_gpushare.cpu_wait_pct, r.with_shares.cpu_wait_pct, r.with_cap.cpu_wait_pct});
   r.trust = judge(r.measured);

@@ -2,7 +2,7 @@
 // Removing a demo's tables when it is interrupted (Ctrl-C, SIGTERM, SIGHUP, or SIGPIPE when its
 // reader goes away). Without this they would stay in /dev/shm until `gpushare clean` removes them.
 // Only the demo's parent removes them: a worker that inherited the handler just dies of the signal
-// as usual.
+// as usual. The parent also erases its progress line (progress.hpp) if one is showing.
 #pragma once
 
 #include <signal.h>
@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+
+#include "progress.hpp"
 
 namespace demo {
 namespace interrupt_detail {
@@ -24,9 +26,14 @@ inline std::atomic<int> in_use[max_paths];
 inline pid_t owner = 0;
 
 inline void on_signal(int sig) {
-  if (::getpid() == owner)
+  if (::getpid() == owner) {
     for (int i = 0; i < max_paths; ++i)
       if (in_use[i].load(std::memory_order_acquire) != 0) ::unlink(paths[i]); // signal-safe
+    if (progress_line_shown.load()) {
+      const ssize_t erased = ::write(STDERR_FILENO, "\r\x1b[K", 4); // signal-safe
+      static_cast<void>(erased);
+    }
+  }
   ::signal(sig, SIG_DFL);
   ::raise(sig);
 }

@@ -24,6 +24,7 @@
 #include "conditions.hpp"
 #include "context.hpp"
 #include "processes.hpp"
+#include "progress.hpp"
 #include "report.hpp"
 #include "stats.hpp"
 #include "worker.hpp"
@@ -223,10 +224,16 @@ inline conditions measure_conditions(const result& r) {
 inline result run(const run_context& run, const params& p) {
   result r;
   r.nominal_service_ms = p.inference_kernels * static_cast<double>(p.inference_kernel_ns) / 1e6;
+  const double phase_s = static_cast<double>(p.phase_ns + warm_up_ns) / 1e9;
+  progress_phase(1, 4, phase_s);
   r.inference_alone = run_phase(run, p, true, false, false, r);
+  progress_phase(2, 4, phase_s);
   r.training_alone = run_phase(run, p, false, true, false, r);
+  progress_phase(3, 4, phase_s);
   r.without_gpushare = run_phase(run, p, true, true, false, r);
+  progress_phase(4, 4, phase_s);
   r.with_gpushare = run_phase(run, p, true, true, true, r);
+  progress_done();
   r.measured = measure_conditions(r);
   r.trust = judge(r.measured);
   return r;
