@@ -28,8 +28,10 @@ struct pty_run {
   std::string output; ///< what the demo wrote to the terminal, stdout and stderr together
 };
 
-/// Runs showcase with `args` on a new pseudo-terminal `columns` wide; gives up after 120 s.
-pty_run run_on_pty(const std::vector<std::string>& args, unsigned short columns) {
+/// Runs `program` (showcase unless named) with `args` on a new pseudo-terminal `columns` wide;
+/// gives up after 120 s.
+pty_run run_on_pty(const std::vector<std::string>& args, unsigned short columns,
+                   const std::string& program = showcase) {
   winsize ws{};
   ws.ws_row = 24;
   ws.ws_col = columns;
@@ -37,11 +39,11 @@ pty_run run_on_pty(const std::vector<std::string>& args, unsigned short columns)
   const pid_t pid = forkpty(&master, nullptr, nullptr, &ws);
   REQUIRE(pid >= 0);
   if (pid == 0) {
-    std::vector<char*> argv{const_cast<char*>(showcase.c_str())};
+    std::vector<char*> argv{const_cast<char*>(program.c_str())};
     for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
     ::unsetenv("GPUSHARE_NO_PROGRESS");
-    ::execv(showcase.c_str(), argv.data());
+    ::execv(program.c_str(), argv.data());
     ::_exit(127);
   }
   pty_run r;
@@ -130,3 +132,27 @@ TEST_CASE("demo progress: --quiet on a terminal and piped output show no progres
   CHECK_FALSE(has(piped.output, "\x1b"));
   CHECK_FALSE(has(piped.output, dot));
 }
+
+#ifdef GPUSHARE_BENCH_GPU_PATH
+TEST_CASE("bench progress: gpushare_bench_gpu draws scenario, repeat and time left on a terminal "
+          "and nothing with --quiet") {
+  const std::vector<std::string> args = {"--simulate",   "--quick",   "--scenarios",
+                                         "share,memory", "--repeats", "1"};
+  const pty_run r = run_on_pty(args, 200, GPUSHARE_BENCH_GPU_PATH);
+  CAPTURE(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(has(r.output, "scenario 1/2 share " + dot + " repeat 1/1 " + dot));
+  CHECK(has(r.output, "scenario 2/2 memory " + dot + " repeat 1/1 " + dot));
+  CHECK(has(r.output, " left"));
+  CHECK(has(r.output, "\r\x1b[K")); // erased before the results
+  CHECK(has(r.output, "[memory, repeat 1,"));
+  std::vector<std::string> quiet_args = args;
+  quiet_args.push_back("--quiet");
+  const pty_run q = run_on_pty(quiet_args, 200, GPUSHARE_BENCH_GPU_PATH);
+  CAPTURE(q.output);
+  CHECK(q.exit_code == 0);
+  CHECK(has(q.output, "[memory, repeat 1,"));
+  CHECK_FALSE(has(q.output, "\x1b["));
+  CHECK_FALSE(has(q.output, "scenario 1/2"));
+}
+#endif
