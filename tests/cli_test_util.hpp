@@ -111,4 +111,21 @@ inline pid_t spawn_holder(const test_domain& d, const std::string& key, const st
 /// Kills a holder and waits for it.
 inline void kill_holder(pid_t pid) { CHECK(test::kill_and_wait(pid) == 128 + SIGKILL); }
 
+/// Forked children killed and reaped when the test case ends, even when a REQUIRE failed (a
+/// child left running would keep the test's output pipe open and stall CTest).
+struct children {
+  std::vector<pid_t> pids;
+  /// Kills `pid` now (checking it was still running) and forgets it.
+  void kill(pid_t pid) {
+    kill_holder(pid);
+    std::erase(pids, pid);
+  }
+  children() = default;
+  children(const children&) = delete;
+  children& operator=(const children&) = delete;
+  ~children() {
+    for (const pid_t p : pids) test::kill_and_wait(p);
+  }
+};
+
 } // namespace cli_test

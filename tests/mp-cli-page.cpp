@@ -131,9 +131,9 @@ TEST_CASE("the live page shows every session with its state and escapes a name w
     return;
   }
   test_domain d;
-  const pid_t running = spawn_running(d);
-  const pid_t waiting = spawn_waiting(d);
-  const pid_t idle = spawn_holder(d, "gpu", "idle-one", 2 * MiB, 64 * MiB);
+  children kids;
+  kids.pids = {spawn_running(d), spawn_waiting(d),
+               spawn_holder(d, "gpu", "idle-one", 2 * MiB, 64 * MiB)};
   exporter x(d.name());
   // The waiter's thread is blocked once the table says so.
   CHECK(test::eventually(
@@ -169,7 +169,7 @@ TEST_CASE("the live page shows every session with its state and escapes a name w
   CHECK(contains(dom, "<p id=\"status\" class=\"note\">updated "));
 
   // SIGKILL: the session leaves the page (a fresh load, as a refresh would see it).
-  kill_holder(idle);
+  kids.kill(kids.pids[2]);
   std::string after;
   CHECK(test::eventually(
       [&] {
@@ -178,8 +178,6 @@ TEST_CASE("the live page shows every session with its state and escapes a name w
       },
       60s));
   CHECK(contains(after, "2 sessions"));
-  kill_holder(waiting);
-  kill_holder(running);
 }
 
 /// The names the open page lists, sorted, one per line.
@@ -189,18 +187,6 @@ std::string live_names(live_browser& b) {
                 ".sort().join('\\n')")
       .str();
 }
-
-/// Forked children killed and reaped when the test case ends, even when a REQUIRE failed.
-struct children {
-  std::vector<pid_t> pids;
-  void kill(pid_t pid) {
-    kill_holder(pid);
-    std::erase(pids, pid);
-  }
-  ~children() {
-    for (const pid_t p : pids) test::kill_and_wait(p);
-  }
-};
 
 TEST_CASE("the open page follows the table: a session killed by SIGKILL leaves it without a "
           "reload") {
@@ -250,8 +236,11 @@ TEST_CASE("the open page follows the table: a session killed by SIGKILL leaves i
 
 TEST_CASE("status.json is the status document and the page has a strict content policy") {
   test_domain d;
+  children kids;
   const pid_t running = spawn_running(d);
+  kids.pids.push_back(running);
   const pid_t idle = spawn_holder(d, "gpu", "idle-one", 2 * MiB, 64 * MiB);
+  kids.pids.push_back(idle);
   exporter x(d.name());
   const http_response r = get(x.port(), "/status.json");
   REQUIRE(r.complete);
@@ -304,8 +293,6 @@ TEST_CASE("status.json is the status document and the page has a strict content 
   CHECK_FALSE(contains(p1.body, " src="));
   CHECK_FALSE(contains(p1.body, "https:"));
   CHECK(p2.header("Content-Security-Policy") != csp);
-  kill_holder(idle);
-  kill_holder(running);
 }
 
 #else

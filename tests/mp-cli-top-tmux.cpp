@@ -90,9 +90,10 @@ std::size_t count_of(const std::string& text, const std::string& part) {
 void check_top_in(std::size_t width, bool compact) {
   CAPTURE(width);
   test_domain d;
-  const pid_t busy = spawn_busy(d);
-  const pid_t idle = spawn_holder(d, "gpu", "calm", 0, 64ull << 20);
-  const pid_t leaving = spawn_holder(d, "gpu", "gone", 0, 64ull << 20);
+  children kids;
+  kids.pids = {spawn_busy(d), spawn_holder(d, "gpu", "calm", 0, 64ull << 20),
+               spawn_holder(d, "gpu", "gone", 0, 64ull << 20)};
+  const pid_t leaving = kids.pids[2];
   tmux_server server;
   // -u: UTF-8 whatever the environment says; env LANG: top's own locale check.
   server.run(std::string("-u -f /dev/null new-session -d -s top -x ")
@@ -129,7 +130,7 @@ void check_top_in(std::size_t width, bool compact) {
   CHECK(contains(screen, "RESERVED") != compact); // the compact view leaves the rest out
   for (const auto& l : lines_of(screen)) CHECK(columns_of_line(l) <= width);
 
-  kill_holder(leaving);
+  kids.kill(leaving);
   CHECK_MESSAGE(test::eventually(
                     [&] {
                       std::this_thread::sleep_for(200ms);
@@ -139,8 +140,6 @@ void check_top_in(std::size_t width, bool compact) {
                     30s),
                 "the screen:\n"
                     << screen);
-  kill_holder(idle);
-  kill_holder(busy);
 }
 
 } // namespace
