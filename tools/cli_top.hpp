@@ -141,7 +141,10 @@ inline int run_top(std::span<const std::string> args) {
   std::optional<std::size_t> width;
   if (const auto w = a.value("--width"))
     width = static_cast<std::size_t>(parse_count("--width", *w, 20, 10'000));
-  const top_view view{frame_width(width), !a.has("--ascii") && locale_is_utf8()};
+  // Block glyphs only for a terminal of a UTF-8 locale: a pipe or file gets ASCII only, as every
+  // other output of the tool (scripts, and the trust tests, expect no byte outside it).
+  const bool tty = ::isatty(STDOUT_FILENO) == 1;
+  const top_view view{frame_width(width), !a.has("--ascii") && tty && locale_is_utf8()};
 
   struct sigaction sa {};
   sa.sa_handler = top_on_signal;
@@ -150,7 +153,6 @@ inline int run_top(std::span<const std::string> args) {
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
 
-  const bool tty = ::isatty(STDOUT_FILENO) == 1;
   share_history history;
   sample previous = take_sample(domain);
   for (std::uint64_t n = 0; !iterations || n < *iterations; ++n) {

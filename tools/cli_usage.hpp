@@ -70,7 +70,7 @@ Options:
   --width N        fit every line to N columns (default: the terminal's width; for a pipe,
                    COLUMNS if set, else no limit)
   --ascii          draw the history with ASCII characters (the default when the locale is not
-                   UTF-8)
+                   UTF-8 or the output is not a terminal)
 )";
 
 inline constexpr std::string_view set_usage =
