@@ -38,6 +38,16 @@ inline std::optional<std::string> chromium_path() {
   return std::nullopt;
 }
 
+/// Chromium's path, or nullopt after a GPUSHARE_SKIP message saying how to install it (the test
+/// then returns: CTest reports it skipped).
+inline std::optional<std::string> chromium_or_skip() {
+  auto path = chromium_path();
+  if (!path)
+    MESSAGE("GPUSHARE_SKIP: chromium is not installed (Debian: apt-get install -y "
+            "--no-install-recommends chromium; or set GPUSHARE_CHROMIUM to a chromium binary)");
+  return path;
+}
+
 /// A scratch directory (chromium's profile), removed at the end.
 struct scratch_dir {
   std::string path;

@@ -29,7 +29,6 @@
 using namespace gpushare;
 using namespace cli_test;
 using namespace exporter_test;
-using browser_test::chromium_path;
 using browser_test::live_browser;
 using browser_test::scratch_dir;
 using namespace std::chrono_literals;
@@ -121,19 +120,21 @@ json status_session(int port, const std::string& name) {
   return session_of(table_of(parse_json(r.body), "gpu"), name);
 }
 
+/// The three sessions the browser tests show: running ("trainer"), waiting (the name with
+/// markup) and idle ("idle-one", 2 MiB reserved), in that order.
+std::vector<pid_t> spawn_three(const test_domain& d) {
+  return {spawn_running(d), spawn_waiting(d),
+          spawn_holder(d, "gpu", "idle-one", 2 * MiB, 64 * MiB)};
+}
+
 } // namespace
 
 TEST_CASE("the live page shows every session with its state and escapes a name with markup") {
-  const auto chromium = chromium_path();
-  if (!chromium) {
-    MESSAGE("GPUSHARE_SKIP: chromium is not installed (Debian: apt-get install -y "
-            "--no-install-recommends chromium; or set GPUSHARE_CHROMIUM to a chromium binary)");
-    return;
-  }
+  const auto chromium = browser_test::chromium_or_skip();
+  if (!chromium) return;
   test_domain d;
   children kids;
-  kids.pids = {spawn_running(d), spawn_waiting(d),
-               spawn_holder(d, "gpu", "idle-one", 2 * MiB, 64 * MiB)};
+  kids.pids = spawn_three(d);
   exporter x(d.name());
   // The waiter's thread is blocked once the table says so.
   CHECK(test::eventually(
@@ -190,16 +191,11 @@ std::string live_names(live_browser& b) {
 
 TEST_CASE("the open page follows the table: a session killed by SIGKILL leaves it without a "
           "reload") {
-  const auto chromium = chromium_path();
-  if (!chromium) {
-    MESSAGE("GPUSHARE_SKIP: chromium is not installed (Debian: apt-get install -y "
-            "--no-install-recommends chromium; or set GPUSHARE_CHROMIUM to a chromium binary)");
-    return;
-  }
+  const auto chromium = browser_test::chromium_or_skip();
+  if (!chromium) return;
   test_domain d;
   children kids;
-  kids.pids = {spawn_running(d), spawn_waiting(d),
-               spawn_holder(d, "gpu", "idle-one", 2 * MiB, 64 * MiB)};
+  kids.pids = spawn_three(d);
   exporter x(d.name());
   live_browser page(*chromium, "http://127.0.0.1:" + std::to_string(x.port()) + "/");
   // Sorted as JavaScript sorts them (UTF-16 code units; all ASCII here).
