@@ -30,7 +30,11 @@ public:
   run_context(const device_mode& mode, std::string_view tag, std::uint64_t sim_memory = 16 * GiB,
               std::string_view program = "demo")
       : mode_(mode),
-        domain_(std::string(program) + std::to_string(::getpid()) + "-" + std::string(tag)) {
+        domain_(std::string(program) + std::to_string(::getpid()) + "-" + std::string(tag)),
+        // Each run simulates a device of its own: two runs at once (two demos, or a test beside
+        // a demo) share no device, so their tables must not share a key either, or each joining
+        // session warns that the other's table is not arbitrated against it.
+        sim_key_("simulated-gpu-" + std::to_string(::getpid())) {
     sim_->memory_capacity = sim_memory;
     remove_on_interrupt(object_name());
   }
@@ -45,8 +49,8 @@ public:
   bool gpu() const { return mode_.gpu; }
   sim_device* sim() const { return sim_.get(); }
   const std::string& domain() const { return domain_; }
-  /// The table's key: the GPU's UUID (device sessions choose it), or a fixed name.
-  std::string key() const { return mode_.gpu ? mode_.uuid : std::string("simulated-gpu"); }
+  /// The table's key: the GPU's UUID (device sessions choose it), or this run's simulated device.
+  std::string key() const { return mode_.gpu ? mode_.uuid : sim_key_; }
   std::string object_name() const {
     return gpushare::table_name(domain_, key(), gpushare::table_access::user);
   }
@@ -71,6 +75,7 @@ public:
 private:
   device_mode mode_;
   std::string domain_;
+  std::string sim_key_;
   shared<sim_device> sim_;
 };
 
