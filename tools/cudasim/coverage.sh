@@ -93,8 +93,8 @@ cmake -S "$repo" -B "$build_dir" -DCMAKE_BUILD_TYPE=Debug -DGPUSHARE_COVERAGE=ON
   -DGPUSHARE_BUILD_BENCHMARKS=OFF -DGPUSHARE_BUILD_EXAMPLES=OFF
 
 # The programs the cudasim tests run (gpushare_cuda_tests, tests/CMakeLists.txt), and the unit
-# tests of the layer's pure parts.
-cmake --build "$build_dir" --parallel "$jobs" --target gpushare_cuda_tests unit-device unit-nvml
+# tests' program with its tests listed (gpushare_unit_tests_list), for the layer's pure parts.
+cmake --build "$build_dir" --parallel "$jobs" --target gpushare_cuda_tests gpushare_unit_tests_list
 
 # Counters of earlier runs would add up: start from zero.
 find "$build_dir" -name '*.gcda' -delete
