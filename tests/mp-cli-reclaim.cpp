@@ -380,7 +380,7 @@ TEST_CASE("loans: status, JSON and metrics show a borrower's loan, the loan call
   CHECK(loan_metrics(d) == "512 0 | 768 512 768 1 0 0 0");
 
   // Stopped, the borrower cannot answer the call for 344 MiB of the 600 MiB the lender reserves.
-  REQUIRE(::kill(b, SIGSTOP) == 0);
+  REQUIRE(test::stop_process(b));
   std::optional<reservation> r;
   std::thread waiter([&] { r = lender.reserve(600 * MiB, 20s); });
   REQUIRE(test::eventually([&] {

@@ -96,7 +96,7 @@ TEST_CASE("the evict command a timed-out waiter is told passes a stopped holder'
     startup_hold h = hold_startup(s, 5s);
     hold();
   });
-  ::kill(stuck, SIGSTOP);
+  REQUIRE(test::stop_process(stuck));
   // A waiter that times out is told the command that releases the lock: run it as given.
   std::string told;
   {

@@ -132,7 +132,7 @@ TEST_CASE("loans: a borrower stopped with SIGSTOP has its loan written off at th
   const pid_t b = borrower(t, true, state, go);
   REQUIRE(test::eventually([&] { return state[0].load() != starting; }));
   REQUIRE(state[0].load() == holding);
-  REQUIRE(::kill(b, SIGSTOP) == 0);
+  REQUIRE(test::stop_process(b));
   const auto start = std::chrono::steady_clock::now();
   reservation r = a.reserve(600 * MiB, 20s);
   const auto waited = std::chrono::steady_clock::now() - start;

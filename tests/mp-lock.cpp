@@ -141,7 +141,7 @@ TEST_CASE("a stopped holder keeps the lock even when a locker with its thread id
   REQUIRE(a.pid > 0);
   REQUIRE(test::eventually([&] { return flags[0].load() != 0; }));
   CHECK(flags[0].load() == 1); // A is pid 1 in its namespace
-  ::kill(a.pid, SIGSTOP);
+  REQUIRE(test::stop_process(a.pid));
   // B: also pid 1 (of another namespace): blocks on the lock, then is SIGKILLed while waiting.
   const locker_process b = start_locker(true, [&] {
     auto core = map_raw(t);
@@ -229,7 +229,7 @@ TEST_CASE("a stopped holder: a waiter under a signal storm gives up at its timeo
     return 0;
   });
   REQUIRE(test::eventually([&] { return held[0].load() == 1; }));
-  ::kill(holder, SIGSTOP);
+  REQUIRE(test::stop_process(holder));
   test::shared_block<std::atomic<std::uint64_t>> waited;
   const pid_t waiter = test::spawn([&] {
     struct sigaction sa {};

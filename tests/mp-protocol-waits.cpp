@@ -404,7 +404,7 @@ TEST_CASE("item 13: a join that takes over a dead slot wakes the memory waiters"
     return r.size() == 50 * MiB ? 0 : 3;
   });
   REQUIRE(test::eventually([&] { return raw.header().memory_waiters == 1; }));
-  ::kill(waiter, SIGSTOP); // it cannot re-check on its own now
+  REQUIRE(test::stop_process(waiter)); // it cannot re-check on its own now
   ::kill(dead, SIGKILL);
   CHECK(test::wait_exit(dead) == 128 + SIGKILL);
   const std::uint32_t before = raw.header().memory_wake.load();

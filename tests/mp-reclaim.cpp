@@ -152,7 +152,7 @@ TEST_CASE("reclaim: a holder stopped with SIGSTOP is skipped and the next holder
   const pid_t big = holder(t, "big", priority::low, 500 * MiB, holder_mode::watcher, ready, 0);
   const pid_t small = holder(t, "small", priority::low, 400 * MiB, holder_mode::watcher, ready, 1);
   REQUIRE(test::eventually([&] { return ready[0].load() == 1 && ready[1].load() == 1; }));
-  REQUIRE(::kill(big, SIGSTOP) == 0);
+  REQUIRE(test::stop_process(big));
   session b(t.key(), with(t, "urgent", priority::high, 250ms));
   reservation r = b.reserve(400 * MiB, 20s); // 276 MiB lacking
   CHECK(test::eventually([&] { return find(b.snapshot(), "small")->reclaim.answered == 1; }));

@@ -83,7 +83,7 @@ TEST_CASE("a holder killed by SIGKILL: its start-up lock passes to a waiter") {
 TEST_CASE("a stopped holder keeps the start-up lock: a waiter times out naming it") {
   test::unique_table t("su-stop");
   const pid_t h = holder(t, "stopped-holder");
-  ::kill(h, SIGSTOP);
+  REQUIRE(test::stop_process(h));
   test::shared_block<report> r(2);
   const pid_t w = waiter(t, "impatient", 300ms, r[0]);
   REQUIRE(test::wait_exit_within(w, 30s) == 0);
@@ -107,7 +107,7 @@ TEST_CASE("a stopped holder keeps the start-up lock: a waiter times out naming i
 TEST_CASE("evicting a stopped holder releases its start-up lock") {
   test::unique_table t("su-evict");
   const pid_t h = holder(t, "stuck-engine");
-  ::kill(h, SIGSTOP);
+  REQUIRE(test::stop_process(h));
   test::shared_block<report> r;
   const pid_t w = waiter(t, "next-engine", 30s, r[0]);
   session obs = t.join("observer");

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// Forked children for multi-process tests: start one, wait for it (with or without a limit), run
-// one with its stderr captured, and start one that sets something up and then holds it until it
-// is killed (the shape that mp-crash, mp-protocol-waits, unit-session and the CLI tests share).
+// Forked children for multi-process tests: start one, wait for it (with or without a limit), stop
+// one (and know that it stopped), run one with its stderr captured, and start one that sets
+// something up and then holds it until it is killed (the shape that mp-crash, mp-protocol-waits,
+// unit-session and the CLI tests share).
 #pragma once
 
+#include <dirent.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -68,6 +70,43 @@ inline int wait_exit_within(pid_t pid, std::chrono::milliseconds limit) {
   ::kill(pid, SIGKILL);
   wait_exit(pid);
   return -1;
+}
+
+/// Stops `pid` with SIGSTOP and returns once every one of its threads has stopped (true), or
+/// false if they had not within `limit`. kill() returns before the stop lands: until the thread
+/// chosen to take the signal runs, the process's other threads go on (a watcher woken at that
+/// moment answers a request: seen under load). Reads /proc/<pid>/task/*/stat, so that the
+/// process need not be a child of this one.
+inline bool stop_process(pid_t pid,
+                         std::chrono::milliseconds limit = std::chrono::milliseconds(10000)) {
+  if (::kill(pid, SIGSTOP) != 0) return false;
+  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  const auto end = std::chrono::steady_clock::now() + limit;
+  do {
+    bool all = true;
+    bool any = false;
+    if (DIR* d = ::opendir(tasks.c_str())) {
+      while (const dirent* e = ::readdir(d)) {
+        if (e->d_name[0] == '.') continue;
+        char state = '?';
+        if (std::FILE* f = std::fopen((tasks + "/" + e->d_name + "/stat").c_str(), "r")) {
+          // "<tid> (<comm>) <state> ...": the state follows the last ')'.
+          char line[512] = {};
+          const std::size_t n = std::fread(line, 1, sizeof line - 1, f);
+          std::fclose(f);
+          const std::string text(line, n);
+          const std::size_t close = text.rfind(')');
+          if (close != std::string::npos && close + 2 < text.size()) state = text[close + 2];
+        }
+        any = true;
+        if (state != 'T' && state != 't') all = false;
+      }
+      ::closedir(d);
+    }
+    if (any && all) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  } while (std::chrono::steady_clock::now() < end);
+  return false;
 }
 
 /// Kills `pid` with SIGKILL and waits for it; its exit code (128 + SIGKILL unless it had ended).
