@@ -48,8 +48,8 @@ session_info waiter(std::uint32_t slot, std::uint64_t wanted) {
 table_snapshot table_of(std::vector<session_info> sessions) {
   table_snapshot s;
   s.object_name = "/gpushare.d.u0.k";
-  s.key = "k";
-  s.domain = "d";
+  s.key = std::string("k");
+  s.domain = std::string("d");
   s.slot_count = 8;
   s.sessions = std::move(sessions);
   return s;

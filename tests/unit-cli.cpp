@@ -559,7 +559,7 @@ TEST_CASE("status text: counts of tables, sessions and slots agree in number") {
   CHECK(two_text.find(", 2 slots, created by pid") != std::string::npos);
 
   domain_choice from_env;
-  from_env.name = "d";
+  from_env.name = std::string("d");
   from_env.from_environment = true;
   CHECK(status_text(nullptr, one, from_env)
             .starts_with("1 table, 1 live session (only domain \"d\", from GPUSHARE_DOMAIN; "

@@ -40,7 +40,7 @@ TEST_CASE("a capacity notice goes to the handler once per process and stays on e
     gs::session_options o = t.options("a");
     o.capacity = 2ull << 30; // asks for another capacity: the table keeps its own
     gs::session a(t.key(), o);
-    o.name = "b";
+    o.name = std::string("b");
     gs::session b(t.key(), o);
     return got.size() == 1 && got[0].severity == gs::notice::kind::note &&
            got[0].text.find("1.00 GiB") != std::string::npos && a.notices().size() == 1 &&

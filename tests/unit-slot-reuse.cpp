@@ -43,9 +43,9 @@ TEST_CASE("a session joining a reused slot starts with no quantum debt and no bu
   test::unique_table t("reuse-debt");
   session_options o = t.options();
   o.quantum = 5ms;
-  o.name = "a";
+  o.name = std::string("a");
   auto a = std::make_optional<session>(t.key(), o);
-  o.name = "b";
+  o.name = std::string("b");
   session b(t.key(), o);
   const std::uint32_t slot = a->id().slot;
   auto raw = map_raw(t);
@@ -62,7 +62,7 @@ TEST_CASE("a session joining a reused slot starts with no quantum debt and no bu
   REQUIRE(raw.slot(slot).compute.quantum_debt_ns == 5'000'000); // a's debt (capped at one quantum)
   REQUIRE(raw.slot(slot).compute.last_turn_busy == 1);
   a.reset(); // a leaves
-  o.name = "c";
+  o.name = std::string("c");
   session c(t.key(), o);
   REQUIRE(c.id().slot == slot);
   CHECK(raw.slot(slot).compute.quantum_debt_ns ==

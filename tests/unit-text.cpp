@@ -54,7 +54,7 @@ TEST_CASE("table_name is the name a session of that domain and key uses, and tab
         "/dev/shm/gpushare." + domain + ".u" + uid + ".k");
   gs::session_options o;
   o.domain = domain;
-  o.name = "t";
+  o.name = std::string("t");
   {
     gs::session s("k", o);
     CHECK(s.table_name() == gs::table_name(domain, "k"));

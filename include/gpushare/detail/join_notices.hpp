@@ -140,7 +140,8 @@ inline std::string split_tables_warning(std::string_view own, std::string_view k
   std::size_t n = 0;
   for (const table_entry& e : tables) {
     if (e.object_name == own) continue;
-    others += (n++ == 0 ? "" : ", ") + table_entry_text(e);
+    if (n++ != 0) others += ", ";
+    others += table_entry_text(e);
   }
   if (n == 0) return {};
   return "this session joined table " + std::string(own) + ", but " + std::to_string(n) +
