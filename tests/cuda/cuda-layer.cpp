@@ -460,28 +460,36 @@ TEST_CASE("a CUDA guard with a timeout gives up on a holder that keeps the GPU, 
 
 TEST_CASE("a guard that ends inside its quantum does not drain although another session waits") {
   CUTEST_REQUIRE_GPU();
-  cutest::private_domain d("nodrain");
-  auto oa = d.options("holder");
-  oa.quantum = 10s; // its turn lasts long: its guard exits hand nothing over
-  gc::device_session a(0, oa, no_overhead());
-  gc::device_session b(0, d.options("waiter"), no_overhead());
-  d.uses(a.device().uuid);
-  stream sa, sb;
-  std::thread waiter;
-  {
-    gc::scoped_kernel first(a, sa.s); // a holds the device
-    waiter = std::thread([&] { gc::scoped_kernel gb(b, sb.s); });
-    while (b.info().waiting_for_device == 0) std::this_thread::sleep_for(1ms);
+  // A gap of over 200 us between a's guards (a holder's idle grace; a thread descheduled on a
+  // busy machine) hands the device to b by design (design.md section 11, "Idle budget"): such a
+  // run says nothing of guard exits (CI at ctest -j4 had one). Up to 5 runs, for one without.
+  bool checked = false;
+  for (int attempt = 0; attempt < 5 && !checked; ++attempt) {
+    cutest::private_domain d("nodrain");
+    auto oa = d.options("holder");
+    oa.quantum = 10s; // its turn lasts long: its guard exits hand nothing over
+    gc::device_session a(0, oa, no_overhead());
+    gc::device_session b(0, d.options("waiter"), no_overhead());
+    d.uses(a.device().uuid);
+    stream sa, sb;
+    std::thread waiter;
+    {
+      gc::scoped_kernel first(a, sa.s); // a holds the device
+      waiter = std::thread([&] { gc::scoped_kernel gb(b, sb.s); });
+      while (b.info().waiting_for_device == 0) std::this_thread::sleep_for(1ms);
+    }
+    for (int i = 0; i < 3; ++i) {
+      gc::scoped_kernel guard(a, sa.s);
+      REQUIRE(gpushare_test::launch_spin(sa.s, 1'000'000) == cudaSuccess);
+    }
+    checked = b.info().waiting_for_device == 1; // still a's turn
+    CHECK(checked == (a.info().handovers == 0));
+    if (checked) CHECK(a.statistics().drains == 0); // no handover came, so no drain was needed
+    a.leave();                                      // now b gets the device
+    waiter.join();
+    CHECK(b.info().guards == 1);
   }
-  for (int i = 0; i < 3; ++i) {
-    gc::scoped_kernel guard(a, sa.s);
-    REQUIRE(gpushare_test::launch_spin(sa.s, 1'000'000) == cudaSuccess);
-  }
-  CHECK(b.info().waiting_for_device == 1); // still a's turn
-  CHECK(a.statistics().drains == 0);       // no handover came, so no drain was needed
-  a.leave();                               // now b gets the device
-  waiter.join();
-  CHECK(b.info().guards == 1);
+  CHECK(checked);
 }
 
 TEST_CASE("guards of one session on two streams at once are accounted their union, not the sum") {
