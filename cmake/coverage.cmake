@@ -15,7 +15,7 @@ if(GPUSHARE_COVERAGE)
   if(GPUSHARE_SANITIZE)
     message(FATAL_ERROR "GPUSHARE_COVERAGE and GPUSHARE_SANITIZE are separate builds")
   endif()
-  # Debug unless the user chose otherwise (the RelWithDebInfo default below then stays out). -O0
+  # Debug unless the user chose otherwise (the Release default below then stays out). -O0
   # below wins over a build type's -O for g++ compiles, but not for nvcc's host compiles: nvcc
   # puts its own -O (from the build type's flags) after -Xcompiler's.
   get_property(gpushare_coverage_multi_config GLOBAL PROPERTY GENERATOR_IS_MULTI_CONFIG)

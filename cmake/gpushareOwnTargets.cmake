@@ -22,7 +22,7 @@ function(gpushare_own_target target)
       $<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings -Xcompiler=-Wall,-Wextra,-Werror>)
   set_target_properties(${target} PROPERTIES CXX_STANDARD 20 CXX_STANDARD_REQUIRED ON
                                              CUDA_STANDARD 20 CUDA_STANDARD_REQUIRED ON)
-  # Line tables only (-g1) in the default RelWithDebInfo build: enough for a backtrace, perf or a
+  # Line tables only (-g1) in a RelWithDebInfo build: enough for a backtrace, perf or a
   # sanitizer's report, and a file of ours compiles a quarter faster than with -g (issue 39;
   # examples/quickstart.cpp: 17.0 s -> 12.1 s). A Debug build keeps full debug information.
   target_compile_options(${target}
