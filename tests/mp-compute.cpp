@@ -295,7 +295,7 @@ TEST_CASE("yield points: an at_yield session hands over at iteration ends, not m
   test::shared_block<control> c;
   auto worker = [&](int who, handover_point mode) {
     return test::spawn([&, who, mode] {
-      session_options o = t.options("w" + std::to_string(who));
+      session_options o = t.options(std::string("w").append(std::to_string(who)));
       o.handover = mode;
       o.quantum = 1500us; // used up after two of the four 1 ms guards of an iteration
       session s(t.key(), o);

@@ -5,7 +5,10 @@
 // change ends the lease.
 #include <doctest/doctest.h>
 
+#include <cstring>
+#include <optional>
 #include <random>
+#include <thread>
 
 #include "test_util.hpp"
 
@@ -137,4 +140,112 @@ TEST_CASE("a settings change ends the lease: a compute limit applies to the next
   MESSAGE("device time " << used * 100 << "% of wall time under a 50% limit");
   CHECK(used < 0.70); // without the limit (still on the lease): thousands of percent
   CHECK(a.info().guards_on_lease == on_lease); // no lease under a compute limit
+}
+
+// ---------------------------------------------------------------------------------------------
+// leave() against a lease operation in flight in another thread (issue 40, A1-A2). A test hook
+// (detail::crash_point_hook) parks one thread right after its lease operation saw the session
+// joined; another thread then calls leave(). Before the fix leave() returned at once, a new
+// session took the freed slot, and the parked operation's lock-free update then landed on it.
+// ---------------------------------------------------------------------------------------------
+namespace {
+/// Parks the armed thread at the crash point `point` until release().
+struct parking {
+  static inline std::atomic<const char*> point{nullptr};
+  static inline std::atomic<int> parked{0}, released{0};
+  static inline thread_local bool armed = false;
+  explicit parking(const char* where) {
+    point = where;
+    parked = 0;
+    released = 0;
+    detail::crash_point_hook = [](const char* at) {
+      if (!armed || std::strcmp(at, point.load()) != 0) return;
+      armed = false;
+      parked = 1;
+      while (released.load() == 0) std::this_thread::sleep_for(1ms);
+    };
+  }
+  ~parking() {
+    release();
+    detail::crash_point_hook = nullptr;
+  }
+  parking(const parking&) = delete;
+  parking& operator=(const parking&) = delete;
+  void release() { released = 1; }
+};
+
+/// The scenario of both test cases: `guard_thread` parks in its lease operation, then another
+/// thread leaves `a`. Returns whether leave() returned while the operation was parked (the bug).
+/// When it did, session `b` joins at once (into a's slot, the pid's first free one) and enters
+/// a guard on its own lease before the parked operation goes on; otherwise only after.
+struct leave_race {
+  test::unique_table& t;
+  std::optional<session> b;
+  std::optional<scoped_kernel> b_guard;
+  void b_on_lease() {
+    b.emplace(t.join("b"));
+    { scoped_kernel warm(*b); } // its exit grants b the lease
+    b_guard.emplace(*b);        // on the lease: counted in the slot's lease_guards
+  }
+  bool run(session& a, parking& p, std::thread& guard_thread) {
+    REQUIRE(test::eventually([&] { return parking::parked.load() == 1; }));
+    std::atomic<bool> left{false};
+    std::thread leaver([&] {
+      a.leave();
+      left = true;
+    });
+    const bool left_while_parked = test::eventually([&] { return left.load(); }, 300ms);
+    if (left_while_parked) b_on_lease();
+    p.release();
+    guard_thread.join();
+    leaver.join();
+    if (!left_while_parked) b_on_lease();
+    return left_while_parked;
+  }
+};
+} // namespace
+
+TEST_CASE("a guard's lease exit that comes after leave() never lands on the slot's next owner") {
+  test::unique_table t("lease-late-exit", 16 * MiB);
+  auto a = t.join("a");
+  { scoped_kernel warm(a); } // a holds the lease
+  const session_id a_id = a.id();
+  parking p("lease.exit.checked");
+  std::thread guard_thread([&] {
+    scoped_kernel g(a); // on the lease; its exit parks after checking that a is joined
+    parking::armed = true;
+  });
+  leave_race race{t, {}, {}};
+  CHECK_FALSE(race.run(a, p, guard_thread)); // leave() waited for the exit in flight
+  REQUIRE(race.b->id().slot == a_id.slot);
+  // b's own guard runs: the late exit of a's guard took nothing off b's count.
+  session_info i = info_of(t.open().snapshot(), race.b->id());
+  CHECK(i.active_guards == 1);
+  race.b_guard.reset();
+  i = info_of(t.open().snapshot(), race.b->id());
+  CHECK(i.active_guards == 0);
+  CHECK(i.guards == 2); // b's two guards, and nothing of a's
+}
+
+TEST_CASE("a guard's lease entry that comes after leave() leaves no phantom guard in the slot") {
+  test::unique_table t("lease-late-entry", 16 * MiB);
+  auto a = t.join("a");
+  { scoped_kernel warm(a); } // a holds the lease
+  const session_id a_id = a.id();
+  parking p("lease.enter.checked");
+  std::thread guard_thread([&] {
+    parking::armed = true;
+    scoped_kernel g(a); // parks in its lease entry after checking that a is joined
+  });
+  leave_race race{t, {}, {}};
+  CHECK_FALSE(race.run(a, p, guard_thread)); // leave() waited for the entry in flight
+  REQUIRE(race.b->id().slot == a_id.slot);
+  race.b_guard.reset();
+  // No guard of b runs now: a's late entry did not count itself on b's lease.
+  const session_info i = info_of(t.open().snapshot(), race.b->id());
+  CHECK(i.active_guards == 0);
+  CHECK(i.guards == 2);
+  // and a peer gets the device at once
+  auto c = t.join("c");
+  CHECK_NOTHROW([&] { scoped_kernel g(c, 2s); }());
 }

@@ -11,6 +11,8 @@
 // "stopper" child that takes the table lock and stops itself (SIGSTOP) until the test resumes it.
 #include <doctest/doctest.h>
 
+#include <cstring>
+
 #include "test_util.hpp"
 
 using namespace gpushare;
@@ -208,4 +210,69 @@ TEST_CASE(
   held.reset();
   auto r = holder.reserve(100 * MiB, 0ms); // all of it: w's 15 MiB came back
   CHECK(r.size() == 100 * MiB);
+}
+
+namespace {
+/// Crash-point hook state of a child that kills itself at its `kill_at`-th fold point.
+struct fold_killer {
+  static inline int hits = 0;
+  static inline int kill_at = 0;
+  static void hook(const char* at) {
+    if (std::strncmp(at, "journal.fold.", 13) == 0 && ++hits == kill_at) ::raise(SIGKILL);
+  }
+};
+} // namespace
+
+TEST_CASE("a locker killed at any point of a journal fold loses nothing: the next locker folds") {
+  // Two slots hold journaled updates: device time of one session and a release of another's
+  // 15 MiB (as their owners' exits write them when the lock times out). A child takes the lock
+  // and is killed at its k-th fold point (journal.fold.begin, .step, .slot), for every k until a
+  // fold runs to its end. Before: the fold zeroed journal_pending first, so the next locker
+  // (which repairs the dead owner's lock) saw nothing to fold: the release stayed booked.
+  int completed_at = 0;
+  for (int k = 1; k <= 64 && completed_at == 0; ++k) {
+    CAPTURE(k);
+    test::unique_table t("journal-fold-kill", 100 * MiB);
+    session s1 = t.join("s1");
+    steps st;
+    const pid_t w = test::spawn([&] {
+      session s = t.join("w");
+      auto mine = s.reserve(15 * MiB, 0ms);
+      st.set(1);
+      ::pause(); // its release is journaled below, as if its own exit had timed out
+      return 0;
+    });
+    const reaper reap_w{w};
+    REQUIRE(st.reached(1));
+    auto raw = map_raw(t);
+    std::uint32_t w_slot = 0;
+    for (const auto& i : s1.snapshot().sessions)
+      if (i.name == "w") w_slot = i.id.slot;
+    d::journal_device_time(raw.header(), raw.slot(s1.id().slot), 7'000'000);
+    d::journal_shrink(raw.header(), raw.slot(w_slot), 15 * MiB);
+    const int rc = run_bounded(
+        [&] {
+          fold_killer::kill_at = k;
+          d::crash_point_hook = &fold_killer::hook;
+          auto mine = map_raw(t);
+          d::table_core::guard g(mine); // folds, and is killed at its k-th point
+          return 0;
+        },
+        10000ms);
+    if (rc == 0)
+      completed_at = k;
+    else
+      REQUIRE(rc == 128 + SIGKILL);
+    const table_snapshot snap = s1.snapshot(); // takes the lock over, repairs, folds
+    const session_info* wi = find(snap, "w");
+    const session_info* si = find(snap, "s1");
+    REQUIRE(wi != nullptr);
+    REQUIRE(si != nullptr);
+    CHECK(si->device_ns == 7'000'000); // once: not lost, not twice
+    CHECK(wi->reserved == 0);          // before: 15 MiB, booked until w journaled again
+    CHECK(snap.reserved_total == 0);
+    CHECK(raw.header().journal_pending.load() == 0);
+    CHECK(raw.header().lock_repairs == (rc == 0 ? 0u : 1u));
+  }
+  CHECK(completed_at == 14); // 1 + 6 points for each of the two slots; then one fold to its end
 }

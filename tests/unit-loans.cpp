@@ -43,20 +43,14 @@ struct loan_table {
     return {header.get(), slots.data(), static_cast<std::uint32_t>(slots.size())};
   }
   /// What grow_loop() decides for slot `i` growing by `bytes` (`prompt`: it has a watcher):
-  /// granted as its own, granted on loan, or not now.
+  /// granted as its own, granted on loan, or not now (decide_grow, applied as grow_loop does).
   d::budget_verdict grow(std::uint32_t i, std::uint64_t bytes, d::memory_kind kind,
                          bool prompt = true) {
-    d::budget_verdict v = d::check_grow_in(view(), i, bytes);
-    d::memory_kind k = kind;
-    if (v == d::budget_verdict::not_now && prompt && kind == d::memory_kind::reclaimable &&
-        d::may_borrow(view(), i, bytes)) {
-      v = d::budget_verdict::granted;
-      k = d::memory_kind::loan;
-    }
-    if (v == d::budget_verdict::granted && d::held_for_reclaim(view(), i))
-      v = d::budget_verdict::not_now; // what is being given back is for the waiter
-    if (v == d::budget_verdict::granted) d::apply_grow(*header, slots[i], bytes, k);
-    return v;
+    const d::grow_decision g =
+        d::decide_grow(view(), i, bytes, kind, prompt && kind == d::memory_kind::reclaimable);
+    if (g.verdict == d::budget_verdict::granted)
+      d::apply_grow(*header, slots[i], bytes, g.kind, g.on_loan);
+    return g.verdict;
   }
   d::reclaim_look ask(std::uint32_t w, std::uint64_t bytes, std::uint64_t now,
                       std::uint64_t deadline = 2 * s_ns) {
@@ -232,6 +226,77 @@ TEST_CASE("loans: a shrink journaled without the lock returns loans and absorbs 
   t.check_totals();
 }
 
+TEST_CASE("loans: a growth that only partly needs a loan borrows only that part") {
+  loan_table t(1000 * MiB);
+  t.join(0, 600 * MiB); // the lender
+  d::slot_record& b = t.join(1);
+  t.join(2); // b's class, no guarantee
+  REQUIRE(t.grow(1, 300 * MiB, d::memory_kind::fixed) == d::budget_verdict::granted);
+  // 100 MiB of the capacity is nobody's: 100 MiB of the 250 are b's own, 150 on loan.
+  REQUIRE(t.grow(1, 250 * MiB, d::memory_kind::reclaimable) == d::budget_verdict::granted);
+  CHECK(b.loan.borrowed == 150 * MiB); // before: 250 MiB, the whole growth
+  CHECK(t.header->committed_total == 1000 * MiB);
+  CHECK(t.header->lent_total == 150 * MiB);
+  t.check_totals();
+  // So the room is gone for the others (before: 100 MiB committed to nobody, which c took) ...
+  CHECK(t.grow(2, 100 * MiB, d::memory_kind::fixed) == d::budget_verdict::not_now);
+  // ... and the lender's call writes off what was lent, no more.
+  d::add_memory_waiter(*t.header, t.slots[0]);
+  (void)t.ask(0, 600 * MiB, 0, 2 * s_ns);
+  CHECK(t.asked(1) == 150 * MiB); // before: 250 MiB, after c's growth
+  (void)d::expire_reclaim(t.view(), 2 * s_ns);
+  CHECK(b.loan.written_off == 150 * MiB);
+  CHECK(b.memory.reserved == 400 * MiB);
+  CHECK(d::check_grow_in(t.view(), 0, 600 * MiB) == d::budget_verdict::granted);
+  t.check_totals();
+}
+
+TEST_CASE("loans: guaranteed reserves that wait together are all served at one deadline") {
+  loan_table t(1000 * MiB);
+  for (std::uint32_t i = 0; i < 3; ++i) t.join(i, 200 * MiB); // three guarantees, idle
+  d::slot_record& lender_of_all = t.join(3);
+  REQUIRE(t.grow(3, 400 * MiB, d::memory_kind::fixed) == d::budget_verdict::granted);
+  REQUIRE(t.grow(3, 600 * MiB, d::memory_kind::reclaimable) == d::budget_verdict::granted);
+  REQUIRE(lender_of_all.loan.borrowed == 600 * MiB);
+  for (std::uint32_t i = 0; i < 3; ++i) {
+    d::add_memory_waiter(*t.header, t.slots[i]);
+    (void)t.ask(i, 200 * MiB, i, 2 * s_ns); // one after another, at once
+  }
+  CHECK(t.asked(3) == 600 * MiB); // before: 200 MiB: each counted the others' calls as its own
+  (void)d::expire_reclaim(t.view(), 2 * s_ns); // the borrower never answers
+  for (std::uint32_t i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    CHECK(t.grow(i, 200 * MiB, d::memory_kind::fixed) == d::budget_verdict::granted);
+    d::memory_wait_ended(*t.header, t.slots[i], 2 * s_ns);
+  }
+  t.check_totals();
+}
+
+TEST_CASE("loans: a late answer to a call written off does not lower the next call") {
+  loan_table t(1000 * MiB);
+  d::slot_record& a = t.join(0, 600 * MiB);
+  d::slot_record& b = t.join(1);
+  REQUIRE(t.grow(1, 400 * MiB, d::memory_kind::fixed) == d::budget_verdict::granted);
+  REQUIRE(t.grow(1, 500 * MiB, d::memory_kind::reclaimable) == d::budget_verdict::granted);
+  d::add_memory_waiter(*t.header, a);
+  (void)t.ask(0, 300 * MiB, 0, 2 * s_ns);
+  REQUIRE(t.asked(1) == 200 * MiB);
+  const auto seen = static_cast<std::uint32_t>(b.reclaim.seq.load()); // b's watcher sees it, stops
+  (void)d::expire_reclaim(t.view(), 2 * s_ns);                        // written off
+  REQUIRE(t.grow(0, 300 * MiB, d::memory_kind::fixed) == d::budget_verdict::granted);
+  d::memory_wait_ended(*t.header, a, 2 * s_ns);
+  // a grows again, within its guarantee: a new call, for 300 MiB.
+  d::add_memory_waiter(*t.header, a);
+  (void)t.ask(0, 300 * MiB, 3 * s_ns, 2 * s_ns);
+  REQUIRE(t.asked(1) == 300 * MiB);
+  // b resumes and answers the first call: it releases the 200 MiB the table wrote off.
+  d::apply_shrink(*t.header, b, 200 * MiB, d::memory_kind::reclaimable);
+  d::answer_reclaim(*t.header, b, seen, 200 * MiB, 3 * s_ns);
+  CHECK(t.asked(1) == 300 * MiB); // before: 100 MiB, and a asked again after it
+  CHECK(b.loan.call == 1);
+  t.check_totals();
+}
+
 namespace {
 
 /// A reservation as its session sees it.
@@ -280,28 +345,57 @@ struct loan_sim {
   std::vector<std::vector<held_block>> blocks;
 };
 
-/// The one waiting reserve of the simulation.
+/// A waiting reserve of the simulation (at most one per session).
 struct pending {
   std::uint32_t slot;
   std::uint64_t bytes, start, first_look;
   bool within_guarantee;
 };
 
+/// How a session answers requests: at once, late (stopped for a while, then it answers the
+/// request it saw, with that request's seq), or never (hung).
+enum class answering { prompt, late, never };
+
+/// A late session's answer to come: the request it saw (its seq and bytes) and when it answers.
+struct late_answer {
+  std::uint32_t seq = 0;
+  std::uint64_t bytes = 0, due = 0;
+  bool set = false;
+};
+
 constexpr std::uint64_t sim_deadline = 2 * s_ns;
 
-/// The waiter looks at `now`: expired calls first, then asks; the sessions that answer give.
-/// Returns true when it is then granted. A wait within its guarantee, whose calls went out at
-/// its first look (grow_loop looks at once), must be served by their deadline.
-bool waiter_look(loan_sim& m, pending& w, std::uint64_t now, const std::vector<bool>& answers) {
+/// The sessions that answer: prompt ones give what they are asked now; late ones note the
+/// request they see, and answer it (maybe after its deadline wrote it off) when it is due.
+void answer_requests(loan_sim& m, const std::vector<answering>& how, std::vector<late_answer>& late,
+                     std::uint64_t now) {
+  for (std::uint32_t j = 0; j < m.t.slots.size(); ++j) {
+    d::slot_record& s = m.t.slots[j];
+    const auto seq = static_cast<std::uint32_t>(s.reclaim.seq.load());
+    if (how[j] == answering::prompt && m.t.asked(j) != 0) {
+      d::answer_reclaim(*m.t.header, s, seq, m.give_back(j, m.t.asked(j)), now);
+    } else if (how[j] == answering::late) {
+      late_answer& l = late[j];
+      if (!l.set && m.t.asked(j) != 0) {
+        l = {seq, m.t.asked(j), now + m.pick(0, 3000) * 1'000'000, true};
+      } else if (l.set && now >= l.due) {
+        d::answer_reclaim(*m.t.header, s, l.seq, m.give_back(j, l.bytes), now);
+        l.set = false;
+      }
+    }
+  }
+}
+
+/// Waiter `w` looks at `now`: it asks (expired calls are written off first), the sessions
+/// answer, and it tries again. Returns true when it is granted. A wait within its guarantee,
+/// whose calls went out at its first look (grow_loop looks at once), must be served by their
+/// deadline, however many others wait with it.
+bool waiter_look(loan_sim& m, pending& w, std::uint64_t now, const std::vector<answering>& how,
+                 std::vector<late_answer>& late) {
   d::slot_record& ws = m.t.slots[w.slot];
   (void)m.t.ask(w.slot, w.bytes, now, sim_deadline);
   if (w.first_look == 0) w.first_look = now;
-  for (std::uint32_t j = 0; j < m.t.slots.size(); ++j)
-    if (m.t.asked(j) != 0 && answers[j]) {
-      const auto seq = static_cast<std::uint32_t>(m.t.slots[j].reclaim.seq.load());
-      const std::uint64_t given = m.give_back(j, m.t.asked(j));
-      d::answer_reclaim(*m.t.header, m.t.slots[j], seq, given, now);
-    }
+  answer_requests(m, how, late, now);
   if (m.t.grow(w.slot, w.bytes, d::memory_kind::fixed) == d::budget_verdict::granted) {
     m.blocks[w.slot].push_back({w.bytes, d::memory_kind::fixed});
     d::memory_wait_ended(*m.t.header, ws, now - w.start);
@@ -312,10 +406,23 @@ bool waiter_look(loan_sim& m, pending& w, std::uint64_t now, const std::vector<b
   return false;
 }
 
+/// A growth granted on loan borrows only what did not fit: after it, the capacity nobody had
+/// committed is gone (or, with loans out, what nobody held). Before: the whole growth was lent.
+void check_loan_grant(const loan_sim& m, std::uint64_t borrowed_before, std::uint64_t held_before,
+                      std::uint32_t i, std::uint64_t bytes) {
+  const d::table_header& h = *m.t.header;
+  const std::uint64_t lent = m.t.slots[i].loan.borrowed - borrowed_before;
+  if (lent == 0) return;
+  CHECK(lent <= bytes);
+  const bool commitment_full = h.committed_total == h.capacity;
+  const bool held_full = held_before + (bytes - lent) >= h.capacity; // (only with loans out)
+  CHECK((commitment_full || held_full));
+}
+
 /// One random action of session `i`: a release, or a growth that is granted (as its own or on
-/// loan), dropped, or (fixed memory, nobody waiting yet) becomes the waiter.
+/// loan), dropped, or (fixed memory, the session not waiting yet) becomes a waiter.
 void random_action(loan_sim& m, std::uint32_t i, std::uint64_t now, bool prompt,
-                   std::optional<pending>& w) {
+                   std::vector<pending>& waiting) {
   if (m.pick(0, 2) == 0 && !m.blocks[i].empty()) {
     const std::size_t k = m.pick(0, m.blocks[i].size() - 1);
     d::apply_shrink(*m.t.header, m.t.slots[i], m.blocks[i][k].bytes, m.blocks[i][k].kind);
@@ -324,45 +431,85 @@ void random_action(loan_sim& m, std::uint32_t i, std::uint64_t now, bool prompt,
   }
   const d::slot_record& s = m.t.slots[i];
   const std::uint64_t bytes = m.pick(1, 300) * MiB;
-  const auto kind = m.pick(0, 1) ? d::memory_kind::reclaimable : d::memory_kind::fixed;
+  // Sessions without a guarantee grow mostly caches (reclaimable): the borrowers.
+  const bool cache = s.settings.memory_guarantee == 0 ? m.pick(0, 3) != 0 : m.pick(0, 1) != 0;
+  const auto kind = cache ? d::memory_kind::reclaimable : d::memory_kind::fixed;
+  const std::uint64_t borrowed_before = s.loan.borrowed, held_before = m.t.header->held_total;
+  const bool is_waiting =
+      std::any_of(waiting.begin(), waiting.end(), [&](const pending& p) { return p.slot == i; });
+  if (is_waiting) return; // its thread waits
   if (m.t.grow(i, bytes, kind, prompt) == d::budget_verdict::granted) {
     m.blocks[i].push_back({bytes, kind});
-  } else if (!w && d::check_grow_in(m.t.view(), i, bytes) == d::budget_verdict::not_now &&
+    check_loan_grant(m, borrowed_before, held_before, i, bytes);
+  } else if (d::check_grow_in(m.t.view(), i, bytes) == d::budget_verdict::not_now &&
              kind == d::memory_kind::fixed) {
     // It waits. Within its guarantee, loans are all that can stand in its way.
     const bool within =
         d::sat_add(d::sat_sub(d::held(s), s.loan.borrowed), bytes) <= s.settings.memory_guarantee;
     d::add_memory_waiter(*m.t.header, m.t.slots[i]);
-    w = pending{i, bytes, now, 0, within};
+    waiting.push_back(pending{i, bytes, now, 0, within});
+  }
+}
+
+/// Now and then every session with room left in its guarantee reserves part of it at the same
+/// moment: reserves within guarantees that wait together, while loans may hold their room.
+void guaranteed_burst(loan_sim& m, std::uint64_t now, std::vector<pending>& waiting) {
+  for (std::uint32_t i = 0; i < m.t.slots.size(); ++i) {
+    const d::slot_record& s = m.t.slots[i];
+    const std::uint64_t own = d::sat_sub(d::held(s), s.loan.borrowed);
+    const std::uint64_t idle = d::sat_sub(s.settings.memory_guarantee, own) / MiB;
+    const bool is_waiting =
+        std::any_of(waiting.begin(), waiting.end(), [&](const pending& p) { return p.slot == i; });
+    if (idle == 0 || is_waiting) continue;
+    const std::uint64_t bytes = m.pick(1, idle) * MiB;
+    if (m.t.grow(i, bytes, d::memory_kind::fixed) == d::budget_verdict::granted) {
+      m.blocks[i].push_back({bytes, d::memory_kind::fixed});
+    } else {
+      d::add_memory_waiter(*m.t.header, m.t.slots[i]);
+      waiting.push_back(pending{i, bytes, now, 0, true});
+    }
   }
 }
 
 } // namespace
 
-TEST_CASE("loans: a seeded random simulation - the budget and the capacity hold, and a growth "
-          "within a guarantee is served by its deadline") {
-  for (std::uint32_t seed = 1; seed <= 150; ++seed) {
+TEST_CASE("loans: a seeded random simulation - the budget and the capacity hold, a growth on loan "
+          "borrows only what did not fit, and growths within guarantees that wait together, with "
+          "answers late or missing, are each served by their deadline") {
+  for (std::uint32_t seed = 1; seed <= 300; ++seed) {
     CAPTURE(seed);
-    const std::uint32_t n = static_cast<std::uint32_t>(3 + seed % 4);
+    const std::uint32_t n = static_cast<std::uint32_t>(3 + seed % 5);
     loan_sim m(seed, n);
-    std::vector<bool> prompt(n), answers(n);
+    std::vector<bool> prompt(n);
+    std::vector<answering> how(n);
+    std::vector<late_answer> late(n);
     std::uint64_t left = 1000 * MiB;
     for (std::uint32_t i = 0; i < n; ++i) {
-      const std::uint64_t g = m.pick(0, 1) ? m.pick(0, left / MiB / 2) * MiB : 0;
+      const std::uint64_t g = m.pick(0, 2) != 0 ? m.pick(0, left / MiB / 2) * MiB : 0;
       left -= g;
       m.t.join(i, g, static_cast<int>(m.pick(0, 2)));
       prompt[i] = m.pick(0, 3) != 0;
-      answers[i] = m.pick(0, 2) != 0; // a third are stopped or hung when asked
+      how[i] = static_cast<answering>(m.pick(0, 2)); // a third late, a third hung when asked
     }
     std::uint64_t now = 0;
-    std::optional<pending> w;
-    for (int step = 0; step < 120; ++step) {
-      now += m.pick(0, 900) * 1'000'000;
-      if (w && waiter_look(m, *w, now, answers)) w.reset();
+    std::vector<pending> waiting;
+    for (int step = 0; step < 160; ++step) {
+      now += m.pick(0, 400) * 1'000'000; // reserves often wait at the same time
+      std::shuffle(waiting.begin(), waiting.end(), m.rng);
+      for (std::size_t k = 0; k < waiting.size();) {
+        if (waiter_look(m, waiting[k], now, how, late))
+          waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(k));
+        else
+          ++k;
+      }
+      answer_requests(m, how, late, now);
       m.check();
-      const auto i = static_cast<std::uint32_t>(m.pick(0, n - 1));
-      random_action(m, i, now, prompt[i], w);
-      m.check();
+      if (m.pick(0, 9) == 0) guaranteed_burst(m, now, waiting);
+      for (auto actions = m.pick(1, 2); actions > 0; --actions) {
+        const auto i = static_cast<std::uint32_t>(m.pick(0, n - 1));
+        random_action(m, i, now, prompt[i], waiting);
+        m.check();
+      }
     }
   }
 }

@@ -309,15 +309,20 @@ TEST_CASE("reclaim: while requests are out for a waiter, others of its class or 
   t.header->memory_waiters = 1;
   t.ask(2, 300 * MiB, 0); // 200 MiB lacking: the cache is asked
   REQUIRE(t.asked(0) == 200 * MiB);
-  CHECK_FALSE(d::held_for_reclaim(t.view(), 2)); // the waiter itself
-  CHECK(d::held_for_reclaim(t.view(), 0));       // the giver cannot grow its cache back
-  CHECK(d::held_for_reclaim(t.view(), 1));       // nor can a lower class take what it gives
-  CHECK(d::held_for_reclaim(t.view(), 3));       // nor an equal one
-  CHECK_FALSE(d::held_for_reclaim(t.view(), 4)); // a higher class is not held
+  CHECK_FALSE(d::held_for_reclaim(t.view(), 2, MiB)); // the waiter itself
+  CHECK(d::held_for_reclaim(t.view(), 0, MiB));       // the giver cannot grow its cache back
+  CHECK(d::held_for_reclaim(t.view(), 1, MiB));       // nor can a lower class take what it gives
+  CHECK(d::held_for_reclaim(t.view(), 3, MiB));       // nor an equal one
+  CHECK_FALSE(d::held_for_reclaim(t.view(), 4, MiB)); // a higher class is not held
+  t.join(5, 1, 0, 0, 100 * MiB); // a low session with an idle guarantee (joined now: full)
+  // A growth within its own guarantee takes nothing the waiter could get: not held (before, it
+  // waited for as long as the waiter's requests were renewed). Past its guarantee, it is held.
+  CHECK_FALSE(d::held_for_reclaim(t.view(), 5, 100 * MiB));
+  CHECK(d::held_for_reclaim(t.view(), 5, 101 * MiB));
   // Once the waiter stops waiting, nobody is held, whatever request is still out.
   t.slots[2].memory.waiting = 0;
-  CHECK_FALSE(d::held_for_reclaim(t.view(), 1));
+  CHECK_FALSE(d::held_for_reclaim(t.view(), 1, MiB));
   t.slots[2].memory.waiting = 1;
   t.answer(0);
-  CHECK_FALSE(d::held_for_reclaim(t.view(), 1)); // no request out
+  CHECK_FALSE(d::held_for_reclaim(t.view(), 1, MiB)); // no request out
 }

@@ -11,7 +11,9 @@
 // and one just after), and completion times are compared with a tolerance of tens of
 // milliseconds. The bounds a simulator must never break are checked exactly: no kernel completes
 // sooner than its own length after its stream reached it, and the last completes no earlier than
-// the first arrival plus the device time of all of them (one context at a time).
+// the first arrival plus the device time of all of them (one context at a time). The exact
+// bounds hold on every run; a run off the model is run again, at most 3 times in all
+// (run_near_model): a probe that lost its CPU for tens of milliseconds took fewer turns.
 #include <doctest/doctest.h>
 
 #include <signal.h>
@@ -22,6 +24,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <random>
@@ -153,11 +156,51 @@ std::vector<double> check_plan(const std::vector<plan_entry>& plan,
   return model;
 }
 
+/// Whether every completion is within the tolerance of the model, and `also` holds.
+bool near_model(const std::vector<plan_entry>& plan, const std::vector<outcome>& out,
+                const std::function<bool(const std::vector<outcome>&)>& also) {
+  std::vector<double> arrive, work;
+  for (std::size_t i = 0; i < plan.size(); ++i) {
+    arrive.push_back(out[i].t0);
+    work.push_back(plan[i].kernel_ms);
+  }
+  const auto model = sharing_model(arrive, work);
+  for (std::size_t i = 0; i < plan.size(); ++i)
+    if (std::abs(out[i].end - model[i]) > tolerance_ms) return false;
+  return !also || also(out);
+}
+
+/// Runs the plan until its outcome is near the model (and `also` holds), at most 3 times, and
+/// returns the last run. A probe that loses its CPU for tens of milliseconds (ctest -j, two CPU
+/// hogs, a build in the background) takes fewer turns than the model gives it: CI once saw
+/// 56 ms off the model. The bounds no simulator may break are checked exactly on every run.
+std::vector<outcome>
+run_near_model(const std::vector<plan_entry>& plan,
+               const std::function<bool(const std::vector<outcome>&)>& also = {}) {
+  std::vector<outcome> out;
+  for (int attempt = 1; attempt <= 3; ++attempt) {
+    out = run_plan(plan);
+    double last = 0, total = 0;
+    for (std::size_t i = 0; i < plan.size(); ++i) {
+      CHECK(out[i].end >= out[i].t0 + plan[i].kernel_ms - 0.1); // never faster than the kernel
+      last = std::max(last, out[i].end);
+      total += plan[i].kernel_ms;
+    }
+    CHECK(last >= total - 0.1); // one context at a time: no device time is created
+    if (near_model(plan, out, also)) break;
+    MESSAGE("run " << attempt << " off the model (a loaded machine?)");
+  }
+  return out;
+}
+
 } // namespace
 
 TEST_CASE("two processes launching a 200 ms kernel at once both finish near 400 ms") {
   const std::vector<plan_entry> plan{{0, 200}, {0, 200}};
-  const auto out = run_plan(plan);
+  const auto out = run_near_model(plan, [](const std::vector<outcome>& o) {
+    return o[0].end >= 400 - tolerance_ms && o[1].end >= 400 - tolerance_ms &&
+           o[0].switches >= 20 && o[1].switches >= 20;
+  });
   const auto model = check_plan(plan, out);
   INFO(describe(plan, out, model));
   for (const auto& o : out) {
@@ -168,7 +211,10 @@ TEST_CASE("two processes launching a 200 ms kernel at once both finish near 400 
 
 TEST_CASE("a process waiting for the device sleeps: no busy loop while it is switched out") {
   const std::vector<plan_entry> plan{{0, 200}, {0, 200}};
-  const auto out = run_plan(plan);
+  const auto out = run_near_model(plan, [](const std::vector<outcome>& o) {
+    return std::all_of(o.begin(), o.end(),
+                       [](const outcome& x) { return x.cpu_ms < 0.1 * (x.end - x.t0); });
+  });
   const auto model = check_plan(plan, out);
   INFO(describe(plan, out, model));
   // 400 ms of taking turns every 2 ms: a few hundred wake-ups of some microseconds each. A
@@ -179,7 +225,9 @@ TEST_CASE("a process waiting for the device sleeps: no busy loop while it is swi
 TEST_CASE("staggered arrivals: a kernel stretches by the time the others take") {
   SUBCASE("two processes, 0 and 50 ms") {
     const std::vector<plan_entry> plan{{0, 200}, {50, 200}};
-    const auto out = run_plan(plan);
+    const auto out = run_near_model(plan, [](const std::vector<outcome>& o) {
+      return o[0].end < o[1].end && o[0].end >= 350 - tolerance_ms;
+    });
     const auto model = check_plan(plan, out); // about 350 and 400
     INFO(describe(plan, out, model));
     CHECK(out[0].end < out[1].end);
@@ -187,7 +235,9 @@ TEST_CASE("staggered arrivals: a kernel stretches by the time the others take") 
   }
   SUBCASE("three processes, 0, 50 and 100 ms") {
     const std::vector<plan_entry> plan{{0, 200}, {50, 200}, {100, 200}};
-    const auto out = run_plan(plan);
+    const auto out = run_near_model(plan, [](const std::vector<outcome>& o) {
+      return o[0].end < o[1].end && o[1].end < o[2].end && o[0].end >= 475 - tolerance_ms;
+    });
     const auto model = check_plan(plan, out); // about 475, 575 and 600
     INFO(describe(plan, out, model));
     CHECK(out[0].end < out[1].end);
@@ -198,7 +248,10 @@ TEST_CASE("staggered arrivals: a kernel stretches by the time the others take") 
 
 TEST_CASE("three busy processes get a third of the device each") {
   const std::vector<plan_entry> plan{{0, 150}, {0, 150}, {0, 150}};
-  const auto out = run_plan(plan);
+  const auto out = run_near_model(plan, [](const std::vector<outcome>& o) {
+    return std::all_of(o.begin(), o.end(),
+                       [](const outcome& x) { return x.end >= 450 - tolerance_ms; });
+  });
   const auto model = check_plan(plan, out);
   INFO(describe(plan, out, model));
   for (const auto& o : out) CHECK(o.end >= 450 - tolerance_ms); // none got more than its third
@@ -217,7 +270,7 @@ TEST_CASE("random arrivals and kernel lengths (seeded) follow the round-robin mo
     for (int i = 0; i < n; ++i)
       plan.push_back({std::uniform_int_distribution<int>(0, 120)(rng),
                       std::uniform_int_distribution<int>(40, 160)(rng)});
-    const auto out = run_plan(plan);
+    const auto out = run_near_model(plan);
     (void)check_plan(plan, out);
   }
 }

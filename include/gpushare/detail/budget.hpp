@@ -109,13 +109,30 @@ inline void set_usage(table_header& h, slot_record& s, std::uint64_t reserved,
 /// `loan`: reclaimable bytes granted on loan out of idle guarantees (apply_grow only).
 enum class memory_kind { fixed, reclaimable, loan };
 
+/// Of a growth of slot `s` by `bytes` that check_grow() refuses (not_now) but a loan allows, the
+/// bytes that must be borrowed: what does not fit in the capacity nobody has committed (nor, while
+/// loans are out, in what nobody holds). The rest is the slot's own, as any growth that fits; a
+/// missed loan call may write off only what was lent (issue 40, B4: the whole growth was booked
+/// as a loan, and a call could write off bytes that were never lent).
+inline std::uint64_t loan_part(const table_header& h, const slot_record& s,
+                               std::uint64_t bytes) noexcept {
+  // Its commitment may rise to `room` (the others' commitments stay), and its commitment is
+  // max(held - borrowed + x, guarantee) after growing by x of its own.
+  const std::uint64_t room = sat_sub(h.capacity, sat_sub(h.committed_total, commitment(s)));
+  std::uint64_t fits = sat_sub(room, sat_sub(held(s), s.loan.borrowed));
+  if (s.settings.memory_guarantee > room) fits = 0; // (a corrupt slot: the invariant says <=)
+  if (h.lent_total != 0) fits = std::min(fits, sat_sub(h.capacity, h.held_total));
+  return sat_sub(bytes, fits);
+}
+
+/// `on_loan`: of a growth of kind loan, the bytes borrowed (loan_part()); the rest is its own.
 inline void apply_grow(table_header& h, slot_record& s, std::uint64_t bytes,
-                       memory_kind kind = memory_kind::fixed) noexcept {
+                       memory_kind kind = memory_kind::fixed, std::uint64_t on_loan = 0) noexcept {
   const slot_share was = share_of(s);
   s.memory.reserved = sat_add(s.memory.reserved, bytes);
   if (kind != memory_kind::fixed) s.reclaim.reclaimable = sat_add(s.reclaim.reclaimable, bytes);
   if (kind == memory_kind::loan) {
-    s.loan.borrowed = sat_add(s.loan.borrowed, bytes);
+    s.loan.borrowed = sat_add(s.loan.borrowed, std::min(on_loan, bytes));
     ++s.loan.loans;
     ++h.loans;
   }
@@ -211,6 +228,7 @@ inline std::uint32_t remove_memory_waiters(table_header& h, slot_record& s,
   const std::uint32_t k = std::min(n, s.memory.waiting);
   s.memory.waiting -= k;
   h.memory_waiters = sat_sub32(h.memory_waiters, k);
+  if (s.memory.waiting == 0) s.loan.waiting_bytes = 0; // no reserve of it waits for loans
   return k;
 }
 

@@ -13,7 +13,9 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <thread>
 
 #include <gpushare/detail/session_core.hpp>
 
@@ -60,7 +62,9 @@ inline void session_core::exit_guard(std::uint64_t start_ns, std::uint64_t used_
 inline bool session_core::try_enter_on_lease() noexcept {
   // (A journal cannot hold a locked guard's exit while the lease lasts: the lease is granted
   // only under the lock, which folds every journal first, and only with no guard running.)
-  if (!joined_.load(std::memory_order_relaxed) || inherited_) return false;
+  const lease_operation op(*this);
+  if (!op.joined()) return false;
+  crash_point("lease.enter.checked");
   slot_record& s = own();
   if (s.lease.load(std::memory_order_acquire) != 1) return false;
   s.lease_guards.fetch_add(1, std::memory_order_seq_cst);
@@ -73,7 +77,9 @@ inline bool session_core::try_enter_on_lease() noexcept {
 }
 
 inline void session_core::exit_on_lease(std::uint64_t used_ns, std::uint64_t now) noexcept {
-  if (!joined_.load(std::memory_order_relaxed) || inherited_) return; // left: nothing is ours
+  const lease_operation op(*this);
+  if (!op.joined()) return; // left: nothing is ours
+  crash_point("lease.exit.checked");
   slot_record& s = own();
   s.lease_used_ns.fetch_add(used_ns, std::memory_order_relaxed);
   s.lease_exits.fetch_add(1, std::memory_order_relaxed);
@@ -106,6 +112,18 @@ inline void session_core::yield() {
     g.wake_after(wake);
   } // unlocks, then wakes the new holder
   acquire_device(device_claim::after_yield, monotonic_ns(), wait_forever_ns, wait_forever_ns);
+}
+
+/// Returns once no lease operation is in flight; joined_ is already false, so none starts that
+/// could touch the slot (each checks joined_ after it is counted). An operation runs a few
+/// atomic updates, and at most one locked exit (lease_exit_locked: bounded by the lock timeout).
+inline void session_core::wait_for_lease_operations() const noexcept {
+  for (unsigned spins = 0; lease_ops_.load(std::memory_order_seq_cst) != 0; ++spins) {
+    if (spins < 64)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
 }
 
 /// Takes one guard off the slot's lease count, never below 0: a leave() by another thread

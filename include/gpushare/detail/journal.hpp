@@ -20,14 +20,24 @@
 // applies it.
 //
 // Why no update is lost or applied twice: a writer adds to the counters first and bumps
-// journal_pending after (seq_cst); a folder exchanges journal_pending with 0 first and the
-// counters after. A fold that misses part of an update (the writer was between two additions)
-// leaves the rest in the counters with journal_pending already bumped or about to be, so the
-// next locker folds it. Each counter is exchanged, so each addition is applied once. Writes
-// happen only while the session is joined and holds its liveness lock (session_core takes its
-// journal mutex for each write and leave() takes it before dropping the liveness lock), so a
-// journal always belongs to the slot's current session; ending a session discards its journal
-// (reset_slot_for_join() zeroes it for the next one).
+// journal_pending after (seq_cst); a folder reads journal_pending first, folds the counters, and
+// only then subtracts what it read. A fold that misses part of an update (the writer was between
+// two additions) leaves the rest in the counters with journal_pending bumped past what the
+// folder subtracts, so the next locker folds it. Each counter is exchanged right before it is
+// applied, so each addition is applied once. Writes happen only while the session is joined and
+// holds its liveness lock (session_core takes its journal mutex for each write and leave() takes
+// it before dropping the liveness lock), so a journal always belongs to the slot's current
+// session; ending a session discards its journal (reset_slot_for_join() zeroes it for the next
+// one).
+//
+// A folder killed mid-way (issue 40, A3) left journal_pending as it read it: the next locker,
+// which takes the dead owner's lock over and repairs the table first (table_core::guard), folds
+// what the dead one had not applied. The unit of a fold is one step (a counter or a pair of
+// them, exchanged and applied: crash points journal.fold.begin, .step, .slot mark the places
+// between); a kill inside a step, between its exchange and the end of its application, loses
+// that step's update, as a kill inside any locked update loses the rest of that update (the
+// repair rebuilds the totals from the slots, not a slot's own fields). Such a window is a few
+// hundred instructions with no system call; the crash test kills at every point between steps.
 #pragma once
 
 #include <algorithm>
@@ -35,6 +45,7 @@
 #include <cstdint>
 
 #include <gpushare/detail/budget.hpp>
+#include <gpushare/detail/crash_point.hpp>
 #include <gpushare/detail/layout.hpp>
 #include <gpushare/detail/scheduler.hpp>
 
@@ -133,12 +144,15 @@ bool fold_journal(const table_view& t, std::uint32_t i, std::uint64_t now, Wake&
   // Waiters first: a decision below must not hand the device to a thread that no longer waits.
   if (const std::uint32_t n = s.journal_device_waiters.exchange(0, std::memory_order_seq_cst))
     remove_waiters(t, i, n);
+  crash_point("journal.fold.step");
   if (const std::uint32_t n = s.journal_memory_waiters.exchange(0, std::memory_order_seq_cst)) {
     remove_memory_waiters(h, s, n);
     released = true; // the waiters' count changed: let the others re-check
   }
+  crash_point("journal.fold.step");
   if (const std::uint64_t ns = s.journal_device_ns.exchange(0, std::memory_order_seq_cst))
     account_device_time(t, s, ns, current_holder(t) == i, now);
+  crash_point("journal.fold.step");
   const std::uint32_t exits = s.journal_exits.exchange(0, std::memory_order_seq_cst);
   const std::uint64_t used = s.journal_used_ns.exchange(0, std::memory_order_seq_cst);
   const std::uint64_t first = s.journal_first_start_ns.exchange(0, std::memory_order_seq_cst);
@@ -152,12 +166,14 @@ bool fold_journal(const table_view& t, std::uint32_t i, std::uint64_t now, Wake&
     const std::int64_t w = exits_step(t, i, exits, start, used, at);
     if (w != nobody) wake(w);
   }
+  crash_point("journal.fold.step");
   // One step accounts every lease exit (fold_lease takes them all) and releases at most once, so
   // the count is not a loop bound: a corrupt one (up to 2^32 - 1) must not hang the folder.
   if (s.journal_lease_exits.exchange(0, std::memory_order_seq_cst) != 0) {
     const std::int64_t w = lease_exit_step(t, i, now);
     if (w != nobody) wake(w);
   }
+  crash_point("journal.fold.step");
   // The reclaimable part is journaled before the whole: what is not in this fold's whole yet
   // goes back for the next fold.
   const std::uint64_t part = s.reclaim.journal_bytes.exchange(0, std::memory_order_seq_cst);
@@ -175,19 +191,24 @@ bool fold_journal(const table_view& t, std::uint32_t i, std::uint64_t now, Wake&
 }
 
 /// Folds every active slot's journal if any was written since the last fold (one relaxed load
-/// when none was). Call right after taking the table lock, before any decision.
+/// when none was). Call right after taking the table lock (and repairing it), before any
+/// decision. journal_pending goes down only once every slot is folded: a folder killed before
+/// leaves it for the next locker.
 template <class Wake>
 fold_result fold_journals(const table_view& t, std::uint64_t now, Wake&& wake) noexcept {
   fold_result r;
   table_header& h = *t.header;
   if (h.journal_pending.load(std::memory_order_relaxed) == 0) return r;
-  h.journal_pending.exchange(0, std::memory_order_seq_cst);
+  const std::uint32_t pending = h.journal_pending.load(std::memory_order_seq_cst);
   r.folded = true;
+  crash_point("journal.fold.begin");
   for (std::uint32_t i = 0; i < t.slot_count; ++i) {
     slot_record& s = t.slots[i];
     if (!is_active(s) || !journal_holds(s)) continue;
     if (fold_journal(t, i, now, wake)) r.released_memory = true;
+    crash_point("journal.fold.slot");
   }
+  h.journal_pending.fetch_sub(pending, std::memory_order_seq_cst);
   return r;
 }
 

@@ -293,7 +293,12 @@ struct slot_loan {
   std::uint64_t loans;      ///< growths granted to it on loan
   std::uint64_t write_offs; ///< loan calls it missed
   std::uint32_t call;       ///< 1: its current request calls a loan back (reclaim.asked)
-  std::uint32_t unused;     ///< zero
+  /// reclaim.seq when its current loan call began: an answer to an earlier request (seen at a
+  /// lower seq: a call written off, then a new one) does not lower this call.
+  std::uint32_t call_seq;
+  /// While a reserve of this session waits and only loans stand in its way (its commitment
+  /// fits): the bytes it waits for, which every waiter's loan calls count (call_loans).
+  std::uint64_t waiting_bytes;
 };
 
 /// One session's record. A join resets the whole record but what must stay monotone across the
@@ -349,7 +354,7 @@ struct alignas(64) slot_record {
   slot_reclaim reclaim;   ///< reclaimable memory and requests to give it back
   slot_loan loan;         ///< what it borrows from idle guarantees
 
-  std::uint8_t spare[1152 - 1104]; ///< room to grow without moving fields
+  std::uint8_t spare[1152 - 1112]; ///< room to grow without moving fields
 };
 
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
@@ -376,8 +381,8 @@ static_assert(sizeof(slot_group) == 72);
 static_assert(offsetof(slot_record, group) == 896);
 static_assert(sizeof(slot_reclaim) == 96);
 static_assert(offsetof(slot_record, reclaim) == 968);
-static_assert(sizeof(slot_loan) == 40);
-static_assert(offsetof(slot_record, spare) == 1104);
+static_assert(sizeof(slot_loan) == 48);
+static_assert(offsetof(slot_record, spare) == 1112);
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 static_assert(offsetof(table_header, lock) % 64 == 0);
 static_assert(offsetof(table_header, startup_wake) % 64 == 0);

@@ -214,14 +214,30 @@ inline bool may_borrow(const table_view& t, std::uint32_t i, std::uint64_t bytes
 }
 
 /// Waiter `w` cannot grow by `bytes` because loans hold what it needs: it calls back what the
-/// loan calls out do not cover, from any class, the largest borrower first.
+/// loan calls out do not cover, from any class, the largest borrower first. What they must cover
+/// is what every reserve that waits for loans needs, not only this one's: each waiter once
+/// counted the calls made for the others as covering its own need, and guaranteed reserves that
+/// came together were served one deadline after another (issue 40, B5).
 inline void call_loans(const table_view& t, std::uint32_t w, std::uint64_t bytes, std::uint64_t now,
                        std::uint64_t deadline_ns, reclaim_look& look,
                        std::vector<std::uint32_t>& asked) {
   const table_header& h = *t.header;
-  if (h.lent_total == 0) return;
-  const std::uint64_t over = sat_sub(sat_add(h.held_total, bytes), h.capacity);
-  if (over == 0) return;
+  // Loans stand in its way only when its commitment fits (a loan is no commitment: calling one
+  // back frees held room, never commitment). Then the others' calls count it too. A waiter
+  // whose commitment does not fit calls nothing back: its ordinary requests come first (before,
+  // it called loans that could not help it, renewed at each deadline, and each call held every
+  // class, guaranteed reserves included; found by unit-loans' simulation).
+  const bool commitment_fits = shortfall_of(t, w, bytes).shortfall == 0;
+  t.slots[w].loan.waiting_bytes = commitment_fits ? bytes : 0;
+  if (h.lent_total == 0 || !commitment_fits) return;
+  std::uint64_t others = 0;
+  for (std::uint32_t j = 0; j < t.slot_count; ++j) {
+    const slot_record& s = t.slots[j];
+    if (j != w && s.state.load(std::memory_order_relaxed) == slot_active && s.memory.waiting > 0)
+      others = sat_add(others, s.loan.waiting_bytes);
+  }
+  if (sat_add(h.held_total, bytes) <= h.capacity) return; // this one's growth is not blocked
+  const std::uint64_t over = sat_sub(sat_add(sat_add(h.held_total, bytes), others), h.capacity);
   std::uint64_t covered = 0;
   std::vector<reclaim_candidate> c;
   for (std::uint32_t j = 0; j < t.slot_count; ++j) {
@@ -234,8 +250,10 @@ inline void call_loans(const table_view& t, std::uint32_t w, std::uint64_t bytes
   }
   if (covered > 0) look.outstanding = true;
   for (const reclaim_ask& a : choose_reclaim(c, sat_sub(over, covered))) {
+    slot_record& s = t.slots[a.slot];
     send_request(t, w, a.slot, a.bytes, now, deadline_ns, look, asked);
-    t.slots[a.slot].loan.call = 1;
+    if (s.loan.call == 0) s.loan.call_seq = s.reclaim.seq.load(std::memory_order_relaxed);
+    s.loan.call = 1;
     ++t.header->loan_calls;
   }
 }
@@ -274,9 +292,22 @@ inline reclaim_look ask_for_reclaim(const table_view& t, std::uint32_t w, std::u
 /// itself, growing its cache back) could take them first, and the waiter would ask again. The
 /// hold lasts while requests are out: at most their deadline. A loan call holds every class: the
 /// bytes a borrower gives back (or that its deadline writes off) are the caller's, whatever the
-/// classes, which is what bounds the caller's wait by one deadline.
-inline bool held_for_reclaim(const table_view& t, std::uint32_t i) noexcept {
-  const int mine = t.slots[i].settings.priority;
+/// classes, which is what bounds the caller's wait by one deadline. A growth of `bytes` within
+/// slot `i`'s guarantee (its commitment stays) takes no room an ordinary request frees: the
+/// guarantee is committed already. Only a loan call holds it (the room it takes is held room).
+/// Nor does a loan call hold a reserve that waits for loans itself: every call counts it. Before
+/// (issue 40), a higher class's requests, renewed for as long as its reserve waited, held a
+/// guaranteed reserve past its deadline, and so did a loan call made after its first look
+/// (found by unit-loans' simulation).
+inline bool held_for_reclaim(const table_view& t, std::uint32_t i, std::uint64_t bytes) noexcept {
+  const slot_record& me = t.slots[i];
+  const int mine = me.settings.priority;
+  const bool within_guarantee =
+      commitment(me, sat_add(me.memory.reserved, bytes), me.memory.external,
+                 me.settings.memory_guarantee) <= commitment(me);
+  // A reserve that waits for loans is counted in every loan call (call_loans): what the calls
+  // free is its as much as the caller's.
+  const bool counted_in_calls = me.memory.waiting > 0 && me.loan.waiting_bytes >= bytes;
   for (std::uint32_t j = 0; j < t.slot_count; ++j) {
     const slot_record& s = t.slots[j];
     if (s.state.load(std::memory_order_relaxed) != slot_active ||
@@ -286,10 +317,36 @@ inline bool held_for_reclaim(const table_view& t, std::uint32_t i) noexcept {
     if (by == 0 || by > t.slot_count || by - 1 == i) continue;
     const slot_record& asker = t.slots[by - 1];
     if (asker.state.load(std::memory_order_relaxed) == slot_active && asker.memory.waiting > 0 &&
-        (asker.settings.priority >= mine || s.loan.call != 0))
+        ((asker.settings.priority >= mine && !within_guarantee) ||
+         (s.loan.call != 0 && !counted_in_calls)))
       return true;
   }
   return false;
+}
+
+/// What one look of a reserve decides (session_core::grow_loop): the verdict, and, when granted,
+/// the kind its bytes are booked as and how many are on loan.
+struct grow_decision {
+  budget_verdict verdict;
+  memory_kind kind;
+  std::uint64_t on_loan = 0;
+};
+
+/// Slot `i` asks to grow by `bytes` of `kind`; `may_borrow_now`: the growth is reclaimable and
+/// its session answers requests at once (a watcher). Granted if it fits and nothing given back
+/// is held for another's waiting reserve (held_for_reclaim); else, when may_borrow() allows, on
+/// loan out of idle guarantees, only the part that does not fit counted as borrowed (loan_part).
+inline grow_decision decide_grow(const table_view& t, std::uint32_t i, std::uint64_t bytes,
+                                 memory_kind kind, bool may_borrow_now) noexcept {
+  grow_decision d{check_grow_in(t, i, bytes), kind};
+  if (d.verdict == budget_verdict::granted && held_for_reclaim(t, i, bytes))
+    d.verdict = budget_verdict::not_now; // what is given back is for a higher class's reserve
+  if (d.verdict == budget_verdict::not_now && may_borrow_now && may_borrow(t, i, bytes)) {
+    d.verdict = budget_verdict::granted; // on loan out of idle guarantees
+    d.kind = memory_kind::loan;
+    d.on_loan = loan_part(*t.header, t.slots[i], bytes);
+  }
+  return d;
 }
 
 /// A waiting reserve that had requests out for it was granted `waited_ns` after its first.
@@ -311,6 +368,9 @@ inline void answer_reclaim(table_header& h, slot_record& s, std::uint32_t seq, s
   h.reclaim_given = sat_add(h.reclaim_given, given);
   const std::uint64_t left = sat_sub(s.reclaim.asked.load(std::memory_order_relaxed), given);
   if (s.loan.call != 0) { // a loan call stands until it is met or its deadline writes it off
+    // An answer to a request older than this call (a call its deadline wrote off, then a new
+    // one) gave back what was already written off: it lowers nothing (issue 40, B6).
+    if (static_cast<std::int32_t>(seq - s.loan.call_seq) < 0) return;
     if (left == 0)
       clear_request(s);
     else

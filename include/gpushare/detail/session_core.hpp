@@ -82,6 +82,10 @@ public:
     if (!joined_.exchange(false)) return;
     fork_registry::instance().remove(this);
     if (inherited_) return; // a forked child's copy: the parent's session is not ours to end
+    // A guard of another thread may be between its lease operation's check of joined_ and its
+    // lock-free updates of the slot's lease counters (guard.hpp): once the slot is free, a new
+    // session may own it, and those updates would land on it. Wait for them (issue 40, A1-A2).
+    wait_for_lease_operations();
     stop_reclaim_watcher(); // it reads the slot: it ends before the slot can be reused
     // No journal write may land in the slot once it can be reclaimed and reused: wait for any
     // write in progress (the writers check joined_ under this mutex, so later ones do nothing).
@@ -417,6 +421,28 @@ private:
   // The lease (guard.hpp).
   static void leave_lease_guard(slot_record& s) noexcept;
   void lease_exit_locked(std::uint64_t now) noexcept;
+  /// A lease operation in flight (try_enter_on_lease, exit_on_lease): counted from before its
+  /// check of joined_ to after its last update of the slot, so that leave(), which clears
+  /// joined_ first, can wait for every operation that saw it set (wait_for_lease_operations).
+  class lease_operation {
+  public:
+    explicit lease_operation(session_core& c) noexcept : c_(c) {
+      c_.lease_ops_.fetch_add(1, std::memory_order_seq_cst);
+    }
+    lease_operation(const lease_operation&) = delete;
+    lease_operation& operator=(const lease_operation&) = delete;
+    ~lease_operation() { c_.lease_ops_.fetch_sub(1, std::memory_order_seq_cst); }
+    /// Whether the session is still joined (and not a forked child's copy): read after the
+    /// operation is counted, so leave() either sees it counted or it sees joined_ cleared.
+    bool joined() const noexcept {
+      return c_.joined_.load(std::memory_order_seq_cst) && !c_.inherited_;
+    }
+
+  private:
+    session_core& c_;
+  };
+  void wait_for_lease_operations() const noexcept;
+  std::atomic<std::uint32_t> lease_ops_{0}; ///< lease operations in flight (lease_operation)
 
   table_core table_;
   session_facts facts_;         ///< what messages say about this session; set at join

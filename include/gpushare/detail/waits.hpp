@@ -86,16 +86,10 @@ inline bool session_core::grow_loop(memory_wait& w, past_deadline then) {
     check_usable(); // leave() by another thread ends this wait
     locked g(*this);
     slot_record& s = own_checked();
-    budget_verdict v = check_grow_in(table_.view(), slot_, w.bytes);
-    if (v == budget_verdict::granted && held_for_reclaim(table_.view(), slot_))
-      v = budget_verdict::not_now; // what is given back is for a higher class's reserve
-    memory_kind kind = w.kind;
-    if (v == budget_verdict::not_now && w.may_borrow && may_borrow(table_.view(), slot_, w.bytes)) {
-      v = budget_verdict::granted; // on loan out of idle guarantees (reclaim.hpp)
-      kind = memory_kind::loan;
-    }
+    const grow_decision d = decide_grow(table_.view(), slot_, w.bytes, w.kind, w.may_borrow);
+    const budget_verdict v = d.verdict;
     if (v == budget_verdict::granted) {
-      apply_grow(table_.header(), s, w.bytes, kind);
+      apply_grow(table_.header(), s, w.bytes, d.kind, d.on_loan);
       crash_point("reserve.locked");
       if (w.first_ask != 0) note_reclaim_grant(table_.header(), monotonic_ns() - w.first_ask);
       if (w.waiting) stop_waiting(s, w.start);
