@@ -3,6 +3,9 @@
 // take a guarantee; a waiting reservation is granted when another process releases; 256 joins.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "test_util.hpp"
 
 using namespace gpushare;
@@ -82,27 +85,38 @@ TEST_CASE("processes reserving concurrently never exceed the capacity and honor 
 }
 
 TEST_CASE("a reservation waiting in one process is granted when another process releases") {
-  test::unique_table t("mp-wake", 100 * MiB);
-  test::shared_block<std::atomic<std::uint64_t>> shared(3); // [0] holder ready, [1] released at
-  const pid_t holder = test::spawn([&] {
-    session s = t.join("holder");
-    auto r = s.reserve(90 * MiB, 0ms);
-    shared[0] = 1;
-    std::this_thread::sleep_for(300ms);
-    shared[1] = test::now_ns();
-    r.release();
-    std::this_thread::sleep_for(200ms);
-    return 0;
-  });
-  REQUIRE(test::eventually([&] { return shared[0].load() == 1; }));
-  session me = t.join("waiter");
-  auto r = me.reserve(50 * MiB, 5s);
-  const std::uint64_t granted = test::now_ns();
-  CHECK(test::wait_exit(holder) == 0);
-  REQUIRE(shared[1].load() != 0);
-  CHECK(granted >= shared[1].load());
-  CHECK(granted - shared[1].load() < 50'000'000ull); // woken by the release, not by polling
-  CHECK(me.info().reserve_waits == 1);
+  // Five rounds: woken by the release, a waiter gets its memory within milliseconds; polling at
+  // its 100 ms re-check, half the time later than 50 ms. The median tells them apart on a busy
+  // machine too, where one round was once 82 ms late (ctest -j4 on 2 CPUs).
+  std::vector<std::uint64_t> latencies;
+  for (int round = 0; round < 5; ++round) {
+    CAPTURE(round);
+    test::unique_table t("mp-wake", 100 * MiB);
+    test::shared_block<std::atomic<std::uint64_t>> shared(3); // [0] holder ready, [1] released
+    const pid_t holder = test::spawn([&] {
+      session s = t.join("holder");
+      auto r = s.reserve(90 * MiB, 0ms);
+      shared[0] = 1;
+      std::this_thread::sleep_for(300ms);
+      shared[1] = test::now_ns();
+      r.release();
+      std::this_thread::sleep_for(200ms);
+      return 0;
+    });
+    REQUIRE(test::eventually([&] { return shared[0].load() == 1; }));
+    session me = t.join("waiter");
+    auto r = me.reserve(50 * MiB, 5s);
+    const std::uint64_t granted = test::now_ns();
+    CHECK(test::wait_exit(holder) == 0);
+    REQUIRE(shared[1].load() != 0);
+    CHECK(granted >= shared[1].load());
+    CHECK(me.info().reserve_waits == 1);
+    latencies.push_back(granted - shared[1].load());
+  }
+  std::sort(latencies.begin(), latencies.end());
+  MESSAGE("release to grant: " << latencies.front() / 1000 << " us to " << latencies.back() / 1000
+                               << " us, median " << latencies[2] / 1000 << " us");
+  CHECK(latencies[2] < 50'000'000ull); // woken by the release, not by polling
 }
 
 TEST_CASE("256 processes join one table at once, into distinct slots") {

@@ -44,6 +44,9 @@ inline void declare_table_metrics(exposition& x) {
             "Dead sessions whose slot and memory a live process reclaimed.");
   x.declare("gpushare_table_handovers_total", "counter",
             "Times the device went from one session to another.");
+  x.declare("gpushare_table_queue_holds_total", "counter",
+            "Memory growths refused because a waiting reserve ahead of them (a higher class, or "
+            "its class and waiting longer) would not have fitted after them.");
   x.declare("gpushare_table_revocations_total", "counter",
             "Holds of the device revoked at a guard bound (max_guard): a holder ran one guard "
             "that long while others waited.");
@@ -195,6 +198,7 @@ inline std::string metrics_text(const sample& s) {
     x.sample("gpushare_table_lock_repairs_total", labels, ts.lock_repairs);
     x.sample("gpushare_table_sessions_reclaimed_total", labels, ts.sessions_reclaimed);
     x.sample("gpushare_table_handovers_total", labels, ts.handovers);
+    x.sample("gpushare_table_queue_holds_total", labels, ts.queue_holds);
     x.sample("gpushare_table_revocations_total", labels, ts.revocations);
     x.sample("gpushare_table_evictions_total", labels, ts.evictions);
     x.sample("gpushare_table_startup_waiters", labels, ts.startup_waiters);

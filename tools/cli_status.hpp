@@ -445,6 +445,7 @@ inline void table_json(json_writer& w, const table_reading& t, const recent_usag
   w.field("lock_repairs", s.lock_repairs);
   w.field("sessions_reclaimed", s.sessions_reclaimed);
   w.field("handovers", s.handovers);
+  w.field("queue_holds", s.queue_holds);
   w.field("default_max_guard_ns", s.default_max_guard_ns);
   w.field("revocations", s.revocations);
   w.field("evictions", s.evictions);

@@ -123,7 +123,11 @@ struct table_snapshot {
   std::uint64_t lock_repairs = 0;    ///< times a locker found the lock's owner dead and repaired it
   std::uint64_t sessions_reclaimed = 0; ///< dead sessions whose resources a peer reclaimed
   std::uint64_t handovers = 0;          ///< times the device went from one session to another
-  std::optional<session_id> holder;     ///< the session holding the device, if any
+  /// Growths refused because a waiting reserve ahead of them (a higher class, or its class and
+  /// waiting longer) would not have fitted after them (docs/design.md section 8, "Waiters'
+  /// order"), over the table's life.
+  std::uint64_t queue_holds = 0;
+  std::optional<session_id> holder; ///< the session holding the device, if any
   /// The guard bound of sessions that set none (0: none; table::configure_defaults).
   std::uint64_t default_max_guard_ns = 0;
   std::uint64_t revocations = 0; ///< holds revoked at a guard bound, over the table's life

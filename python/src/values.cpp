@@ -208,7 +208,11 @@ void bind_snapshot(py::module_& m) {
   r.F(ts, object_name).F(ts, key).F(ts, domain).F(ts, access_mode).F(ts, creator_pid);
   r.F(ts, created_unix_ns).F(ts, slot_count).F(ts, capacity).F(ts, reserved_total);
   r.F(ts, committed_total).F(ts, available).F(ts, lock_repairs).F(ts, sessions_reclaimed);
-  r.F(ts, handovers).F(ts, holder).F(ts, default_max_guard_ns).F(ts, revocations);
+  r.F(ts, handovers)
+      .F(ts, queue_holds)
+      .F(ts, holder)
+      .F(ts, default_max_guard_ns)
+      .F(ts, revocations);
   r.F(ts, evictions).F(ts, last_eviction).F(ts, startup).F(ts, startup_waiters);
   r.F(ts, startup_takes).F(ts, reclaim).F(ts, loans).F(ts, sessions).F(ts, dead_sessions);
   r.F(ts, device_name).F(ts, device_total).F(ts, device_free).F(ts, device_observed_unix_ns);

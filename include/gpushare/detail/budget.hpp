@@ -228,7 +228,10 @@ inline std::uint32_t remove_memory_waiters(table_header& h, slot_record& s,
   const std::uint32_t k = std::min(n, s.memory.waiting);
   s.memory.waiting -= k;
   h.memory_waiters = sat_sub32(h.memory_waiters, k);
-  if (s.memory.waiting == 0) s.loan.waiting_bytes = 0; // no reserve of it waits for loans
+  if (s.memory.waiting == 0) { // no reserve of it waits: for loans, nor in the queue
+    s.loan.waiting_bytes = 0;
+    s.queue = {};
+  }
   return k;
 }
 

@@ -170,6 +170,10 @@ struct alignas(64) table_header {
   std::uint64_t loan_calls;       ///< requests that called loans back
   std::uint64_t loan_write_offs;  ///< loan calls unanswered by their deadline: written off
   std::uint64_t loan_written_off; ///< bytes those write-offs took off their borrowers
+
+  // ---- the memory waiters' order (detail/memory_queue.hpp), under `lock`
+  std::uint64_t memory_tickets; ///< the last place given to a waiting reserve (0: none yet)
+  std::uint64_t queue_holds;    ///< growths refused because a waiter ahead would not fit after
 };
 
 /// A session's settings: written when it joins (one assignment), and by the owner or a remote
@@ -301,6 +305,14 @@ struct slot_loan {
   std::uint64_t waiting_bytes;
 };
 
+/// A session's place among the memory waiters (detail/memory_queue.hpp), under the table lock:
+/// that of its oldest reserve that waits now (all zero: none waits).
+struct slot_queue {
+  std::uint64_t ticket;    ///< its place: lower came first (header.memory_tickets)
+  std::uint64_t bytes;     ///< what that reserve asks for
+  std::uint64_t looked_ns; ///< when a waiting reserve of it last looked (a stopped one does not)
+};
+
 /// One session's record. A join resets the whole record but what must stay monotone across the
 /// sessions that use the slot (detail/slot.hpp), then writes the identity, `settings` in one
 /// assignment and the usage; everything else starts at zero.
@@ -353,8 +365,9 @@ struct alignas(64) slot_record {
   slot_group group;       ///< the group it belongs to (written at join)
   slot_reclaim reclaim;   ///< reclaimable memory and requests to give it back
   slot_loan loan;         ///< what it borrows from idle guarantees
+  slot_queue queue;       ///< its oldest waiting reserve's place among the memory waiters
 
-  std::uint8_t spare[1152 - 1112]; ///< room to grow without moving fields
+  std::uint8_t spare[1152 - 1136]; ///< room to grow without moving fields
 };
 
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
@@ -382,7 +395,10 @@ static_assert(offsetof(slot_record, group) == 896);
 static_assert(sizeof(slot_reclaim) == 96);
 static_assert(offsetof(slot_record, reclaim) == 968);
 static_assert(sizeof(slot_loan) == 48);
-static_assert(offsetof(slot_record, spare) == 1112);
+static_assert(sizeof(slot_queue) == 24);
+static_assert(offsetof(slot_record, queue) == 1112);
+static_assert(offsetof(slot_record, spare) == 1136);
+static_assert(sizeof(table_header) == 1664, "header layout changed: bump table_layout_version");
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 static_assert(offsetof(table_header, lock) % 64 == 0);
 static_assert(offsetof(table_header, startup_wake) % 64 == 0);

@@ -28,6 +28,7 @@
 #include <gpushare/detail/budget.hpp>
 #include <gpushare/detail/group.hpp>
 #include <gpushare/detail/layout.hpp>
+#include <gpushare/detail/memory_queue.hpp>
 
 namespace gpushare {
 inline namespace v0 {
@@ -330,17 +331,25 @@ struct grow_decision {
   budget_verdict verdict;
   memory_kind kind;
   std::uint64_t on_loan = 0;
+  bool queued = false; ///< it fitted, but a waiting reserve ahead would not have after it
 };
 
 /// Slot `i` asks to grow by `bytes` of `kind`; `may_borrow_now`: the growth is reclaimable and
-/// its session answers requests at once (a watcher). Granted if it fits and nothing given back
-/// is held for another's waiting reserve (held_for_reclaim); else, when may_borrow() allows, on
-/// loan out of idle guarantees, only the part that does not fit counted as borrowed (loan_part).
+/// its session answers requests at once (a watcher); `ticket`: its place if it waits already
+/// (0: it does not). Granted if it fits, nothing given back is held for another's waiting reserve
+/// (held_for_reclaim) and no waiting reserve ahead of it would not fit after it (queued_behind);
+/// else, when may_borrow() allows, on loan out of idle guarantees, only the part that does not
+/// fit counted as borrowed (loan_part).
 inline grow_decision decide_grow(const table_view& t, std::uint32_t i, std::uint64_t bytes,
-                                 memory_kind kind, bool may_borrow_now) noexcept {
+                                 memory_kind kind, bool may_borrow_now, std::uint64_t ticket = 0,
+                                 std::uint64_t now = 0) noexcept {
   grow_decision d{check_grow_in(t, i, bytes), kind};
   if (d.verdict == budget_verdict::granted && held_for_reclaim(t, i, bytes))
     d.verdict = budget_verdict::not_now; // what is given back is for a higher class's reserve
+  if (d.verdict == budget_verdict::granted && queued_behind(t, i, bytes, ticket, now)) {
+    d.verdict = budget_verdict::not_now; // a reserve ahead of it waits for that room
+    d.queued = true;
+  }
   if (d.verdict == budget_verdict::not_now && may_borrow_now && may_borrow(t, i, bytes)) {
     d.verdict = budget_verdict::granted; // on loan out of idle guarantees
     d.kind = memory_kind::loan;

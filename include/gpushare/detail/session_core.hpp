@@ -403,6 +403,7 @@ private:
     std::uint64_t first_ask = 0; ///< when requests were first out for it (0: never)
     bool waiting = false;        ///< counted as a memory waiter
     bool may_borrow = false;     ///< reclaimable, and this session answers at once (a watcher)
+    std::uint64_t ticket = 0;    ///< its place among the waiting reserves (memory_queue.hpp)
   };
   bool answers_at_once();
   bool grow_until(std::uint64_t bytes, std::uint64_t timeout_ns, past_deadline then,
@@ -410,8 +411,8 @@ private:
   bool grow_loop(memory_wait& w, past_deadline then);
   std::uint64_t ask_and_sleep(locked& g, memory_wait& w, std::uint64_t now,
                               std::uint64_t next_check);
-  void stop_waiting(slot_record& s, std::uint64_t start) noexcept;
-  void forget_memory_wait(uncount how) noexcept;
+  void stop_waiting(slot_record& s, const memory_wait& w) noexcept;
+  void forget_memory_wait(uncount how, std::uint64_t ticket) noexcept;
   std::uint64_t acquire_device(device_claim claim, std::uint64_t start, std::uint64_t deadline,
                                std::uint64_t timeout_ns);
   std::uint64_t acquire_loop(device_claim claim, std::uint64_t start, std::uint64_t deadline,

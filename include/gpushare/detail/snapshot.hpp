@@ -199,6 +199,7 @@ table_snapshot build_snapshot(const table_view& v, const std::string& name, Aliv
   s.lock_repairs = h.lock_repairs;
   s.sessions_reclaimed = h.sessions_reclaimed;
   s.handovers = h.handovers;
+  s.queue_holds = h.queue_holds;
   s.default_max_guard_ns = h.default_max_guard_ns;
   s.revocations = h.revocations;
   s.evictions = h.evictions;

@@ -67,10 +67,10 @@ inline bool session_core::grow_until(std::uint64_t bytes, std::uint64_t timeout_
   } catch (const error& e) {
     // A lock timeout, a reclaimed slot or leave(): this thread no longer waits. (The throws
     // of grow_loop itself have already stopped waiting.)
-    if (w.waiting) forget_memory_wait(uncount_after(e));
+    if (w.waiting) forget_memory_wait(uncount_after(e), w.ticket);
     throw;
   } catch (...) {
-    if (w.waiting) forget_memory_wait(uncount::in_journal);
+    if (w.waiting) forget_memory_wait(uncount::in_journal, w.ticket);
     throw;
   }
 }
@@ -86,18 +86,22 @@ inline bool session_core::grow_loop(memory_wait& w, past_deadline then) {
     check_usable(); // leave() by another thread ends this wait
     locked g(*this);
     slot_record& s = own_checked();
-    const grow_decision d = decide_grow(table_.view(), slot_, w.bytes, w.kind, w.may_borrow);
+    const grow_decision d = decide_grow(table_.view(), slot_, w.bytes, w.kind, w.may_borrow,
+                                        w.waiting ? w.ticket : 0, monotonic_ns());
     const budget_verdict v = d.verdict;
+    if (d.queued) table_.header().queue_holds = sat_add(table_.header().queue_holds, 1);
     if (v == budget_verdict::granted) {
       apply_grow(table_.header(), s, w.bytes, d.kind, d.on_loan);
+      // The waiters behind it may fit now: let them look (they sleep until a release).
+      if (w.waiting && table_.header().memory_waiters > 1) g.released_memory();
       crash_point("reserve.locked");
       if (w.first_ask != 0) note_reclaim_grant(table_.header(), monotonic_ns() - w.first_ask);
-      if (w.waiting) stop_waiting(s, w.start);
+      if (w.waiting) stop_waiting(s, w);
       w.waiting = false;
       return true;
     }
     if (v != budget_verdict::not_now) {
-      if (w.waiting) stop_waiting(s, w.start);
+      if (w.waiting) stop_waiting(s, w);
       w.waiting = false;
       throw never_fits(facts_, table_, v, s, w.bytes);
     }
@@ -113,7 +117,7 @@ inline bool session_core::grow_loop(memory_wait& w, past_deadline then) {
     }
     const std::uint64_t now = monotonic_ns();
     if (now >= w.deadline) {
-      if (w.waiting) stop_waiting(own(), w.start);
+      if (w.waiting) stop_waiting(own(), w);
       w.waiting = false;
       if (then == past_deadline::return_false) return false;
       throw not_available(facts_, table_, own(), w.bytes, w.timeout_ns);
@@ -121,7 +125,9 @@ inline bool session_core::grow_loop(memory_wait& w, past_deadline then) {
     if (!w.waiting) {
       w.waiting = true;
       add_memory_waiter(table_.header(), own());
+      w.ticket = take_queue_ticket(table_.header());
     }
+    queue_look(own(), w.ticket, w.bytes, now);
     next_check = ask_and_sleep(g, w, now, next_check);
   }
 }
@@ -149,15 +155,18 @@ inline std::uint64_t session_core::ask_and_sleep(locked& g, memory_wait& w, std:
 }
 
 /// A memory waiter got its memory or gave up by itself (under the lock): uncount it and record
-/// how long it waited. Once nobody waits for memory, no request to give some back stands.
-inline void session_core::stop_waiting(slot_record& s, std::uint64_t start) noexcept {
-  memory_wait_ended(table_.header(), s, monotonic_ns() - start);
+/// how long it waited; its place in the queue goes. Once nobody waits for memory, no request to
+/// give some back stands.
+inline void session_core::stop_waiting(slot_record& s, const memory_wait& w) noexcept {
+  queue_leave(s, w.ticket);
+  memory_wait_ended(table_.header(), s, monotonic_ns() - w.start);
   memory_waiter_gone(table_.view(), s);
 }
 
-/// A memory waiter leaves its wait by an exception: uncount it now, or journal it, so that no
-/// phantom memory waiter stays counted.
-inline void session_core::forget_memory_wait(uncount how) noexcept {
+/// A memory waiter (place `ticket`) leaves its wait by an exception: uncount it now, or journal
+/// it, so that no phantom memory waiter stays counted. (A journaled one leaves its place in the
+/// slot until the session's waiting count is 0: memory_queue.hpp.)
+inline void session_core::forget_memory_wait(uncount how, std::uint64_t ticket) noexcept {
   const auto entry = [](table_header& h, slot_record& s) { journal_memory_waiter(h, s); };
   if (how == uncount::in_journal) {
     journal(entry);
@@ -165,6 +174,7 @@ inline void session_core::forget_memory_wait(uncount how) noexcept {
   }
   locked_or_journaled(
       [&](locked&, slot_record& s) {
+        queue_leave(s, ticket);
         remove_memory_waiters(table_.header(), s, 1);
         memory_waiter_gone(table_.view(), s);
       },
