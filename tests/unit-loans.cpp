@@ -15,6 +15,7 @@
 
 #include <gpushare/detail/group.hpp>
 #include <gpushare/detail/journal.hpp>
+#include <gpushare/detail/memory_queue.hpp>
 #include <gpushare/detail/reclaim.hpp>
 #include <gpushare/detail/slot.hpp>
 
@@ -45,9 +46,9 @@ struct loan_table {
   /// What grow_loop() decides for slot `i` growing by `bytes` (`prompt`: it has a watcher):
   /// granted as its own, granted on loan, or not now (decide_grow, applied as grow_loop does).
   d::budget_verdict grow(std::uint32_t i, std::uint64_t bytes, d::memory_kind kind,
-                         bool prompt = true) {
-    const d::grow_decision g =
-        d::decide_grow(view(), i, bytes, kind, prompt && kind == d::memory_kind::reclaimable);
+                         bool prompt = true, std::uint64_t ticket = 0, std::uint64_t now = 0) {
+    const d::grow_decision g = d::decide_grow(
+        view(), i, bytes, kind, prompt && kind == d::memory_kind::reclaimable, ticket, now);
     if (g.verdict == d::budget_verdict::granted)
       d::apply_grow(*header, slots[i], bytes, g.kind, g.on_loan);
     return g.verdict;
@@ -345,12 +346,22 @@ struct loan_sim {
   std::vector<std::vector<held_block>> blocks;
 };
 
-/// A waiting reserve of the simulation (at most one per session).
+/// A waiting reserve of the simulation (at most one per session), with its place in the queue.
 struct pending {
   std::uint32_t slot;
   std::uint64_t bytes, start, first_look;
   bool within_guarantee;
+  std::uint64_t ticket = 0;
 };
+
+/// Slot `i`'s reserve of `bytes` begins to wait at `now`, as grow_loop() registers it.
+pending begin_wait(loan_sim& m, std::uint32_t i, std::uint64_t bytes, std::uint64_t now,
+                   bool within) {
+  d::add_memory_waiter(*m.t.header, m.t.slots[i]);
+  const std::uint64_t ticket = d::take_queue_ticket(*m.t.header);
+  d::queue_look(m.t.slots[i], ticket, bytes, now);
+  return pending{i, bytes, now, 0, within, ticket};
+}
 
 /// How a session answers requests: at once, late (stopped for a while, then it answers the
 /// request it saw, with that request's seq), or never (hung).
@@ -377,7 +388,7 @@ void answer_requests(loan_sim& m, const std::vector<answering>& how, std::vector
     } else if (how[j] == answering::late) {
       late_answer& l = late[j];
       if (!l.set && m.t.asked(j) != 0) {
-        l = {seq, m.t.asked(j), now + m.pick(0, 3000) * 1'000'000, true};
+        l = {seq, m.t.asked(j), now + m.pick(1000, 3000) * 1'000'000, true};
       } else if (l.set && now >= l.due) {
         d::answer_reclaim(*m.t.header, s, l.seq, m.give_back(j, l.bytes), now);
         l.set = false;
@@ -396,12 +407,15 @@ bool waiter_look(loan_sim& m, pending& w, std::uint64_t now, const std::vector<a
   (void)m.t.ask(w.slot, w.bytes, now, sim_deadline);
   if (w.first_look == 0) w.first_look = now;
   answer_requests(m, how, late, now);
-  if (m.t.grow(w.slot, w.bytes, d::memory_kind::fixed) == d::budget_verdict::granted) {
+  if (m.t.grow(w.slot, w.bytes, d::memory_kind::fixed, false, w.ticket, now) ==
+      d::budget_verdict::granted) {
     m.blocks[w.slot].push_back({w.bytes, d::memory_kind::fixed});
+    d::queue_leave(ws, w.ticket);
     d::memory_wait_ended(*m.t.header, ws, now - w.start);
     d::memory_waiter_gone(m.t.view(), ws);
     return true;
   }
+  d::queue_look(ws, w.ticket, w.bytes, now);
   if (w.within_guarantee) CHECK(now < w.first_look + sim_deadline);
   return false;
 }
@@ -420,16 +434,19 @@ void check_loan_grant(const loan_sim& m, std::uint64_t borrowed_before, std::uin
 }
 
 /// One random action of session `i`: a release, or a growth that is granted (as its own or on
-/// loan), dropped, or (fixed memory, the session not waiting yet) becomes a waiter.
+/// loan), dropped, or (fixed memory, the session not waiting yet) becomes a waiter. A session
+/// with a guarantee mostly releases (its guarantee stays idle, to be lent, until a burst).
 void random_action(loan_sim& m, std::uint32_t i, std::uint64_t now, bool prompt,
                    std::vector<pending>& waiting) {
-  if (m.pick(0, 2) == 0 && !m.blocks[i].empty()) {
+  const bool guaranteed = m.t.slots[i].settings.memory_guarantee != 0;
+  if ((m.pick(0, 2) == 0 || (guaranteed && m.pick(0, 3) != 0)) && !m.blocks[i].empty()) {
     const std::size_t k = m.pick(0, m.blocks[i].size() - 1);
     d::apply_shrink(*m.t.header, m.t.slots[i], m.blocks[i][k].bytes, m.blocks[i][k].kind);
     m.blocks[i].erase(m.blocks[i].begin() + static_cast<std::ptrdiff_t>(k));
     return;
   }
   const d::slot_record& s = m.t.slots[i];
+  if (guaranteed && m.pick(0, 3) != 0) return; // its growths come in bursts
   const std::uint64_t bytes = m.pick(1, 300) * MiB;
   // Sessions without a guarantee grow mostly caches (reclaimable): the borrowers.
   const bool cache = s.settings.memory_guarantee == 0 ? m.pick(0, 3) != 0 : m.pick(0, 1) != 0;
@@ -438,16 +455,15 @@ void random_action(loan_sim& m, std::uint32_t i, std::uint64_t now, bool prompt,
   const bool is_waiting =
       std::any_of(waiting.begin(), waiting.end(), [&](const pending& p) { return p.slot == i; });
   if (is_waiting) return; // its thread waits
-  if (m.t.grow(i, bytes, kind, prompt) == d::budget_verdict::granted) {
+  if (m.t.grow(i, bytes, kind, prompt, 0, now) == d::budget_verdict::granted) {
     m.blocks[i].push_back({bytes, kind});
     check_loan_grant(m, borrowed_before, held_before, i, bytes);
-  } else if (d::check_grow_in(m.t.view(), i, bytes) == d::budget_verdict::not_now &&
-             kind == d::memory_kind::fixed) {
+  } else if (kind == d::memory_kind::fixed &&
+             d::check_grow_in(m.t.view(), i, bytes) != d::budget_verdict::exceeds_capacity) {
     // It waits. Within its guarantee, loans are all that can stand in its way.
     const bool within =
         d::sat_add(d::sat_sub(d::held(s), s.loan.borrowed), bytes) <= s.settings.memory_guarantee;
-    d::add_memory_waiter(*m.t.header, m.t.slots[i]);
-    waiting.push_back(pending{i, bytes, now, 0, within});
+    waiting.push_back(begin_wait(m, i, bytes, now, within));
   }
 }
 
@@ -462,12 +478,10 @@ void guaranteed_burst(loan_sim& m, std::uint64_t now, std::vector<pending>& wait
         std::any_of(waiting.begin(), waiting.end(), [&](const pending& p) { return p.slot == i; });
     if (idle == 0 || is_waiting) continue;
     const std::uint64_t bytes = m.pick(1, idle) * MiB;
-    if (m.t.grow(i, bytes, d::memory_kind::fixed) == d::budget_verdict::granted) {
+    if (m.t.grow(i, bytes, d::memory_kind::fixed, false, 0, now) == d::budget_verdict::granted)
       m.blocks[i].push_back({bytes, d::memory_kind::fixed});
-    } else {
-      d::add_memory_waiter(*m.t.header, m.t.slots[i]);
-      waiting.push_back(pending{i, bytes, now, 0, true});
-    }
+    else
+      waiting.push_back(begin_wait(m, i, bytes, now, true));
   }
 }
 

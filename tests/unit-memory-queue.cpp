@@ -170,8 +170,9 @@ bool fits_in(queue_table& t, std::uint32_t j, std::uint64_t bytes) {
 }
 
 /// Slot `i`'s growth of `bytes` was just granted at `now` (ticket: its place, 0 if it did not
-/// wait): every waiter ahead of it that has looked within queue_stale_ns still fits, unless the
-/// growth was within i's guarantee.
+/// wait): every waiter ahead of it (a higher class, its class and an earlier place, or any
+/// reserve within its own guarantee) that has looked within queue_stale_ns still fits, unless
+/// the growth was within i's guarantee.
 void check_grant(queue_table& t, const std::vector<queued>& waiting, std::uint32_t i,
                  std::uint64_t ticket, bool within_guarantee, std::uint64_t now) {
   if (within_guarantee) return;
@@ -179,7 +180,9 @@ void check_grant(queue_table& t, const std::vector<queued>& waiting, std::uint32
     const d::slot_record& s = t.slots[w.slot];
     if (w.slot == i || w.ticket == ticket || now - s.queue.looked_ns > d::queue_stale_ns) continue;
     const int pj = s.settings.priority, pi = t.slots[i].settings.priority;
-    const bool ahead = pj > pi || (pj == pi && (ticket == 0 || w.ticket < ticket));
+    const bool promised = d::commitment(s, s.memory.reserved + w.bytes, s.memory.external,
+                                        s.settings.memory_guarantee) <= d::commitment(s);
+    const bool ahead = promised || pj > pi || (pj == pi && (ticket == 0 || w.ticket < ticket));
     if (!ahead || s.queue.ticket != w.ticket) continue; // (its session's entry is its oldest)
     INFO("granted slot " << i << " (place " << ticket << "), ahead: slot " << w.slot << " place "
                          << w.ticket << ", " << w.bytes / MiB << " MiB");

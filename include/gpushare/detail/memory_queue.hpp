@@ -6,9 +6,12 @@
 // one that began waiting first. A reserve that begins to wait takes a ticket (its place); each
 // session's slot holds the place and size of its oldest waiting reserve. A growth of any session
 // (a waiting reserve's, a new reserve's, try_reserve's) is refused while a reserve ahead of it
-// would not fit after it: a waiter of a higher class, or of its class that came first. So memory
-// that comes back goes to the waiters in order, and a large reserve is not starved by a stream
-// of smaller ones that each fit in what comes back. What is not refused:
+// would not fit after it: a waiter of a higher class, or of its class that came first, or a
+// reserve within its own guarantee, whatever its class (its room is promised; with loans out, it
+// is what a loan call frees for it, docs/design.md section 15, which no other growth may take
+// between the borrower's answer and the reserve's next look). So memory that comes back goes to
+// the waiters in order, and a large reserve is not starved by a stream of smaller ones that each
+// fit in what comes back. What is not refused:
 //   - a growth within the session's own guarantee: its room is committed already, and nobody
 //     else can have it;
 //   - a growth that leaves every waiter ahead still fitting;
@@ -57,6 +60,12 @@ inline void queue_leave(slot_record& s, std::uint64_t ticket) noexcept {
   if (s.queue.ticket == ticket) s.queue = {};
 }
 
+/// Whether growing slot `s` by `bytes` keeps its commitment: a growth within its guarantee.
+inline bool within_guarantee(const slot_record& s, std::uint64_t bytes) noexcept {
+  return commitment(s, sat_add(s.memory.reserved, bytes), s.memory.external,
+                    s.settings.memory_guarantee) <= commitment(s);
+}
+
 /// Would slot `j`'s waiting reserve fit once slot `i` grew by `bytes`, its commitment by
 /// `raise`? (The table's bounds only: capacity and, with loans out, what sessions hold.)
 inline bool fits_after(const table_header& h, const slot_record& j, std::uint64_t raise,
@@ -85,8 +94,10 @@ inline bool queued_behind(const table_view& t, std::uint32_t i, std::uint64_t by
     if (j == i || s.state.load(std::memory_order_relaxed) != slot_active || s.memory.waiting == 0 ||
         s.queue.ticket == 0 || sat_sub(now, s.queue.looked_ns) > queue_stale_ns)
       continue;
+    // A reserve within its own guarantee is ahead of every class: its room is promised (with
+    // loans out, what a loan call frees is its, section 15), and only held room can be short.
     const bool ahead =
-        s.settings.priority > me.settings.priority ||
+        within_guarantee(s, s.queue.bytes) || s.settings.priority > me.settings.priority ||
         (s.settings.priority == me.settings.priority && (ticket == 0 || s.queue.ticket < ticket));
     if (ahead && !fits_after(h, s, raise, bytes)) return true;
   }
