@@ -408,7 +408,19 @@ TEST_CASE("item 13: a join that takes over a dead slot wakes the memory waiters"
     return r.size() == 50 * MiB ? 0 : 3;
   });
   REQUIRE(test::eventually([&] { return raw.header().memory_waiters == 1; }));
-  REQUIRE(test::stop_process(waiter)); // it cannot re-check on its own now
+  // Stopped (it cannot re-check on its own now), but not inside the table lock: it takes the
+  // lock at every re-check, and a stop that lands there holds the lock (on a loaded machine the
+  // joiner below then timed out on it; CI once saw that beside two CPU hogs).
+  bool stopped_outside = false;
+  for (int attempt = 0; attempt < 200 && !stopped_outside; ++attempt) {
+    REQUIRE(test::stop_process(waiter));
+    stopped_outside = raw.header().lock.load() == 0;
+    if (!stopped_outside) {
+      ::kill(waiter, SIGCONT);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1 + attempt % 7));
+    }
+  }
+  REQUIRE(stopped_outside);
   ::kill(dead, SIGKILL);
   CHECK(test::wait_exit(dead) == 128 + SIGKILL);
   const std::uint32_t before = raw.header().memory_wake.load();
