@@ -85,6 +85,20 @@ TEST_CASE("set --max-guard and --compute-guarantee take the forms of their varia
   CHECK(guarantee.ends_with("; or \"none\""));
 }
 
+TEST_CASE("set --pause-hold takes GPUSHARE_PAUSE_HOLD's forms, and shows as a ratio") {
+  CHECK(parse_settings(set_args({"w", "--pause-hold", "0.5"})).pause_hold_ppm == 500'000u);
+  const settings_change off = parse_settings(set_args({"w", "--pause-hold", "none"}));
+  CHECK(off.pause_hold_ppm == 0u);
+  CHECK_FALSE(change_is_empty(off));
+  CHECK(usage_message([] {
+          parse_settings(set_args({"w", "--pause-hold", "150"}));
+        }).starts_with("--pause-hold: invalid pause hold \"150\": it must be at most 100"));
+  CHECK(gpushare::cli::pause_hold_text(0) == "none");
+  CHECK(gpushare::cli::pause_hold_text(2'000'000) == "2x");
+  CHECK(gpushare::cli::pause_hold_text(1'250'000) == "1.25x");
+  CHECK(gpushare::cli::pause_hold_text(1) == "0.000001x");
+}
+
 TEST_CASE("set --table-default takes --max-guard alone, in place of the session") {
   const table_defaults d =
       parse_table_defaults(set_args({"--table-default", "--max-guard", "500ms"}));

@@ -381,3 +381,27 @@ TEST_CASE("group: name, memory limit and share from code or the environment, wit
   empty_in_code.group = "";
   CHECK(resolve_options(empty_in_code, fake_env({{"GPUSHARE_GROUP", "pod-7f9c"}})).group.empty());
 }
+
+TEST_CASE("GPUSHARE_PAUSE_HOLD: a ratio to the session's device time, none, and its errors") {
+  CHECK(resolve_options({}, no_env).pause_hold_ppm == 2'000'000); // the default: twice
+  CHECK(resolve_options({}, no_env).pause_hold_ppm == gpushare::detail::default_pause_hold_ppm);
+  for (const auto& [text, ppm] :
+       {std::pair{"2", 2'000'000u}, std::pair{"0.5", 500'000u}, std::pair{"100", 100'000'000u},
+        std::pair{"0.000001", 1u}, std::pair{"none", 0u}, std::pair{"OFF", 0u},
+        std::pair{"0", 0u}}) {
+    CAPTURE(text);
+    CHECK(resolve_options({}, fake_env({{"GPUSHARE_PAUSE_HOLD", text}})).pause_hold_ppm == ppm);
+  }
+  session_options code;
+  code.pause_hold_ppm = 750'000; // code wins over the environment
+  CHECK(resolve_options(code, fake_env({{"GPUSHARE_PAUSE_HOLD", "3"}})).pause_hold_ppm == 750'000);
+  check_bad_env("GPUSHARE_PAUSE_HOLD", "101", {"at most 100", "ratio"});
+  check_bad_env("GPUSHARE_PAUSE_HOLD", "100.5", {"at most 100"});
+  check_bad_env("GPUSHARE_PAUSE_HOLD", "-1", {"sign"});
+  check_bad_env("GPUSHARE_PAUSE_HOLD", "2x", {"unexpected characters"});
+  check_bad_env("GPUSHARE_PAUSE_HOLD", "50%", {"unexpected characters"});
+  check_bad_env("GPUSHARE_PAUSE_HOLD", ".5", {"0.5"});
+  check_bad_env("GPUSHARE_PAUSE_HOLD", "1.0000001", {"6 decimals"});
+  code.pause_hold_ppm = 100'000'001;
+  check_error(code, no_env, errc::invalid_argument, {"session_options::pause_hold_ppm"});
+}

@@ -160,7 +160,9 @@ TEST_CASE("case 4: a session whose pauses are as long as its guards gets min(dem
   // it the difference (30 us guards, 50 us pauses next to 30 us guards: two peer guards per
   // pause, 33% instead of 37.5%), and a peer with long guards costs it most of its demand
   // (1 ms guards: 3% and 10%): exclusive arbitration cannot do better without idling the device
-  // for it, which the peer's share forbids.
+  // for it, which the peer's share forbids. (That was issue 23's reading; issue 40 (C8) showed the
+  // trade: its pause hold keeps the device idle for it within a bound, unit-scheduler-pause-hold.
+  // These are the figures with no hold.)
   struct variant {
     u64 guard, pause, peer_guard;
   };
@@ -169,7 +171,8 @@ TEST_CASE("case 4: a session whose pauses are as long as its guards gets min(dem
                           variant{100 * us, 100 * us, 1 * ms}}) {
     scenario sc;
     sc.duration = 3 * sec;
-    const session_spec p = periodic("pauser", v.guard, v.pause);
+    session_spec p = periodic("pauser", v.guard, v.pause);
+    p.pause_hold_ppm = 0;
     sc.sessions = {p, busy("peer", 1, v.peer_guard)};
     const result r = simulate(sc);
     CAPTURE(v.guard);
@@ -326,8 +329,9 @@ TEST_CASE("case 8: guards that account little device time still hand over in wal
     const u64 wait = r.sessions[1].max_wait;
     MESSAGE("accounted " << ppm / 1e4 << "% of wall time: the peer ran " << peer * 100
                          << "% of the time, waited at most " << wait / 1e6 << " ms");
-    // A turn lasts at most about a quantum of wall time (and a guard), whatever it accounts.
-    CHECK(wait <= 2 * (5 * ms + 1 * ms));
+    // A turn lasts at most a quantum of wall time and a guard when it accounts less than half of
+    // it (issue 40, C10: the peer waited 11 ms at 0% and 10%), at most two quanta otherwise.
+    CHECK(wait <= (ppm < 500'000 ? 1 : 2) * 5 * ms + 1 * ms);
     CHECK(peer >= 0.30);
   }
 }

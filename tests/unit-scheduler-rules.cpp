@@ -182,13 +182,28 @@ TEST_CASE("case 8: a turn past two quanta of wall time is charged the time it di
   fake_table t;
   d::slot_record& s = t.join(0);
   t.hold(0, 0, 0);
-  t.header->quantum_used_ns = 1 * ms; // accounted 1 ms in 10 ms of wall time
+  t.header->quantum_used_ns = 6 * ms; // accounted 6 ms in 10 ms of wall time: over half
   d::charge_wall(t.view(), s, 10 * ms);
-  CHECK(t.header->quantum_used_ns == 1 * ms); // within two quanta: nothing
+  CHECK(t.header->quantum_used_ns == 6 * ms); // within two quanta: nothing
   CHECK(s.compute.vtime == 0);
-  d::charge_wall(t.view(), s, 12 * ms);
-  CHECK(t.header->quantum_used_ns == 12 * ms);
-  CHECK(s.compute.vtime == 11 * ms * 1000); // the unaccounted 11 ms, at share 1
+  d::charge_wall(t.view(), s, 11 * ms);
+  CHECK(t.header->quantum_used_ns == 11 * ms);
+  CHECK(s.compute.vtime == 5 * ms * 1000); // the unaccounted 5 ms, at share 1
+}
+
+TEST_CASE("issue 40, C10: a turn accounting less than half its wall time is charged past one "
+          "quantum") {
+  // Before: past two quanta whatever it accounted: a peer waited 11 ms (two quanta and a guard)
+  // behind guards accounting 0-10% of their wall time, against a quantum and a guard.
+  fake_table t;
+  d::slot_record& s = t.join(0);
+  t.hold(0, 0, 0);
+  t.header->quantum_used_ns = 1 * ms; // accounted 1 ms in 5 ms of wall time
+  d::charge_wall(t.view(), s, 5 * ms);
+  CHECK(t.header->quantum_used_ns == 1 * ms); // within one quantum: nothing
+  d::charge_wall(t.view(), s, 6 * ms);
+  CHECK(t.header->quantum_used_ns == 6 * ms);
+  CHECK(s.compute.vtime == 5 * ms * 1000); // the unaccounted 5 ms, at share 1
 }
 
 TEST_CASE("a compute guarantee: the clock, and the class an owed waiter claims") {

@@ -437,3 +437,55 @@ TEST_CASE(
     }
   }
 }
+
+TEST_CASE("simulation, threads, leases, pauses and wake-ups mixed: no lower guard starts while a "
+          "higher class waits") {
+  // Issue 40, C7: an independent simulation saw lower-class guards start while a higher class
+  // waited in about 2% of random mixes of multi-threaded sessions, leases, pauses and wake-up
+  // latency. This mix draws each of them often (1-4 threads a session, every class, pauses up
+  // to 7 ms so that sessions run alone on their lease, wake-ups up to 2 ms, signals): none in
+  // 300 seeds here, nor in 1,500 of these and 1,500 of rich_scenario's when this was written.
+  u64 lease_guards = 0;
+  for (u64 seed = 1; seed <= 300; ++seed) {
+    rng g{seed * 31337 + 5};
+    scenario sc;
+    sc.seed = seed;
+    const int n = static_cast<int>(g.uniform(2, 4));
+    for (int k = 0; k < n; ++k) {
+      const u64 c = g.uniform(0, 2);
+      session_spec s = busy(std::string("s").append(std::to_string(k)),
+                            static_cast<std::uint32_t>(g.uniform(1, 4)), g.uniform(20, 800) * us,
+                            c == 0   ? prio::low
+                            : c == 1 ? prio::normal
+                                     : prio::high);
+      s.quantum = g.uniform(1, 5) * ms;
+      s.threads = static_cast<int>(g.uniform(1, 4));
+      s.stagger = g.uniform(0, 700) * us;
+      s.work.guard_max = s.work.guard_min + g.uniform(0, 1000) * us;
+      if (g.chance(0.8)) {
+        const u64 scale = g.chance(0.5) ? 1 : 10;
+        s.work.pause_min = g.uniform(0, 200) * us * scale;
+        s.work.pause_max = s.work.pause_min + g.uniform(0, 500) * us * scale;
+      }
+      if (g.chance(0.2)) {
+        s.mode = d::handover_at_yield;
+        s.work.per_iteration = static_cast<int>(g.uniform(2, 6));
+      }
+      sc.sessions.push_back(s);
+    }
+    sc.cpu.wake_latency_max = g.uniform(0, 2000) * us;
+    if (g.chance(0.5)) {
+      sc.cpu.timeslice = g.uniform(3, 20) * ms;
+      sc.cpu.deschedule_max = g.uniform(0, 3000) * us;
+    }
+    if (g.chance(0.3)) sc.cpu.spurious_wake_max = g.uniform(1, 5) * ms;
+    const result r = simulate(sc);
+    CAPTURE(seed);
+    CHECK(r.priority_inversions == 0);
+    CHECK(r.overlaps == 0);
+    CHECK(r.idle_excess_ns == 0);
+    CHECK(r.clean_end);
+    lease_guards += r.lease_guards;
+  }
+  CHECK(lease_guards > 1000); // leases were drawn: sessions ran alone between others' pauses
+}

@@ -640,7 +640,8 @@ TEST_CASE("try_take: a holder with quantum left keeps the device and its quantum
   auto& s = t.join(0);
   auto& w = t.join(1);
   t.wait(1);
-  t.hold(0, 0, 7 * ms - 50 * us); // idle for 50 us since its last guard
+  t.hold(0, 0, 7 * ms - 50 * us);      // idle for 50 us since its last guard
+  t.header->quantum_start_ns = 4 * ms; // (3 ms of wall time: not charged, charge_wall)
   s.compute.vtime = 300;
   w.compute.vtime = 0;
   t.header->quantum_used_ns = 2 * ms;

@@ -71,6 +71,9 @@ TEST_CASE("the setting parsers read what the GPUSHARE_ variables read") {
   CHECK(gs::parse_percent("12.5%") == 125'000u);
   CHECK(gs::parse_compute_guarantee("none") == 0u);
   CHECK(gs::parse_compute_guarantee("10%") == 100'000u);
+  CHECK(gs::parse_pause_hold("2") == 2'000'000u);
+  CHECK(gs::parse_pause_hold("none") == 0u);
+  CHECK_THROWS_AS(gs::parse_pause_hold("200"), gs::error);
   CHECK(gs::parse_quantum("500us") == std::chrono::microseconds(500));
   CHECK(gs::parse_max_guard("2min") == std::chrono::minutes(2));
   CHECK(gs::parse_max_guard("none") == std::chrono::nanoseconds(0));

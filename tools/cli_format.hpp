@@ -120,6 +120,18 @@ inline std::string guarantee_text(std::uint32_t ppm) {
   return ppm == 0 ? std::string("none") : format_percent(ppm);
 }
 
+/// A pause hold: "none", or the ratio to its device time ("2x", "0.5x").
+inline std::string pause_hold_text(std::uint32_t ppm) {
+  if (ppm == 0) return "none";
+  std::string out = std::to_string(ppm / 1'000'000);
+  if (const std::uint32_t frac = ppm % 1'000'000; frac != 0) {
+    std::string digits = std::to_string(1'000'000 + frac).substr(1);
+    digits.erase(digits.find_last_not_of('0') + 1);
+    out.append(".").append(digits);
+  }
+  return out.append("x");
+}
+
 /// "low", "normal", "high", "critical", or the number for the unnamed classes 4..7.
 inline std::string priority_text(int p) {
   switch (p) {

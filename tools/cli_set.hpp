@@ -43,6 +43,8 @@ inline settings_change parse_settings(const parsed_args& a) {
     c.max_guard = parse_value("--max-guard", *v, parse_max_guard);
   if (auto v = a.value("--compute-guarantee"))
     c.compute_guarantee_ppm = parse_value("--compute-guarantee", *v, parse_compute_guarantee);
+  if (auto v = a.value("--pause-hold"))
+    c.pause_hold_ppm = parse_value("--pause-hold", *v, parse_pause_hold);
   return c;
 }
 
@@ -50,14 +52,14 @@ inline settings_change parse_settings(const parsed_args& a) {
 inline bool change_is_empty(const settings_change& c) {
   return !c.priority && !c.share && !c.compute_limit_ppm && !c.memory_limit &&
          !c.memory_guarantee && !c.quantum && !c.handover && !c.max_guard &&
-         !c.compute_guarantee_ppm;
+         !c.compute_guarantee_ppm && !c.pause_hold_ppm;
 }
 
 /// The setting flags of `set` that only a session has. --max-guard is not among them: it is also
 /// the one default of a table (--table-default).
 inline constexpr std::string_view session_setting_flags[] = {
-    "--share",   "--priority", "--compute-limit",    "--memory-limit", "--memory-guarantee",
-    "--quantum", "--handover", "--compute-guarantee"};
+    "--share",   "--priority", "--compute-limit",     "--memory-limit", "--memory-guarantee",
+    "--quantum", "--handover", "--compute-guarantee", "--pause-hold"};
 
 /// The table defaults `set --table-default` asks for; usage_error for a session given with it, a
 /// session setting, or a missing --max-guard.
@@ -111,6 +113,9 @@ inline std::string describe_change(const settings_change& c, const session_info&
   if (c.compute_guarantee_ppm)
     line("compute guarantee", guarantee_text(before.compute_guarantee_ppm),
          guarantee_text(after.compute_guarantee_ppm));
+  if (c.pause_hold_ppm)
+    line("pause hold", pause_hold_text(before.pause_hold_ppm),
+         pause_hold_text(after.pause_hold_ppm));
   return out;
 }
 
@@ -122,7 +127,7 @@ inline constexpr flag_spec set_flags[] = {{"--table", true},          {"--domain
                                           {"--memory-limit", true},   {"--memory-guarantee", true},
                                           {"--quantum", true},        {"--handover", true},
                                           {"--max-guard", true},      {"--compute-guarantee", true},
-                                          {"--capacity", true}};
+                                          {"--pause-hold", true},     {"--capacity", true}};
 
 /// Changes the settings of the one session `a` names, and prints them as old -> new.
 inline int set_session(const parsed_args& a) {

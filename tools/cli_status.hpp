@@ -365,6 +365,7 @@ inline void session_json(json_writer& w, const session_info& i, std::optional<do
   w.field("max_guard_ns", i.max_guard_ns);
   w.field("revocations", i.revocations);
   w.field("compute_guarantee_ppm", i.compute_guarantee_ppm);
+  w.field("pause_hold_ppm", i.pause_hold_ppm);
   w.field("settings_seq", i.settings_seq);
   session_reclaim_json(w, i);
   w.end_object();

@@ -109,6 +109,8 @@ Settings (the forms of the GPUSHARE_* environment variables):
   --compute-guarantee X%|none
                              share of wall time it gets on the device while it wants it, above
                              every priority class (10%); none: strict priority
+  --pause-hold R|none        idle it may keep through short pauses while below its share, in
+                             times its device time, 0 to 100 (2, 0.5); none: never
 )";
 
 inline constexpr std::string_view evict_usage =

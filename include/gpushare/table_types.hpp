@@ -68,6 +68,9 @@ struct session_info : session_statistics {
   /// The share of wall time it keeps on the device while it wants it, whatever the priority
   /// classes above it want (ppm; 0: none, strict priority).
   std::uint32_t compute_guarantee_ppm = 0;
+  /// The idle it may keep through its pauses while below its share, in millionths of its device
+  /// time (session_options::pause_hold_ppm; 0: none).
+  std::uint32_t pause_hold_ppm = 0;
   /// While it has a guard running: how long since its last guard entry or exit (by the clock of
   /// the process that took the snapshot), i.e. how long its current guard has run at least. Far
   /// above its quantum means a holder stopped or hung inside a guard; 0 when no guard runs.
@@ -218,6 +221,8 @@ struct settings_change {
   std::optional<std::chrono::nanoseconds> max_guard;
   /// Its compute guarantee (ppm of wall time, up to 100%; 0: none).
   std::optional<std::uint32_t> compute_guarantee_ppm;
+  /// Its pause hold (millionths of its device time, up to 100 times; 0: none).
+  std::optional<std::uint32_t> pause_hold_ppm;
 };
 
 /// Settings of a table that apply to every session of it that sets none of its own.

@@ -17,6 +17,7 @@
 
 #include <gpushare/detail/object_name.hpp>
 #include <gpushare/detail/parse.hpp>
+#include <gpushare/detail/parse_pause_hold.hpp>
 #include <gpushare/types.hpp>
 
 namespace gpushare {
@@ -71,6 +72,10 @@ inline std::uint32_t parse_percent(std::string_view s) { return detail::parse_pe
 /// GPUSHARE_COMPUTE_GUARANTEE: "10%" -> parts per million; "none" -> 0.
 inline std::uint32_t parse_compute_guarantee(std::string_view s) {
   return detail::parse_compute_guarantee_ppm(s);
+}
+/// GPUSHARE_PAUSE_HOLD: "none" (or "off", "0"), or a ratio up to 100 ("2", "0.5"); millionths.
+inline std::uint32_t parse_pause_hold(std::string_view s) {
+  return detail::parse_pause_hold_ppm(s);
 }
 /// GPUSHARE_QUANTUM: "5ms", from 1us to 10s.
 inline std::chrono::nanoseconds parse_quantum(std::string_view s) {

@@ -189,6 +189,7 @@ struct resolved_options {
   handover_point handover = handover_point::at_guard; ///< where it hands the device over
   std::uint64_t max_guard_ns = 0;                     ///< 0: the table's default
   std::uint32_t compute_guarantee_ppm = 0;            ///< 0: none
+  std::uint32_t pause_hold_ppm = 2'000'000;           ///< session_options::pause_hold_ppm
   std::uint64_t reclaim_deadline_ns = 2'000'000'000;  ///< how long its requests to give back last
   std::chrono::milliseconds open_timeout{5000};       ///< session_options::open_timeout
   /// The group it belongs to ("" for none) and the group's settings as this session gives them:
@@ -247,6 +248,12 @@ struct session_options {
   /// the device while it wants it, whatever priority classes above it want: a waiter owed its
   /// guarantee counts as the highest class. Default none: priority classes are strict.
   std::optional<std::uint32_t> compute_guarantee_ppm;
+  /// GPUSHARE_PAUSE_HOLD ("2", "0.5", "none"): while this session is below its share and an
+  /// equal-class session with longer guards waits, it keeps the device through its short pauses
+  /// between guards (up to 200 us each), as long as the idle it keeps that way stays within this
+  /// many times its own device time; in millionths (2000000: twice). It trades utilisation for
+  /// its share (docs/design.md, "Pause hold"). 0 to 100 times; default 2; 0: never.
+  std::optional<std::uint32_t> pause_hold_ppm;
   /// GPUSHARE_RECLAIM_DEADLINE ("2s"): when a reserve of this session waits, the sessions of
   /// lower priority classes that hold reclaimable memory are asked to give some back
   /// (docs/design.md section 15); one that has not answered within this long is skipped and the

@@ -178,6 +178,8 @@ class SessionInfo:
     @property
     def compute_guarantee_ppm(self) -> int: ...
     @property
+    def pause_hold_ppm(self) -> int: ...
+    @property
     def memory_limit(self) -> int: ...
     @property
     def memory_guarantee(self) -> int: ...
@@ -446,6 +448,7 @@ class Session:
         memory_guarantee: Optional[Amount] = None,
         compute_limit: Optional[Fraction] = None,
         compute_guarantee: Optional[Fraction] = None,
+        pause_hold: Optional[Union[float, str]] = None,
         quantum: Optional[Duration] = None,
         handover: Optional[Handover] = None,
         max_guard: Optional[Duration] = None,
@@ -489,6 +492,7 @@ class Session:
         memory_guarantee: Optional[Amount] = None,
         compute_limit: Optional[Fraction] = None,
         compute_guarantee: Optional[Fraction] = None,
+        pause_hold: Optional[Union[float, str]] = None,
         quantum: Optional[Duration] = None,
         handover: Optional[Handover] = None,
         max_guard: Optional[Duration] = None,
@@ -560,6 +564,7 @@ class Table:
         memory_guarantee: Optional[Amount] = None,
         compute_limit: Optional[Fraction] = None,
         compute_guarantee: Optional[Fraction] = None,
+        pause_hold: Optional[Union[float, str]] = None,
         quantum: Optional[Duration] = None,
         handover: Optional[Handover] = None,
         max_guard: Optional[Duration] = None,

@@ -98,6 +98,18 @@ std::uint32_t ppm_setting(py::handle v, const char* what,
   return static_cast<std::uint32_t>(std::llround(f * 1e6));
 }
 
+/// A pause hold: a ratio to the session's device time (2, 0.5) or a string ("2", "none").
+std::uint32_t pause_hold_setting(py::handle v) {
+  if (is_str(v)) return gpushare::parse_pause_hold(v.cast<std::string>());
+  if (!is_number(v)) wrong_type("pause_hold", v, "a ratio (2, 0.5) or a string (\"2\", \"none\")");
+  const double f = v.cast<double>();
+  if (std::isnan(f) || f < 0 || f > 100)
+    bad(std::string("pause_hold ")
+            .append(repr_of(v))
+            .append(" is not a ratio from 0 to 100: give 2 for twice its device time, 0 for none"));
+  return static_cast<std::uint32_t>(std::llround(f * 1e6));
+}
+
 /// A reclaim deadline's string ("2s", "500ms"), read as GPUSHARE_RECLAIM_DEADLINE is.
 std::chrono::nanoseconds reclaim_deadline_of(std::string_view s) {
   return gpushare::parse_reclaim_deadline(s);
@@ -240,6 +252,7 @@ gpushare::session_options session_options_from(const py::kwargs& kw,
          o.compute_guarantee_ppm =
              ppm_setting(v, "compute_guarantee", gpushare::parse_compute_guarantee);
        }},
+      {"pause_hold", [&](py::handle v) { o.pause_hold_ppm = pause_hold_setting(v); }},
       {"memory_limit",
        [&](py::handle v) { o.memory_limit = memory_amount_from(v, "memory_limit"); }},
       {"memory_guarantee",
@@ -299,6 +312,7 @@ gpushare::settings_change settings_change_from(const py::kwargs& kw) {
          c.compute_guarantee_ppm =
              ppm_setting(v, "compute_guarantee", gpushare::parse_compute_guarantee);
        }},
+      {"pause_hold", [&](py::handle v) { c.pause_hold_ppm = pause_hold_setting(v); }},
       {"memory_limit",
        [&](py::handle v) { c.memory_limit = memory_amount_from(v, "memory_limit"); }},
       {"memory_guarantee",

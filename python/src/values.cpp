@@ -113,7 +113,8 @@ void session_settings(record<session_info>& r) {
       "state", [](const session_info& i) { return i.state(); },
       "\"running\" (in a guard), \"waiting\" or \"idle\".");
   r.F(session_info, priority).F(session_info, share).F(session_info, compute_limit_ppm);
-  r.F(session_info, compute_guarantee_ppm).F(session_info, memory_limit);
+  r.F(session_info, compute_guarantee_ppm).F(session_info, pause_hold_ppm);
+  r.F(session_info, memory_limit);
   r.F(session_info, memory_guarantee).F(session_info, quantum_ns);
   r.computed(
       "handover", [](const session_info& i) { return handover_name(i.handover); },

@@ -14,7 +14,7 @@ def test_session_joins_with_its_settings_and_leaves(key, settings):
     with gpushare.Session(key, name="alpha", priority="high", share="3", compute_limit="30%",
                           memory_limit="512MiB", memory_guarantee="10%", quantum="500us",
                           handover="yield", max_guard="30s", compute_guarantee=0.1,
-                          **settings) as s:
+                          pause_hold=0.5, **settings) as s:
         assert s.joined
         assert s.name == "alpha"
         assert s.table_name == gpushare.table_name(key, DOMAIN)
@@ -22,6 +22,7 @@ def test_session_joins_with_its_settings_and_leaves(key, settings):
         assert (i.name, i.priority, i.share) == ("alpha", 2, 3)
         assert i.compute_limit_ppm == 300_000
         assert i.compute_guarantee_ppm == 100_000
+        assert i.pause_hold_ppm == 500_000
         assert i.memory_limit == 512 * MiB
         assert i.memory_guarantee == GiB // 10
         assert i.quantum_ns == 500_000

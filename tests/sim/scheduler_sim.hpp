@@ -72,10 +72,11 @@ struct session_spec {
   u64 quantum = 5 * ms;
   std::uint32_t mode = d::handover_at_guard;
   std::uint32_t limit_ppm = 1'000'000;
-  std::uint32_t guarantee_ppm = 0; ///< its compute guarantee (0: none)
-  u64 max_guard = 0;               ///< its guard bound (0: none)
-  std::string group;               ///< the group it belongs to ("": none)
-  std::uint32_t group_share = 1;   ///< the group's compute share (every member gives the same)
+  std::uint32_t guarantee_ppm = 0;                          ///< its compute guarantee (0: none)
+  u64 max_guard = 0;                                        ///< its guard bound (0: none)
+  std::uint32_t pause_hold_ppm = d::default_pause_hold_ppm; ///< its pause hold (0: none)
+  std::string group;                                        ///< the group it belongs to ("": none)
+  std::uint32_t group_share = 1; ///< the group's compute share (every member gives the same)
   int threads = 1;
   u64 stagger = 0; ///< thread k starts k * stagger after the session
   workload work;
@@ -257,6 +258,7 @@ private:
     st.compute_limit_ppm = spec.limit_ppm;
     st.compute_guarantee_ppm = spec.guarantee_ppm;
     st.max_guard_ns = spec.max_guard;
+    st.pause_hold_ppm = spec.pause_hold_ppm;
     st.memory_limit = UINT64_MAX;
     d::slot_group group{};
     if (!spec.group.empty()) {
@@ -420,6 +422,13 @@ private:
           return d::is_active(s) && s.compute.cpu_wait_ppm >= d::reserve_cpu_wait_ppm;
         }))
       allowed += holders * d::reserve_ns;
+    // A holder below its share may keep the device through its pauses for its pause hold: up to
+    // pause_hold times the device time it used, plus one pause of pause_hold_burst_ns.
+    std::uint32_t hold = 0;
+    for (const auto& s : sc_.sessions) hold = std::max(hold, s.pause_hold_ppm);
+    if (hold > 0)
+      allowed += d::mul_div(busy_total_ - th.busy_mark, hold, 1'000'000) +
+                 holders * d::pause_hold_burst_ns;
     // A higher class may keep its gaps from a lower waiter up to a quarter of its device time
     // (its lower-class idle debt, drained by 1/4): that much idle is allowed too.
     const int mine = sc_.sessions[static_cast<std::size_t>(th.session)].priority;

@@ -185,12 +185,14 @@ struct slot_settings {
   std::uint32_t compute_limit_ppm;
   std::uint32_t compute_guarantee_ppm; ///< device time it keeps while busy (0: none)
   std::uint32_t handover_mode;         ///< handover_at_guard or handover_at_yield
-  std::uint32_t unused;                ///< zero
-  std::uint64_t memory_limit;          ///< bytes, resolved against capacity
-  std::uint64_t memory_guarantee;      ///< bytes, resolved against capacity
-  std::uint64_t quantum_ns;            ///< device time it may keep the device while equals wait
-  std::uint64_t max_guard_ns; ///< its guards lose the device after this long without a guard
-                              ///< boundary (0: the table's default_max_guard_ns)
+  /// Idle it may keep through its pauses while below its share, in ppm of its device time
+  /// (detail/sched_turns.hpp, holds_through; 0: none).
+  std::uint32_t pause_hold_ppm;
+  std::uint64_t memory_limit;     ///< bytes, resolved against capacity
+  std::uint64_t memory_guarantee; ///< bytes, resolved against capacity
+  std::uint64_t quantum_ns;       ///< device time it may keep the device while equals wait
+  std::uint64_t max_guard_ns;     ///< its guards lose the device after this long without a guard
+                                  ///< boundary (0: the table's default_max_guard_ns)
 };
 
 /// A session's memory accounting, under the table lock. `reserved` and `external` count in the
@@ -366,8 +368,13 @@ struct alignas(64) slot_record {
   slot_reclaim reclaim;   ///< reclaimable memory and requests to give it back
   slot_loan loan;         ///< what it borrows from idle guarantees
   slot_queue queue;       ///< its oldest waiting reserve's place among the memory waiters
-
-  std::uint8_t spare[1152 - 1136]; ///< room to grow without moving fields
+  /// Gaps it kept idle while equal waiters waited, less pause_hold_ppm of its device time since
+  /// (a leaky bucket, under the lock): it holds through pauses while this stays below
+  /// pause_hold_burst_ns (detail/sched_turns.hpp).
+  std::uint64_t hold_debt_ns;
+  /// While it holds the device: the idle of its current turn that it held through (not counted
+  /// in the turn's length, last_turn_ns, nor in its idle, holder_idle_ns). Under the lock.
+  std::uint64_t hold_turn_ns;
 };
 
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
@@ -397,7 +404,8 @@ static_assert(offsetof(slot_record, reclaim) == 968);
 static_assert(sizeof(slot_loan) == 48);
 static_assert(sizeof(slot_queue) == 24);
 static_assert(offsetof(slot_record, queue) == 1112);
-static_assert(offsetof(slot_record, spare) == 1136);
+static_assert(offsetof(slot_record, hold_debt_ns) == 1136);
+static_assert(offsetof(slot_record, hold_turn_ns) == 1144);
 static_assert(sizeof(table_header) == 1664, "header layout changed: bump table_layout_version");
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 static_assert(offsetof(table_header, lock) % 64 == 0);

@@ -19,6 +19,7 @@
 #include <gpushare/detail/cluster_env.hpp>
 #include <gpushare/detail/identity.hpp>
 #include <gpushare/detail/parse.hpp>
+#include <gpushare/detail/parse_pause_hold.hpp>
 #include <gpushare/detail/table_dir.hpp>
 #include <gpushare/error.hpp>
 #include <gpushare/types.hpp>
@@ -230,6 +231,13 @@ inline void resolve_remedies(const session_options& opts, const env_lookup& env,
                                   "session_options::compute_guarantee_ppm");
                   })
           .value_or(0);
+  r.pause_hold_ppm =
+      pick_option(opts.pause_hold_ppm, env, "GPUSHARE_PAUSE_HOLD", pause_hold_forms,
+                  parse_pause_hold_ppm,
+                  [](std::uint32_t p) {
+                    check_setting(pause_hold_range, p, "session_options::pause_hold_ppm");
+                  })
+          .value_or(default_pause_hold_ppm);
 }
 
 /// Resolves priority, share and compute limit.

@@ -22,6 +22,11 @@ namespace detail {
 /// How much idle time (between its guards, while others wait) a holder may keep per quantum.
 inline constexpr std::uint64_t idle_grace_at_guard_ns = 200'000;    // 200 us
 inline constexpr std::uint64_t idle_grace_at_yield_ns = 50'000'000; // 50 ms
+/// Pause hold (issue 40, C8): a holder below its share keeps the device through its pauses
+/// while equal waiters wait, as long as the idle it kept that way, less its pause_hold ratio of
+/// its device time (hold_debt_ns), stays below this: the longest single pause it holds through.
+inline constexpr std::uint64_t pause_hold_burst_ns = idle_grace_at_guard_ns; // 200 us
+// default_pause_hold_ppm (twice its device time): detail/parse.hpp.
 /// How long a session just granted the device has to wake up and start before a peer may take
 /// the device back. Longer than the idle grace: on a loaded machine a woken process may wait
 /// milliseconds for a CPU, and taking the device back then would undo the fair choice.

@@ -60,10 +60,37 @@ inline bool hands_gaps_over(const slot_record& hs) noexcept {
          hs.compute.cpu_wait_ppm < reserve_cpu_wait_ppm;
 }
 
-/// Adds a gap that holder `s` kept idle while others waited to both its idle debts.
+/// Adds a gap that holder `s` kept idle while others waited to its idle debts and its hold debt.
 inline void add_idle_debt(slot_record& s, std::uint64_t gap_ns) noexcept {
   s.compute.idle_debt_ns = sat_add(s.compute.idle_debt_ns, gap_ns);
   s.compute.lower_debt_ns = sat_add(s.compute.lower_debt_ns, gap_ns);
+  s.hold_debt_ns = sat_add(s.hold_debt_ns, gap_ns);
+}
+
+/// Pause hold (docs/design.md): whether holder `hs`, between guards for `gap_ns`, keeps the device
+/// from `ws`, a waiter of its class: it has a hold and hands over at guards, is a quantum behind
+/// every waiter of its class in virtual time (only `ws` without `t`), one of them has guards
+/// longer than the longest pause held, and its hold debt with the gap is below the burst.
+inline bool holds_through(const slot_record& hs, const slot_record& ws, std::uint64_t gap_ns,
+                          const table_view* t = nullptr) noexcept {
+  const int c = hs.settings.priority;
+  const std::uint64_t ahead = sat_add(hs.compute.vtime, quantum_vt(hs)); // behind by a quantum
+  if (hs.settings.pause_hold_ppm == 0 || hs.settings.handover_mode != handover_at_guard ||
+      ws.settings.priority != c || ahead >= ws.compute.vtime ||
+      sat_add(hs.hold_debt_ns, gap_ns) >= pause_hold_burst_ns)
+    return false;
+  const auto mean_guard = [](const slot_record& o) {
+    return o.stats.device_ns / std::max<std::uint64_t>(o.stats.guards, 1);
+  };
+  if (t == nullptr) return mean_guard(ws) > pause_hold_burst_ns;
+  bool behind_all = true, long_guards = false;
+  for_each_waiting(*t, [&](std::uint32_t j) {
+    const slot_record& o = t->slots[j];
+    if (&o == &hs || o.compute.wants_device == 0 || o.settings.priority != c) return;
+    behind_all = behind_all && ahead < o.compute.vtime;
+    long_guards = long_guards || mean_guard(o) > pause_hold_burst_ns;
+  });
+  return behind_all && long_guards;
 }
 
 /// Catch-up: a waiter `ws` behind holder `hs` by more than one turn, and busy in its last turn,
@@ -91,7 +118,8 @@ inline int holder_claim(const table_header& h, const slot_record& hs, boundary a
 /// At a boundary of holder `hs`, should waiter `ws` get the device? (`now`: for the waiter's
 /// compute guarantee; no_time: not looked at.)
 inline bool should_hand_over(const table_header& h, const slot_record& hs, const slot_record& ws,
-                             boundary at, std::uint64_t now = no_time) noexcept {
+                             boundary at, std::uint64_t now = no_time,
+                             const table_view* t = nullptr) noexcept {
   const int wc = claim_priority(ws, now);
   const int hc = holder_claim(h, hs, at, now);
   if (wc > hc) return true;
@@ -99,15 +127,20 @@ inline bool should_hand_over(const table_header& h, const slot_record& hs, const
   // A lower class gets the gaps of a holder whose idle debt is spent: the next gap is the lower
   // class's (handed over as the gap begins), but never when the holder starts a guard.
   if (wc < hc) return at != boundary::guard_enter && lower_class_may_take(hs, 0);
+  // Below its share, it keeps the device through a short pause (its pause hold; the gap so far
+  // at a takeover, none yet at its exit): neither idle rule below hands it over.
+  const std::uint64_t gap =
+      at == boundary::takeover && now != no_time ? sat_sub(now, h.holder_idle_since_ns) : 0;
+  const bool hold = at != boundary::yield && holds_through(hs, ws, gap, t);
   const bool idle_spent = h.holder_idle_ns >= idle_grace(hs); // it has left the device idle long
-  if (idle_spent) return true; // an equal waiter: the holder wasted its turn on idle gaps
+  if (idle_spent && !hold) return true; // an equal waiter: the holder wasted its turn on idle gaps
   // An at_guard holder whose gaps keep the device idle (idle beyond 1/16 of its device time)
   // hands each gap to an equal waiter as it begins, and gets the device back at the waiter's
   // next boundary by the catch-up below while it is behind. Holding through its gaps until its
   // idle budget ran out, then waiting a whole turn, a session with pauses as long as its guards
   // ran 2-4% of the time against its 37-50% (issue 23, case 4).
   if ((at == boundary::guard_exit || at == boundary::takeover) &&
-      hs.settings.handover_mode == handover_at_guard && hands_gaps_over(hs))
+      hs.settings.handover_mode == handover_at_guard && hands_gaps_over(hs) && !hold)
     return true;
   if (hs.settings.handover_mode == handover_at_yield && at != boundary::yield &&
       h.quantum_used_ns < yield_backstop(hs))
@@ -133,20 +166,26 @@ inline std::uint32_t busy_guards(const slot_record& s) noexcept {
 /// waits: the start grace until it has started; then, for an equal waiter, what is left of its
 /// idle budget, and for a lower class, what is left before its idle debt reaches the grace.
 inline std::uint64_t idle_left(const table_header& h, const slot_record& hs, const slot_record& ws,
-                               std::uint64_t now) noexcept {
+                               std::uint64_t now, const table_view* t = nullptr) noexcept {
   if (!h.holder_started)
     return sat_sub(sat_add(h.holder_since_ns, std::max(idle_grace(hs), start_grace_ns)), now);
   const std::uint64_t gap = sat_sub(now, h.holder_idle_since_ns);
   if (claim_priority(ws, now) < hs.settings.priority)
     return sat_sub(idle_grace_at_guard_ns, sat_add(hs.compute.lower_debt_ns, gap));
-  return sat_sub(idle_grace(hs), sat_add(h.holder_idle_ns, gap));
+  const std::uint64_t left = sat_sub(idle_grace(hs), sat_add(h.holder_idle_ns, gap));
+  if (claim_priority(ws, now) == hs.settings.priority && holds_through(hs, ws, gap, t))
+    return std::max(left, pause_hold_burst_ns - sat_add(hs.hold_debt_ns, gap)); // its pause hold
+  return left;
 }
 
 /// Records how the holder's turn went as it ends: busy if idle gaps took less than half of it.
+/// The pauses it held through count in neither: a held turn counted whole was too long for the
+/// catch-up, and past its bound a session got less than with no hold (docs/design.md).
 inline void end_turn(const table_header& h, slot_record& holder) noexcept {
-  holder.compute.last_turn_busy =
-      sat_add(h.holder_idle_ns, h.holder_idle_ns) < h.quantum_used_ns ? 1 : 0;
-  holder.compute.last_turn_ns = std::min(h.quantum_used_ns, holder.settings.quantum_ns);
+  const std::uint64_t used = sat_sub(h.quantum_used_ns, holder.hold_turn_ns);
+  holder.hold_turn_ns = 0;
+  holder.compute.last_turn_busy = sat_add(h.holder_idle_ns, h.holder_idle_ns) < used ? 1 : 0;
+  holder.compute.last_turn_ns = std::min(used, holder.settings.quantum_ns);
 }
 
 /// Makes slot `i` the holder. Returns `i` (the slot whose waiters to wake after unlocking).
@@ -176,6 +215,7 @@ inline std::int64_t grant(const table_view& t, std::uint32_t i, std::uint64_t no
   h.quantum_used_ns =
       prev == i ? 0 : s.compute.quantum_debt_ns; // its turn starts short by its debt
   s.compute.quantum_debt_ns = 0;
+  s.hold_turn_ns = 0;
   h.holder_idle_ns = 0;
   h.holder_started = 0;
   h.watch_until_ns = 0; // a new holder: nobody watches it yet
@@ -248,7 +288,7 @@ inline std::uint64_t watch(const table_view& t, const slot_record& hs, std::uint
   table_header& h = *t.header;
   std::uint64_t until = 0;
   if (busy_guards(hs) == 0) { // a gap: re-check when it would exhaust the holder's idle budget
-    const std::uint64_t left = idle_left(h, hs, t.slots[me], now);
+    const std::uint64_t left = idle_left(h, hs, t.slots[me], now, &t);
     until = sat_add(now, left > 0 ? left : watch_period_ns); // spent, yet kept: poll
   } else if (h.watch_exits != h.holder_exits) {              // its guards end and start: poll
     until = sat_add(now, watch_period_ns);
@@ -286,8 +326,10 @@ inline std::uint64_t reserved_for(const table_header& h, const slot_record& p, b
     return 0;
   if (p.compute.cpu_wait_ppm < reserve_cpu_wait_ppm || paced(p, now))
     return 0; // (paced: it cannot run)
-  const bool busy = holding ? sat_add(h.holder_idle_ns, h.holder_idle_ns) < h.quantum_used_ns
-                            : p.compute.last_turn_busy != 0;
+  // (Holding: the pauses it held through are idle too.)
+  const std::uint64_t idle = sat_add(h.holder_idle_ns, p.hold_turn_ns);
+  const bool busy =
+      holding ? sat_add(idle, idle) < h.quantum_used_ns : p.compute.last_turn_busy != 0;
   if (!busy) return 0;
   return sat_sub(sat_add(p.compute.last_active_ns, reserve_ns), now);
 }
@@ -299,19 +341,21 @@ inline std::int64_t last_holder(const table_view& t) noexcept {
 
 /// A turn is bounded in wall time too: a holder whose quantum has lasted more than this many
 /// quanta of wall time while others wait has the wall time it did not account charged to its
-/// quantum and its virtual time. Guards that account little device time (set_device_time(0), a
-/// stream capture) otherwise kept the device for as long as they ran: at 10% of their wall time
-/// an equal peer waited 50 ms and ran 9% of the time, at 0% never (issue 23, case 8). Two
-/// quanta, not one, so that a session whose accounted time trails its wall time moderately (the
-/// CUDA layer's event times, host work inside guards) keeps its turns as they were.
+/// quantum and its virtual time (else guards accounting 10% of their wall time made an equal
+/// peer wait 50 ms: issue 23, case 8). Two, so that a session whose accounted time trails its
+/// wall time moderately (CUDA event times) keeps its turns; one below half (issue 40, C10: its
+/// peers waited 11 ms, not a quantum and a guard, behind guards accounting 0-10%).
 inline constexpr std::uint64_t wall_bound_quanta = 2;
 
 /// Charges holder `s` (in `h`) the wall time of its quantum it did not account, once the quantum
-/// has lasted wall_bound_quanta quanta of wall time. Call at a boundary while others wait.
+/// has lasted wall_bound_quanta quanta of wall time (one, below half). Call at a boundary while
+/// others wait.
 inline void charge_wall(const table_view& t, slot_record& s, std::uint64_t now) noexcept {
   table_header& h = *t.header;
   const std::uint64_t wall = sat_sub(now, h.quantum_start_ns);
-  if (wall <= mul_div(s.settings.quantum_ns, wall_bound_quanta, 1) || h.quantum_used_ns >= wall)
+  const bool little = sat_add(h.quantum_used_ns, h.quantum_used_ns) < wall; // below half
+  if (wall <= mul_div(s.settings.quantum_ns, little ? 1 : wall_bound_quanta, 1) ||
+      h.quantum_used_ns >= wall)
     return;
   charge_vtime(t, index_of(t, s), virtual_ns(s, wall - h.quantum_used_ns));
   h.quantum_used_ns = wall;
@@ -326,10 +370,11 @@ inline take_result take_own(const table_view& t, std::uint32_t i, std::uint64_t 
   const std::int64_t w = best_waiter(t, i, now);
   if (h.holder_started && busy_guards(s) == 0 && w != nobody) {
     // The gap since its last guard kept the device from waiters: it costs quantum and budget,
-    // and adds to its idle debt.
+    // and adds to its idle debts. One its pause hold held is no idle of its turn (end_turn).
     const std::uint64_t gap = sat_sub(now, h.holder_idle_since_ns);
     h.quantum_used_ns = sat_add(h.quantum_used_ns, gap);
-    h.holder_idle_ns = sat_add(h.holder_idle_ns, gap);
+    std::uint64_t& idle = holds_through(s, t.slots[w], 0, &t) ? s.hold_turn_ns : h.holder_idle_ns;
+    idle = sat_add(idle, gap); // (held from its start: its debt and vtime are as then)
     add_idle_debt(s, gap);
     h.holder_idle_since_ns = now;
   }
@@ -351,7 +396,7 @@ inline take_result take_own(const table_view& t, std::uint32_t i, std::uint64_t 
     const int wc = claim_priority(ws, now);
     const int hc = holder_claim(h, s, boundary::guard_enter, now);
     const bool hand = first ? wc > hc || (wc == hc && catches_up(s, ws))
-                            : should_hand_over(h, s, ws, boundary::guard_enter, now);
+                            : should_hand_over(h, s, ws, boundary::guard_enter, now, &t);
     if (hand) {
       if (busy_guards(s) > 0) { // drain first
         h.holder_started = 1;
@@ -366,10 +411,11 @@ inline take_result take_own(const table_view& t, std::uint32_t i, std::uint64_t 
   // microseconds each, must not add up over a long run to a lost turn). An at_yield holder
   // keeps a used quantum until its next yield() hands over, or its backstop.
   if (h.quantum_used_ns >= s.settings.quantum_ns &&
-      (w == nobody || !should_hand_over(h, s, t.slots[w], boundary::yield, now))) {
+      (w == nobody || !should_hand_over(h, s, t.slots[w], boundary::yield, now, &t))) {
     h.quantum_used_ns =
         std::min(h.quantum_used_ns - s.settings.quantum_ns, s.settings.quantum_ns); // the overrun
     h.holder_idle_ns = 0;
+    s.hold_turn_ns = 0;
     h.quantum_start_ns = now;
   }
   return {true};
@@ -409,11 +455,14 @@ inline take_result try_take(const table_view& t, std::uint32_t i, std::uint64_t 
   // A higher class takes over at once; anyone once the holder's idle budget (a lower class: its
   // idle debt) is spent, or when the holder would hand over to it at its next boundary anyway.
   bool takeover = claim > holder_claim(h, hs, boundary::takeover, now) ||
-                  should_hand_over(h, hs, s, boundary::takeover, now);
+                  should_hand_over(h, hs, s, boundary::takeover, now, &t);
   std::uint64_t recheck = 0;
-  if (!takeover && idle_left(h, hs, s, now) == 0) {
-    // Descheduled, not idle: keep it a while (an equal-class holder only).
-    recheck = s.settings.priority == hs.settings.priority ? reserved_for(h, hs, true, s, now) : 0;
+  if (!takeover && idle_left(h, hs, s, now, &t) == 0) {
+    // Descheduled, not idle: keep it a while (an equal-class holder only). Not a gap its pause
+    // hold began (host work, and the hold has run out): reserved, a 6 ms pause was kept whole.
+    recheck = s.settings.priority == hs.settings.priority && !holds_through(hs, s, 0, &t)
+                  ? reserved_for(h, hs, true, s, now)
+                  : 0;
     takeover = recheck == 0;
   }
   if (!takeover)
@@ -442,6 +491,7 @@ inline void account_device_time(const table_view& t, slot_record& s, std::uint64
   s.compute.idle_debt_ns =
       sat_sub(s.compute.idle_debt_ns, used_ns / 16); // device time drains the idle debts
   s.compute.lower_debt_ns = sat_sub(s.compute.lower_debt_ns, used_ns / 4);
+  s.hold_debt_ns = sat_sub(s.hold_debt_ns, mul_div(used_ns, s.settings.pause_hold_ppm, 1'000'000));
   if (s.settings.compute_guarantee_ppm !=
       0) { // the wall time this device time covers at its guarantee
     const std::uint64_t covered = mul_div(used_ns, 1'000'000, s.settings.compute_guarantee_ppm);
@@ -475,8 +525,8 @@ inline std::int64_t release_at_guard_exit(const table_view& t, std::uint32_t i,
   const bool must_pause = paced(s, now); // its compute limit makes it pause: let go
   const std::int64_t w = best_waiter(t, i, now);
   if (w != nobody) charge_wall(t, s, now);
-  bool hand =
-      w != nobody && (must_pause || should_hand_over(h, s, t.slots[w], boundary::guard_exit, now));
+  bool hand = w != nobody &&
+              (must_pause || should_hand_over(h, s, t.slots[w], boundary::guard_exit, now, &t));
   // Its own threads wait to start guards: a lower class does not get the device before them (a
   // holder that had spent its idle debt handed over to the lower class first: issue 23, case 5).
   if (hand && !must_pause && s.compute.wants_device > 0 &&
@@ -523,7 +573,7 @@ inline bool handover_due_at_exit(const table_view& t, std::uint32_t i, std::uint
   if (paced(s, now)) return true;
   const int wc = claim_priority(ws, now);
   if (s.compute.wants_device > 0 && wc < s.settings.priority) return false; // its own threads first
-  if (should_hand_over(h, s, ws, boundary::guard_exit, now)) return true;
+  if (should_hand_over(h, s, ws, boundary::guard_exit, now, &t)) return true;
   // With the pending time, or past the wall bound (charge_wall), the quantum may be over.
   const std::uint64_t used = std::max(sat_add(h.quantum_used_ns, pending_ns),
                                       sat_sub(now, h.quantum_start_ns) >
@@ -540,7 +590,7 @@ inline std::int64_t hand_over_at_yield(const table_view& t, std::uint32_t i,
   const std::int64_t w = best_waiter(t, i, now);
   if (w == nobody) return nobody;
   charge_wall(t, t.slots[i], now);
-  if (!should_hand_over(*t.header, t.slots[i], t.slots[w], boundary::yield, now)) return nobody;
+  if (!should_hand_over(*t.header, t.slots[i], t.slots[w], boundary::yield, now, &t)) return nobody;
   return grant(t, static_cast<std::uint32_t>(w), now);
 }
 

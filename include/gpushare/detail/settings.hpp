@@ -15,6 +15,7 @@
 #include <gpushare/detail/messages.hpp>
 
 #include <gpushare/detail/parse.hpp>
+#include <gpushare/detail/parse_pause_hold.hpp>
 #include <gpushare/detail/posix.hpp>
 #include <gpushare/detail/scheduler.hpp>
 #include <gpushare/table_types.hpp>
@@ -64,6 +65,7 @@ inline void write_settings(slot_settings& s, const settings_change& c) noexcept 
         *c.handover == handover_point::at_yield ? handover_at_yield : handover_at_guard;
   if (c.max_guard) s.max_guard_ns = static_cast<std::uint64_t>(c.max_guard->count());
   if (c.compute_guarantee_ppm) s.compute_guarantee_ppm = *c.compute_guarantee_ppm;
+  if (c.pause_hold_ppm) s.pause_hold_ppm = *c.pause_hold_ppm;
 }
 
 /// Throws invalid_argument for a setting of `c` out of its range (the ranges and the message of
@@ -81,6 +83,7 @@ inline void check_settings_ranges(const settings_change& c, const std::string& w
   check_max_guard(c.max_guard);
   if (c.compute_guarantee_ppm)
     check_setting(compute_guarantee_range, *c.compute_guarantee_ppm, of + "compute guarantee");
+  if (c.pause_hold_ppm) check_setting(pause_hold_range, *c.pause_hold_ppm, of + "pause hold");
   // A fraction of the capacity must be at most 100% (as in session_options): checked here, for
   // every caller (table::configure, session::configure, `gpushare set`), before anything resolves.
   for (const auto& [field, amount] : {std::pair{"memory limit", &c.memory_limit},

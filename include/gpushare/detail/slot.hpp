@@ -88,6 +88,7 @@ inline slot_settings join_settings(const resolved_options& r, std::uint64_t memo
   s.share = r.share;
   s.compute_limit_ppm = r.compute_limit_ppm;
   s.compute_guarantee_ppm = r.compute_guarantee_ppm;
+  s.pause_hold_ppm = r.pause_hold_ppm;
   s.handover_mode = r.handover == handover_point::at_yield ? handover_at_yield : handover_at_guard;
   s.memory_limit = memory_limit;
   s.memory_guarantee = memory_guarantee;

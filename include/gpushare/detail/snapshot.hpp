@@ -35,6 +35,7 @@ inline void read_settings(const slot_settings& s, session_info& i) {
   i.share = s.share;
   i.compute_limit_ppm = s.compute_limit_ppm;
   i.compute_guarantee_ppm = s.compute_guarantee_ppm;
+  i.pause_hold_ppm = s.pause_hold_ppm;
   i.memory_limit = s.memory_limit;
   i.memory_guarantee = s.memory_guarantee;
   i.quantum_ns = s.quantum_ns;
