@@ -244,6 +244,15 @@ junit_results() {
     END { flush() }' "$1"
 }
 count_status() { grep -c "^$2"$'\t' "$1" || true; }
+# failed_output LOG NAME: the last 40 lines ctest printed for the failed test NAME (its
+# --output-on-failure block), so that the record says why it failed, not only that it did.
+failed_output() {
+  awk -v name="$2" '
+    /^ *[0-9]+\/[0-9]+ Test +#[0-9]+: / || /^[0-9]+% tests passed/ { on = 0 }
+    on && !/^ +Start +[0-9]+: / { print }
+    /^ *[0-9]+\/[0-9]+ Test +#[0-9]+: / && index($0, ": " name " ") && $0 !~ /Passed/ { on = 1; print }
+  ' "$1" | tail -n 40
+}
 if wants cuda; then
   run_step cuda 900 "${native_env[@]}" ctest --test-dir "$B" -L '^cuda$' --output-on-failure -j "$jobs" \
     --output-junit "$work/cuda.xml"
@@ -397,6 +406,14 @@ log_lines() { if [[ -f "$work/$1.log" ]]; then grep -E "$2" "$work/$1.log" || tr
       echo
       echo "Failed:"
       grep $'^failed\t' "$r" | cut -f2- | sed 's/^/- /'
+      grep $'^failed\t' "$r" | cut -f2- | head -n 5 | while IFS= read -r name; do
+        echo
+        echo "Output of \`$name\` (its last 40 lines; the whole in $side.log):"
+        echo
+        echo '```text'
+        failed_output "$work/$side.log" "$name"
+        echo '```'
+      done
     fi
   done
   if [[ -f "$work/cuda.results" && -f "$work/cudasim.results" ]]; then
