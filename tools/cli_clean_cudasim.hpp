@@ -123,9 +123,15 @@ inline std::string clean_sim_state(const std::string& name, bool force, bool dry
                                    sim_clean_counts& n) {
   const std::string path = "/dev/shm/" + name;
   const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0)
-    return errno == ENOENT ? "skipped " + path + ": no such object\n"
-                           : "kept " + path + ": cannot open it: " + std::strerror(errno) + "\n";
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ENOENT) return "skipped " + path + ": no such object\n";
+    struct stat st {};
+    if (err == EACCES && ::lstat(path.c_str(), &st) == 0 && st.st_uid != ::geteuid())
+      return "kept " + path + ": owned by uid " + std::to_string(st.st_uid) +
+             ", which this user may not open (only its owner, or root, removes it)\n";
+    return "kept " + path + ": cannot open it: " + std::strerror(err) + "\n";
+  }
   struct stat st {};
   struct stat now {};
   std::string note;

@@ -243,3 +243,45 @@ TEST_CASE("clean --cudasim: bad names and options are usage errors") {
   CHECK(r.code == 2);
   CHECK(contains(r.err, "unexpected argument 'some-name' (names are given only with --cudasim)"));
 }
+
+TEST_CASE("a state another user made, or one open to group or others, is refused (issue 42, A5)") {
+  fresh_state st("foreign");
+  const std::string path = "/dev/shm/" + st.name();
+  const env_list env{{"CUDASIM_STATE", st.name()}};
+  auto count_error = [&](std::string& text) {
+    probe p({"devices"}, env, true);
+    const auto r = p.result();
+    text = p.text();
+    return r.count("count_error") ? r.at("count_error") : std::string("(none)");
+  };
+  std::string text;
+  REQUIRE(count_error(text) == "cudaSuccess"); // creates the state, mode 0600
+  struct stat made {};
+  REQUIRE(::stat(path.c_str(), &made) == 0);
+  CHECK((made.st_mode & 07777u) == 0600u);
+
+  // What another user would make: open to everyone. Refused, with the way out.
+  REQUIRE(::chmod(path.c_str(), 0666) == 0);
+  CHECK(count_error(text) == "cudaErrorInitializationError");
+  CHECK(contains(text, "refusing the shared state " + path + ": it belongs to uid " +
+                           std::to_string(::geteuid()) + " with mode 0666"));
+  CHECK(contains(text, "set CUDASIM_STATE to another name, or have its owner remove it "
+                       "(gpushare clean --cudasim " +
+                           st.name() + ")"));
+  REQUIRE(::chmod(path.c_str(), 0640) == 0);
+  CHECK(count_error(text) == "cudaErrorInitializationError"); // group may read: refused too
+  REQUIRE(::chmod(path.c_str(), 0600) == 0);
+  CHECK(count_error(text) == "cudaSuccess");
+
+  if (::geteuid() == 0) { // another uid's state, mode 0600: refused, and clean says whose it is
+    REQUIRE(::chown(path.c_str(), 1000, 1000) == 0);
+    CHECK(count_error(text) == "cudaErrorInitializationError");
+    CHECK(contains(text, "it belongs to uid 1000 with mode 0600"));
+    REQUIRE(::chown(path.c_str(), 0, 0) == 0); // root's now: uid 1000 may not open it
+    const auto r = run_cli({"clean", "--cudasim", st.name()}, 1000);
+    CHECK(contains(r.out, "kept " + path +
+                              ": owned by uid 0, which this user may not open (only its owner, "
+                              "or root, removes it)\n"));
+    CHECK(exists(st));
+  }
+}

@@ -445,6 +445,7 @@ inline mapped_table mapped_table::open_existing(const std::string& name, std::ui
   const std::uint64_t deadline = monotonic_ns() + timeout_ns;
   unready_watch unready;
   for (;;) {
+    crash_point("open_existing.open");
     switch (t.attach(open_table_object(t.name_, flags), unready, on_abandoned)) {
     case attach_result::ready: return t;
     case attach_result::removed: // only with abandoned_creation::remove

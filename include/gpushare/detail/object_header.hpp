@@ -188,6 +188,16 @@ inline unready_object inspect_unready(int fd) {
   return u;
 }
 
+/// Whether `offset_ns` can be a creator's CLOCK_MONOTONIC offset from the host's: Linux keeps a
+/// time namespace's offset within KTIME_SEC_MAX / 2 seconds (kernel/time/namespace.c), and never
+/// lets its clock go below 0, so a negative offset is at most the host's uptime (ours, less our
+/// own offset).
+inline bool possible_monotonic_offset(std::int64_t offset_ns) noexcept {
+  constexpr std::int64_t limit_ns = 4'611'686'018'000'000'000; // (INT64_MAX / 1e9 / 2) s
+  const auto host_now = static_cast<std::int64_t>(monotonic_ns()) - monotonic_offset_ns();
+  return offset_ns <= limit_ns && offset_ns >= -host_now;
+}
+
 /// Checks the header of a ready table of `file_size` bytes against this build: magic, layout
 /// version, structure sizes, slot count, total size, and the creator's time namespace. Throws
 /// errc::table_corrupt or errc::table_incompatible naming `name`; `advice` ("; stop its users
@@ -220,6 +230,13 @@ inline void validate_table_header(const table_header& h, std::size_t file_size,
                                   std::to_string(pre.total_size) + " (expected " +
                                   std::to_string(table_size(pre.slot_count)) +
                                   "): truncated or damaged");
+  // Garbage after a sound prefix is a damaged table, not a time namespace (issue 42, A6: it was
+  // reported as one): fields that are zero in every table, and an offset no namespace can have.
+  if (h.reserved1 != 0 || h.startup_unused != 0 ||
+      !possible_monotonic_offset(h.monotonic_offset_ns))
+    fail(errc::table_corrupt,
+         "has garbage in its header (fields that are always zero are not, or its creator's "
+         "clock offset is one no time namespace can have): damaged");
   // Timestamps in the table (when the holder was granted the device, went idle, a waiter started
   // waiting...) are written by one process and compared with another's CLOCK_MONOTONIC: across
   // time namespaces with different offsets a waiter would wait for a grace period to end

@@ -219,7 +219,9 @@ std::vector<table_entry> list_table_files(Read read, std::string_view table_dir_
     std::optional<table_entry> e = read(std::string_view(ent->d_name), table_dir_path);
     if (!e) continue;
     struct stat st {};
-    if (::stat(e->path.c_str(), &st) == 0) {
+    // lstat: a symbolic link named like a table is not one (every open refuses links), and its
+    // target's owner is not the link's (root's `clean --force` judged a member's link by it).
+    if (::lstat(e->path.c_str(), &st) == 0) {
       if (!S_ISREG(st.st_mode)) continue;
       e->file_uid = st.st_uid;
       e->file_gid = st.st_gid;

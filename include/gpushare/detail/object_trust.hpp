@@ -98,9 +98,14 @@ inline void check_trust(const struct stat& st, const std::string& name, open_int
 
 /// Opens the file of the table object `name` as glibc's shm_open opens a /dev/shm object, and a
 /// table directory's the same way: open(2) with O_NOFOLLOW (a symbolic link is refused, ELOOP),
-/// O_CLOEXEC and O_NOCTTY. Returns the descriptor, or -1 with errno.
+/// O_CLOEXEC and O_NOCTTY, and O_NONBLOCK: another user who swaps a FIFO in under the name (a
+/// rename that lands between a listing's check and this open) would otherwise block the open
+/// until a writer came, which never happens, and hang whoever reads (`gpushare status`, the
+/// exporter's workers; issue 42). The caller's fstat then refuses what is not a regular file;
+/// on a regular file O_NONBLOCK changes nothing. Returns the descriptor, or -1 with errno.
 inline int open_object(const std::string& name, int flags, mode_t mode = 0) {
-  return ::open(object_path(name).c_str(), flags | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, mode);
+  return ::open(object_path(name).c_str(), flags | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
+                mode);
 }
 
 /// Removes the name of the table object `name` (shm_unlink, or unlink in a table directory).

@@ -21,6 +21,7 @@
 #include <string_view>
 #include <thread>
 
+#include <gpushare/detail/crash_point.hpp>
 #include <gpushare/detail/group.hpp>
 #include <gpushare/detail/table_core.hpp>
 #include <gpushare/table_types.hpp>
@@ -265,6 +266,7 @@ inline table_snapshot copy_snapshot(const std::string& name, std::uint64_t timeo
     throw error(code, "table '" + name + "' " + why);
   };
   for (;;) {
+    crash_point("snapshot.open"); // a name listed as a regular file may be another file by now
     const unique_fd fd = detail::open_table_object(name, O_RDONLY | O_CLOEXEC);
     struct stat st {};
     if (::fstat(fd.get(), &st) != 0)

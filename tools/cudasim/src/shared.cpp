@@ -127,6 +127,27 @@ bool lock_shared(int fd) {
   return false;
 }
 
+/// Whether the opened state `st` is one this process must not use, with `error` saying why: not a
+/// regular file, another user's, or open to group or others. Another user could otherwise make
+/// the state first (a mode 0666 object of the default name `cudasim-<uid>`) and read and change
+/// the victim's simulated devices, process-shared mutexes included (issue 42, A5). Tables refuse
+/// the same (docs/design.md, "Trust").
+bool foreign_state(const struct stat& st, const std::string& name, std::string& error) {
+  const unsigned mode = st.st_mode & 07777u;
+  if (S_ISREG(st.st_mode) && st.st_uid == ::geteuid() && (mode & 077u) == 0) return false;
+  char octal[8];
+  std::snprintf(octal, sizeof octal, "%04o", mode);
+  error = "refusing the shared state /dev/shm" + name + ": it " +
+          (!S_ISREG(st.st_mode)
+               ? std::string("is not a regular file")
+               : "belongs to uid " + std::to_string(st.st_uid) + " with mode " + octal) +
+          ", and cudasim uses only a state of its own user (uid " + std::to_string(::geteuid()) +
+          ") with no group or other permissions, which no other user can read or change; set "
+          "CUDASIM_STATE to another name, or have its owner remove it (gpushare clean --cudasim " +
+          name.substr(1) + ")";
+  return true;
+}
+
 /// Opens the state object `name` ("/..."), creating it (empty) if there is none, and takes the
 /// shared lock; starts again when a cleaner removed the name in between, so that the object
 /// returned is the one the name refers to while the lock is held. -1 with `error` on failure.
@@ -155,8 +176,11 @@ int open_state(const std::string& name, bool& creator, std::string& error) {
     struct stat mine {
     }, named{};
     if (::fstat(fd, &mine) == 0 && ::stat(("/dev/shm" + name).c_str(), &named) == 0 &&
-        mine.st_dev == named.st_dev && mine.st_ino == named.st_ino)
-      return fd;
+        mine.st_dev == named.st_dev && mine.st_ino == named.st_ino) {
+      if (!foreign_state(mine, name, error)) return fd;
+      ::close(fd);
+      return -1;
+    }
     ::close(fd); // the name was removed meanwhile: use what it names now
   }
   error = "the shared state /dev/shm" + name + " was removed 1000 times while opening it";
