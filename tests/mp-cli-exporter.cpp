@@ -8,7 +8,9 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -90,7 +92,7 @@ TEST_CASE("metrics --listen serves what metrics prints and samples afresh on eve
   CHECK(contains(second.body, "gpushare_table_reserved_bytes{" + table + "} 4194304\n"));
   // HEAD: the same head, no body.
   socket_fd h = connect_to(x.port());
-  send_all(h.fd, "HEAD /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  send_all(h.fd, "HEAD /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
   const http_response head = read_response(h.fd, false);
   CHECK(head.status == 200);
   char extra = 0;
@@ -140,7 +142,7 @@ TEST_CASE("metrics --listen answers unknown paths 404 and other methods 405") {
   CHECK(missing.body == "not found: the metrics are at /metrics\n");
   CHECK(get(x.port(), "/metrics/extra").status == 404);
   const http_response post =
-      ask(x.port(), "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n"
+      ask(x.port(), "POST /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 3\r\n"
                     "Connection: close\r\n\r\na=1");
   CHECK(post.status == 405);
   CHECK(post.header("Allow") == "GET, HEAD");
@@ -181,7 +183,7 @@ TEST_CASE("metrics --listen serves 32 concurrent clients complete responses") {
   for (auto& a : answers)
     clients.emplace_back([&a, port = x.port()] {
       socket_fd s = connect_to(port);
-      send_all(s.fd, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+      send_all(s.fd, "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
       a = read_response(s.fd);
     });
   for (auto& c : clients) c.join();
@@ -205,11 +207,11 @@ TEST_CASE("metrics --listen: silent, stalled and non-reading clients do not hold
   std::vector<socket_fd> deaf;       // ask, never read (tiny receive buffers)
   for (int i = 0; i < 3; ++i) {
     deaf.push_back(connect_to(x.port(), 1024));
-    send_all(deaf.back().fd, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    send_all(deaf.back().fd, "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
   }
   {
     socket_fd reset = connect_to(x.port()); // ask, then hang up at once (RST)
-    send_all(reset.fd, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    send_all(reset.fd, "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
     const linger abort{1, 0};
     ::setsockopt(reset.fd, SOL_SOCKET, SO_LINGER, &abort, sizeof abort);
   }
@@ -269,6 +271,76 @@ TEST_CASE("promtool check metrics accepts what the exporter serves") {
   std::remove(file.c_str());
   CHECK_MESSAGE(check.exit_code == 0, check.output);
 }
+// ------------------------------------------------------------------------------------------------
+// Who may read it (issue 42, A4)
+// ------------------------------------------------------------------------------------------------
+
+namespace {
+/// GET `path` with Host `host` and, unless empty, `Authorization: Bearer <token>`.
+http_response get_as(int port, const std::string& path, const std::string& host,
+                     const std::string& token = "") {
+  return ask(port, "GET " + path + " HTTP/1.1\r\nHost: " + host + "\r\n" +
+                       (token.empty() ? "" : "Authorization: Bearer " + token + "\r\n") +
+                       "Connection: close\r\n\r\n");
+}
+} // namespace
+
+TEST_CASE("metrics --listen answers its addresses, localhost and --allow-host names, not others") {
+  // A DNS-rebinding page in a browser on the node asks with its own name in Host: refused
+  // (before: /status.json answered any Host, session names, pids and pods included).
+  test_domain d;
+  live_session l(d);
+  exporter x(d.name(), {"--allow-host", "node1.example,prom.example"});
+  const std::string port = ":" + std::to_string(x.port());
+  for (const std::string path : {"/status.json", "/metrics", "/"}) {
+    CAPTURE(path);
+    const http_response evil = get_as(x.port(), path, "rebind.evil.example" + port);
+    CHECK(evil.status == 421);
+    CHECK(contains(evil.body, "not 'rebind.evil.example" + port + "'"));
+    CHECK(contains(evil.body, "add the name with --allow-host"));
+    CHECK(!contains(evil.body, "exported")); // no session data
+    for (const std::string& host :
+         std::vector<std::string>{"127.0.0.1" + port, "localhost" + port, "node1.example" + port,
+                                  "PROM.example", "[::1]" + port}) {
+      CAPTURE(host);
+      CHECK(get_as(x.port(), path, host).status == 200);
+    }
+  }
+  CHECK(contains(get_as(x.port(), "/status.json", "localhost" + port).body, "exported"));
+}
+
+TEST_CASE("metrics --listen --token-file: the data needs the bearer token, the page does not") {
+  test_domain d;
+  live_session l(d);
+  const std::string token = "5c1e0b7f2a9d4e6c8b3a1f0e7d6c5b4a";
+  const std::string file = "/tmp/gpushare-exporter-token-" + std::to_string(::getpid());
+  {
+    std::ofstream(file) << token << "\n";
+    REQUIRE(::chmod(file.c_str(), 0600) == 0);
+  }
+  exporter x(d.name(), {"--token-file", file});
+  for (const std::string path : {"/metrics", "/status.json"}) {
+    CAPTURE(path);
+    const http_response none = get_as(x.port(), path, "127.0.0.1");
+    CHECK(none.status == 401);
+    CHECK(none.header("WWW-Authenticate") == "Bearer realm=\"gpushare\"");
+    CHECK(contains(none.body, "Authorization: Bearer <token>"));
+    CHECK(get_as(x.port(), path, "127.0.0.1", token + "0").status == 401);
+    CHECK(get_as(x.port(), path, "127.0.0.1", token.substr(1)).status == 401);
+    const http_response ok = get_as(x.port(), path, "127.0.0.1", token);
+    CHECK(ok.status == 200);
+    CHECK(contains(ok.body, "exported"));
+  }
+  CHECK(get_as(x.port(), "/", "127.0.0.1").status == 200); // the page: no data, no token
+  // A token file others may read is refused before anything is bound.
+  REQUIRE(::chmod(file.c_str(), 0644) == 0);
+  const cli_result loose =
+      run_cli({"metrics", "--domain", d.name(), "--listen", "127.0.0.1:1", "--token-file", file});
+  CHECK(loose.code == 2);
+  CHECK(contains(loose.err, "may be read or written by group or others: chmod 600 it"));
+  ::unlink(file.c_str());
+}
+
 #else
 TEST_CASE("metrics --listen without cpp-httplib says which package to install") {
   const cli_result r = run_cli({"metrics", "--listen", "127.0.0.1:9840"});
@@ -280,6 +352,13 @@ TEST_CASE("metrics --listen without cpp-httplib says which package to install") 
 #endif
 
 // Usage errors are found before anything is bound, with or without cpp-httplib.
+TEST_CASE("metrics: --allow-host and --token-file go with --listen") {
+  const cli_result r = run_cli({"metrics", "--allow-host", "a.example"});
+  CHECK(r.code == 2);
+  CHECK(contains(r.err, "--allow-host and --token-file go with --listen"));
+  CHECK(r.out.empty());
+}
+
 TEST_CASE("metrics --listen rejects a bad address or port with exit code 2") {
   const cli_result banana = run_cli({"metrics", "--listen", "banana"});
   CHECK(banana.code == 2);

@@ -22,6 +22,7 @@
 
 #include "cli_args.hpp"
 #include "cli_errors.hpp"
+#include "cli_exporter_access.hpp"
 #include "cli_listen.hpp"
 #include "cli_metrics.hpp"
 #include "cli_page.hpp"
@@ -159,6 +160,33 @@ inline void add_routes(httplib::Server& s, const domain_choice& domain) {
   }));
 }
 
+/// Who may read (cli_exporter_access.hpp), before any route: a Host that is not an address,
+/// localhost or an --allow-host name gets 421; a data path (/metrics, /status.json) without the
+/// --token-file token gets 401. The page at / holds no data and needs no token: its script sends
+/// the token given after '#token=' in its address.
+inline void add_access_check(httplib::Server& s, const exporter_access& access) {
+  s.set_pre_routing_handler([access](const httplib::Request& req, httplib::Response& res) {
+    const std::string host = req.get_header_value("Host");
+    if (!host_allowed(host, access)) {
+      plain_text(res, 421,
+                 "this exporter answers requests addressed to an IP address of this machine, "
+                 "localhost, or a name given with --allow-host; not '" +
+                     host.substr(0, 200) +
+                     "' (a page in a browser on this machine could otherwise read it through a "
+                     "name that resolves here): add the name with --allow-host\n");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (req.path != "/" && !token_accepted(req.get_header_value("Authorization"), access.token)) {
+      res.set_header("WWW-Authenticate", "Bearer realm=\"gpushare\"");
+      plain_text(res, 401,
+                 "this exporter needs the token of its --token-file: send the header "
+                 "'Authorization: Bearer <token>' (Prometheus: authorization: credentials_file)\n");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+}
+
 /// The limits that keep a slow or malformed client from holding the exporter.
 inline void set_limits(httplib::Server& s) {
   s.new_task_queue = [] { return new httplib::ThreadPool(exporter_threads); };
@@ -179,13 +207,15 @@ inline void set_limits(httplib::Server& s) {
 
 /// Serves the metrics of `domain` at `where` until SIGINT or SIGTERM; 0 then. A failure to bind
 /// is a runtime_failure (exit code 1).
-inline int serve_metrics(const listen_address& where, const domain_choice& domain) {
+inline int serve_metrics(const listen_address& where, const domain_choice& domain,
+                         const exporter_access& access) {
   // Before any thread starts, so that every thread inherits the mask and the signals come to
   // sigtimedwait below; SIGPIPE: a client that hangs up mid-response must not end the process.
   const sigset_t stop = exporter_stop_signals();
   ::pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
   httplib::Server server;
+  exporter_detail::add_access_check(server, access);
   exporter_detail::add_routes(server, domain);
   exporter_detail::set_limits(server);
   server.set_address_family(where.ipv6 ? AF_INET6 : AF_INET);
@@ -216,7 +246,7 @@ inline int serve_metrics(const listen_address& where, const domain_choice& domai
 inline constexpr bool exporter_available = false;
 
 /// Without cpp-httplib: says what to install; exit code 2 (the option cannot be used here).
-inline int serve_metrics(const listen_address&, const domain_choice&) {
+inline int serve_metrics(const listen_address&, const domain_choice&, const exporter_access&) {
   std::fputs("gpushare metrics: error: --listen needs cpp-httplib, and this gpushare tool was "
              "built without it: install it (Debian/Ubuntu: apt-get install libcpp-httplib-dev) "
              "and build the tool again, or publish `gpushare metrics` through node exporter's "
@@ -228,15 +258,26 @@ inline int serve_metrics(const listen_address&, const domain_choice&) {
 #endif
 
 inline int run_metrics(std::span<const std::string> args) {
-  static constexpr flag_spec specs[] = {
-      {"--domain", true}, {"--all-domains", false}, {"--dir", true}, {"--listen", true}};
+  static constexpr flag_spec specs[] = {{"--domain", true},     {"--all-domains", false},
+                                        {"--dir", true},        {"--listen", true},
+                                        {"--allow-host", true}, {"--token-file", true}};
   const parsed_args a = parse_command_line(args, specs, 0);
   if (a.help) {
     write_stdout(std::string(metrics_usage));
     return 0;
   }
   const domain_choice domain = domain_option(a);
-  if (const auto listen = a.value("--listen")) return serve_metrics(parse_listen(*listen), domain);
+  const auto listen = a.value("--listen");
+  if (!listen && (a.has("--allow-host") || a.has("--token-file")))
+    throw usage_error("--allow-host and --token-file go with --listen (they say who may read the "
+                      "exporter)");
+  if (listen) {
+    exporter_access access;
+    if (const auto hosts = a.value("--allow-host"))
+      access.allowed_hosts = parse_allowed_hosts(*hosts);
+    if (const auto file = a.value("--token-file")) access.token = read_token_file(*file);
+    return serve_metrics(parse_listen(*listen), domain, access);
+  }
   write_stdout(metrics_text(take_sample(domain)));
   return 0;
 }

@@ -183,9 +183,14 @@ function render(doc) {
     " \u00b7 gpushare " + doc.gpushare_version;
 }
 
+// An exporter with --token-file: the token comes after "#token=" in the page's address (a
+// fragment, which the browser never sends to a server), and goes with each request.
+const token = new URLSearchParams(location.hash.slice(1)).get("token");
+const headers = token ? {Authorization: "Bearer " + token} : {};
+
 async function refresh() {
   try {
-    const r = await fetch("/status.json", {cache: "no-store"});
+    const r = await fetch("/status.json", {cache: "no-store", headers: headers});
     if (!r.ok) throw new Error("HTTP " + r.status + ": " + (await r.text()));
     const doc = await r.json();
     record(doc);

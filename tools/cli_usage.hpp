@@ -170,7 +170,8 @@ say whether they use it).
 )";
 
 inline constexpr std::string_view metrics_usage =
-    R"(Usage: gpushare metrics [--dir DIR] [--domain D | --all-domains] [--listen [ADDR:]PORT]
+    R"(Usage: gpushare metrics [--dir DIR] [--domain D | --all-domains] [--listen [ADDR:]PORT
+                         [--allow-host NAMES] [--token-file FILE]]
 
 Prints every table's and every live session's figures in the Prometheus text format. For node
 exporter's textfile collector:
@@ -192,6 +193,18 @@ Options:
                       0.0.0.0:PORT on every IPv4 interface, [::]:PORT or [IPV6-ADDR]:PORT for
                       IPv6. Numeric addresses only. A connection gets 5 s to send its request
                       and 5 s per write of the response; at most 8 are served at once
+  --allow-host NAMES  host names (comma-separated) the exporter answers to, besides its IP
+                      addresses and localhost: a request whose Host header names another gets
+                      421, so that a page in a browser on this machine cannot read it through a
+                      name that resolves here (DNS rebinding)
+  --token-file FILE   GET /metrics and /status.json need "Authorization: Bearer <token>", the
+                      token being FILE's one line (mode 600; e.g. `openssl rand -hex 32`); 401
+                      without it. The page at / asks with the token after #token= in its address
+
+What --listen exposes: every session's name, pid, priority, share, memory and device time of
+the tables listed (and pod identity where set). Serve it on 127.0.0.1 (the default) unless
+something else must scrape it; on 0.0.0.0 use --token-file, and TLS through a proxy in front
+(docs/kubernetes.md).
 
 Exit codes: 0 success (with --listen: stopped by SIGINT or SIGTERM); 1 the tables cannot be
 listed, or the address cannot be bound (in use, not this machine's, a port below 1024 without
