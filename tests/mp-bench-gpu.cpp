@@ -257,6 +257,10 @@ TEST_CASE(
     CHECK(r.figure("qos.training_ceiling.gpushare") < 0.7);
     CHECK(r.figure("qos.training_kept.gpushare") < r.figure("qos.training_ceiling.gpushare") + 0.1);
   }
+  // The training goal is judged against the run's own ceiling (issue 42, B13), in every run.
+  CHECK(r.figure("qos.training_of_ceiling.gpushare") > 0);
+  CHECK(r.output.find("training kept / its ceiling") != std::string::npos);
+  CHECK(r.output.find(">= 0.60") == std::string::npos);
 
   // Share accuracy: unmanaged ignores the shares (3:1 comes out near 50/50, 25 points off);
   // with gpushare both measures are close to the configured split.

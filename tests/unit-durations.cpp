@@ -4,6 +4,7 @@
 // whether a number alone counts (the CLI's --interval: seconds). Public API only.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -192,5 +193,42 @@ TEST_CASE("the reclaim deadline: 2 s by default, a value in code wins, and one o
   } catch (const gs::error& e) {
     CHECK(e.code() == gs::errc::invalid_argument);
     CHECK(std::string(e.what()).find("session_options::reclaim_deadline") != std::string::npos);
+  }
+}
+
+TEST_CASE("format_elapsed rounds a measured duration to three digits in its largest unit") {
+  CHECK(gs::format_elapsed(7'929'106'847) == "7.93s"); // was "7929106847ns" (issue 42, B10)
+  CHECK(gs::format_elapsed(0) == "0ns");
+  CHECK(gs::format_elapsed(999) == "999ns");
+  CHECK(gs::format_elapsed(250 * us) == "250us");
+  CHECK(gs::format_elapsed(12'540 * us) == "12.5ms");
+  CHECK(gs::format_elapsed(s) == "1s");
+  CHECK(gs::format_elapsed(90 * s) == "1.5min");
+  CHECK(gs::format_elapsed(hour + hour / 2) == "1.5h");
+  CHECK(gs::format_elapsed(9'999 * ms) == "10s");
+  CHECK(gs::format_elapsed(99'960 * ms) == "1.67min");
+  // Seeded: never more than 3 significant digits, and within 0.5% of the value.
+  std::mt19937_64 rng(11);
+  for (int i = 0; i < 2000; ++i) {
+    const std::uint64_t ns = rng() >> (rng() % 60);
+    const std::string text = gs::format_elapsed(ns);
+    CAPTURE(ns);
+    CAPTURE(text);
+    const std::size_t digits_end = text.find_first_not_of("0123456789.");
+    REQUIRE(digits_end != std::string::npos);
+    const std::string number = text.substr(0, digits_end), unit = text.substr(digits_end);
+    std::size_t significant = 0;
+    bool leading = true;
+    for (const char c : number) {
+      if (c == '.') continue;
+      if (c != '0') leading = false;
+      if (!leading) ++significant;
+    }
+    const std::map<std::string, double> per{{"ns", 1},  {"us", 1e3},   {"ms", 1e6},
+                                            {"s", 1e9}, {"min", 60e9}, {"h", 3600e9}};
+    REQUIRE(per.count(unit) == 1);
+    const double shown = std::stod(number) * per.at(unit);
+    if (unit != "h" && unit != "ns") CHECK(significant <= 3);
+    CHECK(std::abs(shown - static_cast<double>(ns)) <= static_cast<double>(ns) * 0.005 + 0.5);
   }
 }

@@ -178,6 +178,10 @@ inline figures run(const device_info& dev, const config& cfg, int repeat) {
   // can keep at most the GPU time inference leaves.
   f.set("qos.inference_busy.gpushare", managed.inference_busy);
   f.set("qos.training_ceiling.gpushare", 1 - managed.inference_busy);
+  // The goal is stated against that ceiling (issue 41: >= 0.90 of it), never as a fixed share a
+  // run's own ceiling may make impossible (issue 42, B13: "NO" for >= 0.60 under a 0.50 ceiling).
+  f.set("qos.training_of_ceiling.gpushare",
+        ratio(ratio(managed.training_per_s, train.training_per_s), 1 - managed.inference_busy));
   // The conditions: on a machine busy with other work the workers wait for a CPU at every
   // wake-up, and the latencies and throughputs above show that load (harness/conditions.hpp).
   demo::conditions c;

@@ -38,9 +38,11 @@ inline std::vector<row> summary_rows(const config& cfg) {
     rows.push_back({"qos", "inference p99 / solo", "qos.p99_ratio.unmanaged",
                     "qos.p99_ratio.gpushare", "<= 1.10", at_most(1.10), 3});
     rows.push_back({"qos", "training throughput kept", "qos.training_kept.unmanaged",
-                    "qos.training_kept.gpushare", ">= 0.60", at_least(0.60), 3});
+                    "qos.training_kept.gpushare", "", nullptr, 3});
     rows.push_back({"qos", "training ceiling (1 - inference busy)", "",
                     "qos.training_ceiling.gpushare", "", nullptr, 2});
+    rows.push_back({"qos", "training kept / its ceiling", "", "qos.training_of_ceiling.gpushare",
+                    ">= 0.90", at_least(0.90), 2});
     rows.push_back({"qos", "inference p99, ms", "qos.p99_ms.unmanaged", "qos.p99_ms.gpushare", "",
                     nullptr, 2});
   }

@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 
+#include <gpushare/detail/elapsed.hpp>
 #include <gpushare/detail/object_name.hpp>
 #include <gpushare/detail/parse.hpp>
 #include <gpushare/detail/parse_pause_hold.hpp>
@@ -52,6 +53,10 @@ inline std::string quote(std::string_view s, std::size_t max_chars = 60) {
 /// A duration in the one form every message uses: the largest unit that holds it whole ("500us",
 /// "2min", "1500ms", "24h"; 0 is "0s"). parse_duration() reads it back exactly.
 inline std::string format_duration(std::uint64_t ns) { return detail::format_duration(ns); }
+
+/// A measured duration for a human, rounded to three significant digits in the largest unit it
+/// reaches ("7.93s", "12.5ms", "250us"); not for settings, which format_duration() writes exactly.
+inline std::string format_elapsed(std::uint64_t ns) { return detail::format_elapsed(ns); }
 
 /// Reads a duration the way every gpushare option does, in nanoseconds: a decimal number with a
 /// unit ns, us, ms, s, min or h (any case: "500us", "2min", "0.5s"), checked against `option`

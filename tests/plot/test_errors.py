@@ -101,3 +101,10 @@ def test_help_documents_every_kind():
     assert r.returncode == 0
     for word in ("latency", "share", "memory", "handoff", "all", "SIMULATED", "python3-matplotlib"):
         assert word in r.stdout, word
+
+
+def test_all_into_a_file_or_an_uncreatable_folder(tmp_path):
+    a_file = tmp_path / "file"
+    a_file.write_text("")
+    one_line_error(plot("all", BENCH, "-d", str(a_file)), str(a_file), "not a folder")
+    one_line_error(plot("all", BENCH, "-d", str(a_file / "sub")), "cannot create the folder")

@@ -76,6 +76,14 @@ def test_all_writes_every_image(tmp_path):
         check_png(tmp_path / name)
 
 
+def test_all_makes_a_missing_folder(tmp_path):
+    folder = tmp_path / "new" / "images"  # (issue 42, B10: was "no such folder")
+    r = plot("all", BENCH, "-d", str(folder))
+    assert r.returncode == 0, r.stderr
+    assert sorted(os.listdir(folder)) == ["latency.png", "memory-time.png", "memory.png",
+                                          "share.png"]
+
+
 def test_null_values_are_drawn_around(tmp_path):
     """The benchmark writes null for a value that was not finite; the images still render."""
     with open(BENCH, encoding="utf-8") as f:

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 
+#include <gpushare/detail/elapsed.hpp>
 #include <gpushare/detail/futex.hpp>
 #include <gpushare/detail/interrupt.hpp>
 #include <gpushare/detail/parse.hpp>
@@ -24,7 +25,7 @@ namespace detail {
 inline error startup_timeout(const table_view& t, const std::string& table, const std::string& me,
                              std::uint64_t waited_ns, std::uint64_t now) {
   std::string m = "session '" + me + "': the start-up lock of table '" + table + "' was not free";
-  m.append(" within ").append(format_duration(waited_ns));
+  m.append(" within ").append(format_elapsed(waited_ns));
   const std::int64_t i = startup_holder(t);
   if (i == nobody) return error(errc::timeout, m + "; it is free now: try again");
   const slot_record& s = t.slots[static_cast<std::uint32_t>(i)];
@@ -36,7 +37,7 @@ inline error startup_timeout(const table_view& t, const std::string& table, cons
       .append(", slot ")
       .append(std::to_string(i))
       .append(") has held it for ")
-      .append(format_duration(now > since ? now - since : 0))
+      .append(format_elapsed(now > since ? now - since : 0))
       .append(" and is still starting (it releases it when its engine is ready). Wait longer, or, "
               "if that process is stopped or hung, `gpushare evict ")
       .append(std::to_string(i))
