@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # `cmake --install <build> --component python --prefix P` puts an importable package under P
 # (nothing outside it), with the extension, the pure-Python files, the stubs and, where built,
-# the PyTorch allocator.
+# the PyTorch allocator; with DESTDIR, all of it under DESTDIR once (issue 42 B7: the .py files
+# went under DESTDIR twice).
 import glob
 import os
 import shutil
@@ -35,3 +36,28 @@ def test_the_installed_package_imports_from_the_prefix(tmp_path):
                          timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith(package), out.stdout
+
+
+def test_destdir_holds_the_whole_package_once(tmp_path):
+    build = os.environ.get("GPUSHARE_TEST_BUILD_DIR")
+    cmake = shutil.which("cmake")
+    if not build or not cmake:
+        pytest.skip("needs GPUSHARE_TEST_BUILD_DIR and cmake on PATH")
+    stage = tmp_path / "stage"
+    prefix = "/opt/gpushare-destdir-test"
+    env = dict(os.environ, DESTDIR=str(stage))
+    r = subprocess.run([cmake, "--install", build, "--component", "python", "--prefix", prefix],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert not os.path.exists(prefix)  # nothing outside DESTDIR
+    files = [os.path.relpath(f, stage) for f in glob.glob(str(stage / "**" / "*"), recursive=True)
+             if os.path.isfile(f)]
+    assert files, r.stdout
+    for f in files:
+        assert f.startswith(prefix.lstrip("/") + "/"), f  # under DESTDIR + prefix
+        assert str(stage).lstrip("/") not in f, f  # and DESTDIR only once
+    names = {os.path.basename(f) for f in files}
+    assert {"__init__.py", "__init__.pyi", "engines.py", "py.typed"} <= names
+    assert any(n.startswith("_gpushare.") and n.endswith(".so") for n in names)
+    packages = {os.path.dirname(f) for f in files if f.endswith(("__init__.py", ".so"))}
+    assert len(packages) == 1, packages  # the .py files beside the extension
