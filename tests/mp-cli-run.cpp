@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <optional>
@@ -263,6 +264,37 @@ TEST_CASE(
   CHECK(::access(marker.c_str(), F_OK) != 0);
 }
 
+TEST_CASE("run: Ctrl-C or SIGTERM while it waits for the budget: its session leaves at once") {
+  // (issue 42, B8: the runner died of the signal and its session stayed until a peer reclaimed
+  // it; docs/cli.md says the budget goes back.)
+  for (const int sig : {SIGINT, SIGTERM}) {
+    CAPTURE(sig);
+    run_fixture f;
+    const pid_t holder = spawn_holder(f.d, f.key, "holder", 900 * MiB, 1ull << 30);
+    const std::string marker = f.file("started");
+    running_cli runner = f.start(
+        f.with({"--memory", "256MiB", "--name", "runner"}, {"sh", "-c", "touch " + marker}));
+    const bool waiting = test::eventually([&] {
+      for (const session_info& s : f.sessions())
+        if (s.name == "runner" && s.waiting_for_memory > 0) return true;
+      return false;
+    });
+    CHECK(waiting);
+    ::kill(runner.pid, sig);
+    const cli_result r = finish_cli(runner);
+    CHECK(r.code == 128 + sig);
+    CHECK(contains(r.err, std::string(sig == SIGINT ? "SIGINT" : "SIGTERM") +
+                              " while waiting for the budget: the session left the table"));
+    // Read without the lock, which would reclaim a dead session first: none is left.
+    const table_snapshot t = table::read_unlocked(f.d.object_name(f.key));
+    CHECK(t.dead_sessions.empty());
+    REQUIRE(t.sessions.size() == 1);
+    CHECK(t.sessions[0].name == "holder");
+    CHECK(::access(marker.c_str(), F_OK) != 0);
+    kill_holder(holder);
+  }
+}
+
 TEST_CASE("run: bad command lines exit 2 naming the flag") {
   run_fixture f;
   const cli_result no_dash = f.run({"run", "--key", f.key, "--memory", "1GiB", "true"});
@@ -278,6 +310,29 @@ TEST_CASE("run: bad command lines exit 2 naming the flag") {
       f.run(f.with({"--memory", "1MiB", "--ready-when", "log:(x"}, {"true"}));
   CHECK(bad_regex.code == 2);
   CHECK(contains(bad_regex.err, "--ready-when"));
+  CHECK(f.sessions().empty());
+  // The error stays on screen: the synopsis and where the rest is, not the 75-line help (issue
+  // 42, B8).
+  for (const cli_result* r : {&no_dash, &no_command, &bad_memory, &bad_regex}) {
+    CHECK(std::count(r->err.begin(), r->err.end(), '\n') <= 8);
+    CHECK(contains(r->err, "Usage: gpushare run"));
+    CHECK(contains(r->err, "(`gpushare run --help` shows every option)\n"));
+    CHECK(!contains(r->err, "Exit codes:"));
+  }
+}
+
+TEST_CASE("run: a bad GPUSHARE_* in the environment is no bad command line: 125, naming it") {
+  run_fixture f;
+  env_vars env = f.env();
+  env.push_back("GPUSHARE_PRIORITY=urgent");
+  const std::string marker = f.file("started");
+  const cli_result r =
+      run_cli_env(env, f.with({"--memory", "1MiB"}, {"sh", "-c", "touch " + marker}));
+  CHECK(r.code == 125); // was 2, with the command line's usage
+  CHECK(contains(r.err, "gpushare run: error: "));
+  CHECK(contains(r.err, "GPUSHARE_PRIORITY"));
+  CHECK(!contains(r.err, "Usage:"));
+  CHECK(::access(marker.c_str(), F_OK) != 0);
   CHECK(f.sessions().empty());
 }
 

@@ -5,6 +5,8 @@
 // and returns its exit code. See run_usage and docs/cli.md, "run".
 #pragma once
 
+#include <signal.h>
+
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include <gpushare/error.hpp>
+#include <gpushare/interrupt.hpp>
 #include <gpushare/options.hpp>
 #include <gpushare/session.hpp>
 #include <gpushare/startup.hpp>
@@ -108,6 +111,35 @@ inline std::string holders_text(const table_snapshot& t, session_id self) {
 /// Reserves `bytes` for the program (`reclaimable`: as memory it gives back when asked), waiting
 /// up to `timeout_ns` (max: without end); says on stderr that it waits when the memory is not
 /// free at once.
+/// A signal that ended the wait for the budget (SIGINT, SIGTERM or SIGHUP).
+struct wait_signalled {
+  int signal;
+};
+
+/// While alive: SIGINT, SIGTERM and SIGHUP are blocked, and every wait of the session checks for
+/// one pending and leaves by wait_signalled. A runner killed by Ctrl-C in its wait for the budget
+/// left a dead session in the table until a peer reclaimed it (issue 42, B8); now the wait ends,
+/// the session leaves as the exception unwinds, and the runner exits 128 + the signal.
+class budget_wait_signals {
+public:
+  budget_wait_signals() {
+    sigemptyset(&set_);
+    for (const int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set_, sig);
+    ::pthread_sigmask(SIG_BLOCK, &set_, &old_);
+  }
+  ~budget_wait_signals() { ::pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
+  budget_wait_signals(const budget_wait_signals&) = delete;
+  budget_wait_signals& operator=(const budget_wait_signals&) = delete;
+  /// Throws wait_signalled if one of the signals is pending (and takes it).
+  void check() const {
+    const timespec now{0, 0};
+    if (const int sig = ::sigtimedwait(&set_, nullptr, &now); sig > 0) throw wait_signalled{sig};
+  }
+
+private:
+  sigset_t set_{}, old_{};
+};
+
 inline reservation hold_budget(session& s, std::uint64_t bytes, std::uint64_t timeout_ns,
                                bool reclaimable = false) {
   if (bytes == 0) return {};
@@ -126,7 +158,11 @@ inline reservation hold_budget(session& s, std::uint64_t bytes, std::uint64_t ti
   try {
     const auto timeout = timeout_ns == UINT64_MAX ? std::chrono::nanoseconds::max()
                                                   : std::chrono::nanoseconds(timeout_ns);
-    return reclaimable ? s.reserve_reclaimable(bytes, timeout) : s.reserve(bytes, timeout);
+    const budget_wait_signals signals;
+    const wait_interrupt on_signal([&signals] { signals.check(); });
+    reservation r = reclaimable ? s.reserve_reclaimable(bytes, timeout) : s.reserve(bytes, timeout);
+    signals.check(); // one that came as it was granted: given back as the stack unwinds
+    return r;
   } catch (const gpushare::error& e) {
     if (e.code() != errc::timeout) throw;
     throw runtime_failure(std::string(e.what()) + holders_text(s.snapshot(), s.id()) +
@@ -243,15 +279,23 @@ inline int run_with_budget(const run_request& r) {
 }
 
 inline int run_run(std::span<const std::string> args) {
-  const std::optional<run_request> r = parse_run_request(args, process_environment);
-  if (!r) {
-    write_stdout(std::string(run_usage));
-    return 0;
-  }
   try {
+    const std::optional<run_request> r = parse_run_request(args, process_environment);
+    if (!r) {
+      write_stdout(std::string(run_usage));
+      return 0;
+    }
     return run_with_budget(*r);
   } catch (const usage_error&) {
     throw;
+  } catch (const wait_signalled& w) {
+    std::fputs(("gpushare run: SIG" +
+                std::string(::sigabbrev_np(w.signal) ? ::sigabbrev_np(w.signal) : "?") +
+                " while waiting for the budget: the session left the table and the program was "
+                "not started\n")
+                   .c_str(),
+               stderr);
+    return 128 + w.signal;
   } catch (const std::exception& e) {
     std::fputs((std::string("gpushare run: error: ").append(e.what()) + "\n").c_str(), stderr);
   }

@@ -147,7 +147,9 @@ inline void run_settings(const parsed_args& a, run_request& r) {
   try { // the name, the guarantee against the limit, and the GPUSHARE_* the session will read
     (void)resolve_options(r.options);
   } catch (const gpushare::error& e) {
-    if (e.code() != errc::invalid_argument && e.code() != errc::invalid_environment) throw;
+    // A bad GPUSHARE_* in the environment is not a bad command line (issue 42, B8): it stays
+    // the library's error, and `gpushare run` fails with 125 (run_run).
+    if (e.code() != errc::invalid_argument) throw;
     throw usage_error(e.what());
   }
 }

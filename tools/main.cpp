@@ -87,6 +87,17 @@ int usage_failure(const std::string& prefix, const std::string& message, std::st
   return 2;
 }
 
+/// A bad command line of a subcommand: the error, its synopsis (the usage's first paragraph) and
+/// where the rest is, so that the error stays on screen (issue 42, B8: `run` printed 75 lines
+/// after it); exit code 2.
+int subcommand_usage_failure(const std::string& prefix, const std::string& message,
+                             std::string_view usage) {
+  const std::size_t end = usage.find("\n\n");
+  print_stderr(prefix + ": error: " + message + "\n\n" + std::string(usage.substr(0, end)) +
+               "\n(`" + prefix + " --help` shows every option)\n");
+  return 2;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -121,7 +132,7 @@ int main(int argc, char** argv) {
   try {
     return c->run(std::span<const std::string>(words).subspan(1));
   } catch (const usage_error& e) {
-    return usage_failure(prefix, e.what(), c->usage);
+    return subcommand_usage_failure(prefix, e.what(), c->usage);
   } catch (const runtime_failure& e) {
     print_stderr(prefix + ": error: " + e.what() + "\n");
   } catch (const gpushare::error& e) {
