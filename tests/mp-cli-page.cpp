@@ -135,6 +135,7 @@ TEST_CASE("the live page shows every session with its state and escapes a name w
   test_domain d;
   children kids;
   kids.pids = spawn_three(d);
+  { session gone("idle-gpu", d.options("gone", 64 * MiB)); } // leaves an empty table behind
   exporter x(d.name());
   // The waiter's thread is blocked once the table says so.
   CHECK(test::eventually(
@@ -165,6 +166,13 @@ TEST_CASE("the live page shows every session with its state and escapes a name w
   CHECK(contains(hostile, "<span> 0.0%</span>"));
   CHECK(contains(quiet, "<span> 0.0%</span>"));
   CHECK(contains(dom, "3 sessions"));
+  // Each session's priority (issue 42, B10: the page showed none); an empty table takes one line.
+  CHECK(contains(quiet, "<td class=\"priority\">normal</td>"));
+  CHECK(contains(dom, "<th>priority</th>"));
+  const std::size_t empty = dom.find("table idle-gpu (domain " + d.name() + "): no sessions");
+  REQUIRE_MESSAGE(empty != std::string::npos, dom);
+  const std::size_t section_end = dom.find("</section>", empty);
+  CHECK(dom.substr(empty, section_end - empty).find("<table") == std::string::npos);
   // The markup is text: no element with that id, and the script never ran data as HTML.
   CHECK_FALSE(contains(dom, "<b id=\"evil\">"));
   CHECK(contains(dom, "<p id=\"status\" class=\"note\">updated "));

@@ -135,6 +135,7 @@ function sessionRow(doc, t, s) {
   tr.appendChild(el("td", s.slot, "num"));
   tr.appendChild(el("td", s.pid, "num"));
   tr.appendChild(el("td", s.state, "state state-" + s.state));
+  tr.appendChild(el("td", s.priority_name, "priority"));
   tr.appendChild(el("td", holds ? "yes" : "", "holds"));
   tr.appendChild(el("td", s.share, "num"));
   tr.appendChild(memoryCell(t, s));
@@ -149,6 +150,13 @@ function sessionRow(doc, t, s) {
 function tableSection(doc, t) {
   const sec = el("section");
   sec.dataset.table = t.object_name;
+  if (!t.sessions.length && !t.dead_sessions.length) { // an empty table: one line, not a block
+    sec.className = "empty";
+    sec.appendChild(el("p", "table " + t.key + " (domain " + t.domain + "): no sessions \u00b7 " +
+      t.object_name + " \u00b7 capacity " +
+      (t.capacity_unlimited ? "unlimited" : bytes(t.capacity_bytes)), "note"));
+    return sec;
+  }
   sec.appendChild(el("h2", "table " + t.key + " (domain " + t.domain + ")"));
   const holder = t.sessions.find(s => s.holds_device);
   sec.appendChild(el("p", t.object_name + " \u00b7 capacity " +
@@ -158,7 +166,7 @@ function tableSection(doc, t) {
     (t.dead_sessions.length ? " \u00b7 " + t.dead_sessions.length +
       " dead sessions not reclaimed yet" : ""), "note"));
   const table = el("table"), head = el("tr");
-  for (const c of ["session", "slot", "pid", "state", "holder", "share", "memory",
+  for (const c of ["session", "slot", "pid", "state", "priority", "holder", "share", "memory",
                    "device share (5 min)"]) head.appendChild(el("th", c));
   table.appendChild(el("thead")).appendChild(head);
   const body = table.appendChild(el("tbody"));
