@@ -163,6 +163,7 @@ public:
   exporter& operator=(const exporter&) = delete;
 
   int port() const { return port_; }
+  pid_t pid() const { return p_.pid; }
   bool running() const { return p_.pid > 0 && ::waitpid(p_.pid, nullptr, WNOHANG) == 0; }
   /// Sends `sig` and waits up to `limit` for the exit code (-1: still running, then killed).
   int stop(int sig, std::chrono::milliseconds limit = 30s) {

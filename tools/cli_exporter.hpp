@@ -23,6 +23,7 @@
 #include "cli_args.hpp"
 #include "cli_errors.hpp"
 #include "cli_exporter_access.hpp"
+#include "cli_exporter_front.hpp"
 #include "cli_listen.hpp"
 #include "cli_metrics.hpp"
 #include "cli_page.hpp"
@@ -39,13 +40,8 @@ namespace gpushare::cli {
 /// The Content-Type of the Prometheus text exposition format.
 inline constexpr std::string_view metrics_content_type = "text/plain; version=0.0.4; charset=utf-8";
 
-/// The exporter's limits (docs/cli.md): each connection gets this long to send its request or
-/// take a part of the response, and this long idle between two requests; at most this many
-/// connections are served at once (more wait their turn), each for at most this many requests;
-/// a request's body may be at most this long (GET needs none).
-inline constexpr int exporter_timeout_s = 5;
-inline constexpr std::size_t exporter_threads = 8;
-inline constexpr std::size_t exporter_requests_per_connection = 100;
+/// A request's body may be at most this long (GET needs none). The other limits:
+/// exporter_limits (cli_exporter_front.hpp).
 inline constexpr std::size_t exporter_max_body = 8192;
 
 /// A fresh nonce for the page's CSP: 128 bits from the system's random source, in hex.
@@ -187,20 +183,105 @@ inline void add_access_check(httplib::Server& s, const exporter_access& access) 
   });
 }
 
-/// The limits that keep a slow or malformed client from holding the exporter.
-inline void set_limits(httplib::Server& s) {
-  s.new_task_queue = [] { return new httplib::ThreadPool(exporter_threads); };
-  s.set_read_timeout(exporter_timeout_s, 0);
-  s.set_write_timeout(exporter_timeout_s, 0);
-  s.set_keep_alive_timeout(exporter_timeout_s);
-  s.set_keep_alive_max_count(exporter_requests_per_connection);
-  s.set_payload_max_length(exporter_max_body);
-  // SO_REUSEADDR only (a restart binds while old connections linger), not httplib's default
-  // SO_REUSEPORT as well: that would let a second exporter share the port without an error.
-  s.set_socket_options([](int sock) {
-    const int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-  });
+/// The routes of a cpp-httplib server, driven one request at a time on a connection that the
+/// front (cli_exporter_front.hpp) accepted and whose head it read: process_request is cpp-httplib's
+/// own (protected) entry for one request on a stream; its arguments differ between versions.
+class routed_server : public httplib::Server {
+public:
+  template <class Stream>
+  bool serve(Stream& s, const std::string& ip, int port, const std::string& local_ip,
+             int local_port) {
+    bool closed = false;
+    const std::function<void(httplib::Request&)> setup;
+    if constexpr (requires { this->process_request(s, true, closed, setup); }) {
+      (void)ip, (void)port, (void)local_ip, (void)local_port;
+      return this->process_request(s, true, closed, setup);
+    } else {
+      return this->process_request(s, ip, port, local_ip, local_port, true, closed, setup);
+    }
+  }
+};
+
+/// A connection for cpp-httplib: the bytes the front read first, then the socket; every read
+/// before the request's deadline, every write within `response_time` of the response's first.
+class front_stream final : public httplib::Stream {
+public:
+  front_stream(client_conn& c, std::chrono::milliseconds response_time)
+      : c_(c), response_time_(response_time) {}
+  bool is_readable() const override {
+    return used_ < c_.data.size() || wait_ready(c_.fd, POLLIN, c_.deadline);
+  }
+  bool is_writable() const override { return wait_ready(c_.fd, POLLOUT, write_deadline()); }
+  ssize_t read(char* ptr, size_t size) override {
+    if (used_ < c_.data.size()) {
+      const std::size_t n = std::min(size, c_.data.size() - used_);
+      std::memcpy(ptr, c_.data.data() + used_, n);
+      used_ += n;
+      return static_cast<ssize_t>(n);
+    }
+    if (!wait_ready(c_.fd, POLLIN, c_.deadline)) return -1;
+    return ::recv(c_.fd, ptr, size, 0);
+  }
+  ssize_t write(const char* ptr, size_t size) override {
+    std::size_t sent = 0;
+    while (sent < size) {
+      if (!wait_ready(c_.fd, POLLOUT, write_deadline())) return -1;
+      const ssize_t n = ::send(c_.fd, ptr + sent, size - sent, MSG_NOSIGNAL);
+      if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return -1;
+      if (n > 0) sent += static_cast<std::size_t>(n);
+    }
+    return static_cast<ssize_t>(size);
+  }
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    ip = peer_address(c_.fd, &port);
+  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    ip = peer_address(c_.fd, &port, true);
+  }
+  int socket() const override { return c_.fd; }
+
+private:
+  std::chrono::steady_clock::time_point write_deadline() const {
+    if (write_deadline_ == std::chrono::steady_clock::time_point{})
+      write_deadline_ = std::chrono::steady_clock::now() + response_time_;
+    return write_deadline_;
+  }
+  client_conn& c_;
+  std::size_t used_ = 0;
+  std::chrono::milliseconds response_time_;
+  mutable std::chrono::steady_clock::time_point write_deadline_{};
+};
+
+/// A listening socket on `where` (SO_REUSEADDR: a restart binds while old connections linger;
+/// not SO_REUSEPORT, which would let a second exporter share the port without an error).
+inline int listen_on(const listen_address& where) {
+  sockaddr_storage a{};
+  socklen_t len = 0;
+  if (where.ipv6) {
+    auto* v6 = reinterpret_cast<sockaddr_in6*>(&a);
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(where.port);
+    if (::inet_pton(AF_INET6, where.host.c_str(), &v6->sin6_addr) != 1)
+      throw runtime_failure(bind_failure_text(where, 0));
+    len = sizeof *v6;
+  } else {
+    auto* v4 = reinterpret_cast<sockaddr_in*>(&a);
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(where.port);
+    if (::inet_pton(AF_INET, where.host.c_str(), &v4->sin_addr) != 1)
+      throw runtime_failure(bind_failure_text(where, 0));
+    len = sizeof *v4;
+  }
+  const int fd = ::socket(a.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) throw runtime_failure(bind_failure_text(where, errno));
+  const int yes = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), len) != 0 || ::listen(fd, SOMAXCONN) != 0) {
+    const int err = errno;
+    ::close(fd);
+    throw runtime_failure(bind_failure_text(where, err));
+  }
+  return fd;
 }
 
 } // namespace exporter_detail
@@ -214,29 +295,31 @@ inline int serve_metrics(const listen_address& where, const domain_choice& domai
   const sigset_t stop = exporter_stop_signals();
   ::pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
-  httplib::Server server;
+  exporter_detail::routed_server server;
   exporter_detail::add_access_check(server, access);
   exporter_detail::add_routes(server, domain);
-  exporter_detail::set_limits(server);
-  server.set_address_family(where.ipv6 ? AF_INET6 : AF_INET);
-  errno = 0;
-  if (!server.bind_to_port(where.host, where.port))
-    throw runtime_failure(bind_failure_text(where, errno));
+  server.set_payload_max_length(exporter_max_body);
+  const int fd = exporter_detail::listen_on(where);
+  const exporter_limits limits;
+  exporter_front front(fd, limits, [&](client_conn& c) {
+    int port = 0, local_port = 0;
+    const std::string ip = peer_address(c.fd, &port);
+    const std::string local_ip = peer_address(c.fd, &local_port, true);
+    exporter_detail::front_stream s(c, limits.response_time);
+    server.serve(s, ip, port, local_ip, local_port);
+  });
   write_stdout("serving metrics on http://" + where.text() + "/metrics\n");
-  std::atomic<bool> done{false};
-  bool listened = false;
+  std::atomic<bool> done{false}, quit{false};
+  bool served = false;
   std::thread listener([&] {
-    listened = server.listen_after_bind();
+    served = front.run(quit);
     done.store(true);
   });
   const int sig = wait_for_stop_signal(stop, done);
-  // stop() closes the listening socket; the loop only sees it once running: retry till it ends.
-  while (!done.load()) {
-    server.stop();
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  quit.store(true);
   listener.join();
-  if (sig == 0 && !listened)
+  ::close(fd);
+  if (sig == 0 && !served)
     throw runtime_failure("the server on " + where.text() + " stopped: accepting failed");
   return 0;
 }

@@ -191,8 +191,9 @@ Options:
   --all-domains       tables of every domain, even when GPUSHARE_DOMAIN is set
   --listen ADDR:PORT  serve over HTTP: PORT alone listens on 127.0.0.1 (this machine only);
                       0.0.0.0:PORT on every IPv4 interface, [::]:PORT or [IPV6-ADDR]:PORT for
-                      IPv6. Numeric addresses only. A connection gets 5 s to send its request
-                      and 5 s per write of the response; at most 8 are served at once
+                      IPv6. Numeric addresses only. A request gets 5 s in all and 16 KiB of
+                      head (408, 431 past them); at most 64 connections per address and 256
+                      in all (503 past them); 8 requests are answered at once
   --allow-host NAMES  host names (comma-separated) the exporter answers to, besides its IP
                       addresses and localhost: a request whose Host header names another gets
                       421, so that a page in a browser on this machine cannot read it through a
