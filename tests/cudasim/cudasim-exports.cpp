@@ -127,8 +127,8 @@ TEST_CASE("a function cudasim does not model returns cudaErrorNotSupported, says
   CAPTURE(err);
   REQUIRE(status == 0); // not "symbol lookup error" (127)
   CHECK(r["count"] == "cudaSuccess");
-  CHECK(r["node_type1"] == "cudaErrorNotSupported");
-  CHECK(r["node_type2"] == "cudaErrorNotSupported");
+  CHECK(r["exec_flags1"] == "cudaErrorNotSupported");
+  CHECK(r["exec_flags2"] == "cudaErrorNotSupported");
   CHECK(r["last1"] == "cudaErrorNotSupported"); // the last error, as for any failing call
   CHECK(r["last2"] == "cudaSuccess");
   CHECK(r["limit"] == "cudaErrorNotSupported");
@@ -138,7 +138,7 @@ TEST_CASE("a function cudasim does not model returns cudaErrorNotSupported, says
   CHECK(r["after"] == "cudaSuccess");
   CHECK(r["calls"] == "2");
   CHECK(r["done"] == "1");
-  CHECK(occurrences(err, "cudasim: cudaGraphNodeGetType is not modelled; it returns "
+  CHECK(occurrences(err, "cudasim: cudaGraphExecGetFlags is not modelled; it returns "
                          "cudaErrorNotSupported\n") == 1);
   CHECK(occurrences(err, "cudasim: cudaDeviceGetLimit is not modelled") == 1);
   CHECK(occurrences(err, "cudasim: cudaMemcpy2DToArrayAsync is not modelled") == 1);

@@ -1,9 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Runtime API: graphs (created by stream capture), their launches, and the device's graph memory
-// pool (cudaDeviceGraphMemTrim, cudaDevice{Get,Set}GraphMemAttribute).
+// pool (cudaDeviceGraphMemTrim, cudaDevice{Get,Set}GraphMemAttribute). Reading a graph's nodes
+// and edges: api_graph_nodes.cpp.
 #include <cuda_runtime_api.h>
-
-#include <algorithm>
 
 #include "call.hpp"
 #include "runtime.hpp"
@@ -72,20 +71,6 @@ cudaError_t cudaGraphCreate(cudaGraph_t* graph, unsigned int) {
     auto* g = new graph_obj();
     rt.graphs.insert(g);
     *graph = reinterpret_cast<cudaGraph_t>(g);
-    return cudaSuccess;
-  });
-}
-
-cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, size_t* count) {
-  return api_call("cudaGraphGetNodes", invalid_if(!count), [&](runtime& rt) {
-    auto* g = reinterpret_cast<graph_obj*>(graph);
-    if (!rt.graphs.count(g)) return cudaErrorInvalidResourceHandle;
-    if (nodes) {
-      const std::size_t n = std::min(*count, g->nodes.size());
-      for (std::size_t i = 0; i < n; ++i)
-        nodes[i] = reinterpret_cast<cudaGraphNode_t>(g->nodes[i].get());
-    }
-    *count = g->nodes.size();
     return cudaSuccess;
   });
 }

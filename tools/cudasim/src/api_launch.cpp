@@ -32,6 +32,7 @@ cudaError_t kernel_work(kernel_info& k, dim3 grid, dim3 block, void** args, size
   std::uint64_t ns = 0;
   const kernel_model& m = runtime::get().model_of(k, ns);
   w.kind = work::kernel;
+  w.func = k.host_fun;
   w.grid = grid;
   w.block = block;
   w.shared_mem = shared_mem;

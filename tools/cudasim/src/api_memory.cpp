@@ -49,6 +49,8 @@ cudaError_t malloc_async(void** ptr, size_t size, pool_obj* pool, cudaStream_t s
       work w{};
       w.kind = work::alloc;
       w.ptr = p;
+      w.bytes = size;
+      w.device = s->ctx->ordinal;
       (void)rt.submit(s, std::move(w));
       *ptr = p;
       return cudaSuccess;
@@ -89,13 +91,14 @@ cudaError_t free_async(void* ptr, cudaStream_t stream, bool ptsz, const char* na
   });
 }
 
-cudaError_t copy(void* dst, const void* src, size_t bytes, cudaStream_t stream, bool ptsz,
-                 bool sync, const char* name) {
+cudaError_t copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream,
+                 bool ptsz, bool sync, const char* name) {
   work w{};
   w.kind = work::copy;
   w.dst = dst;
   w.src = src;
   w.bytes = bytes;
+  w.copy_kind = kind;
   return enqueue({name, stream, ptsz, sync}, invalid_if(bytes && (!dst || !src)), std::move(w));
 }
 
@@ -365,19 +368,19 @@ cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr, vo
   });
 }
 
-cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind) {
-  return copy(dst, src, bytes, nullptr, false, true, "cudaMemcpy");
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  return copy(dst, src, bytes, kind, nullptr, false, true, "cudaMemcpy");
 }
-cudaError_t cudaMemcpy_ptds(void* dst, const void* src, size_t bytes, cudaMemcpyKind) {
-  return copy(dst, src, bytes, nullptr, true, true, "cudaMemcpy_ptds");
+cudaError_t cudaMemcpy_ptds(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  return copy(dst, src, bytes, kind, nullptr, true, true, "cudaMemcpy_ptds");
 }
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind,
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
                             cudaStream_t s) {
-  return copy(dst, src, bytes, s, false, false, "cudaMemcpyAsync");
+  return copy(dst, src, bytes, kind, s, false, false, "cudaMemcpyAsync");
 }
-cudaError_t cudaMemcpyAsync_ptsz(void* dst, const void* src, size_t bytes, cudaMemcpyKind,
+cudaError_t cudaMemcpyAsync_ptsz(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
                                  cudaStream_t s) {
-  return copy(dst, src, bytes, s, true, false, "cudaMemcpyAsync_ptsz");
+  return copy(dst, src, bytes, kind, s, true, false, "cudaMemcpyAsync_ptsz");
 }
 cudaError_t cudaMemset(void* dst, int value, size_t bytes) {
   return set(dst, value, bytes, nullptr, false, true, "cudaMemset");
@@ -393,10 +396,11 @@ cudaError_t cudaMemsetAsync_ptsz(void* dst, int value, size_t bytes, cudaStream_
 }
 
 cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
-                         size_t height, cudaMemcpyKind) {
+                         size_t height, cudaMemcpyKind kind) {
   const bool invalid = width > dpitch || width > spitch || (height && width && (!dst || !src));
   work w{};
   w.kind = work::copy2d;
+  w.copy_kind = kind;
   w.dst = dst;
   w.src = src;
   w.dpitch = dpitch;

@@ -23,14 +23,15 @@ void add_tips(std::vector<std::size_t>& tips, const std::vector<std::size_t>& mo
 
 /// Whether every node of `c` is reached backwards from the origin stream's tips.
 bool all_joined(capture* c) {
-  std::vector<char> seen(c->deps.size(), 0);
+  const std::vector<std::vector<std::size_t>>& deps = c->graph->deps;
+  std::vector<char> seen(deps.size(), 0);
   std::vector<std::size_t> todo = c->tips[c->origin];
   while (!todo.empty()) {
     const std::size_t n = todo.back();
     todo.pop_back();
     if (n >= seen.size() || seen[n]) continue;
     seen[n] = 1;
-    todo.insert(todo.end(), c->deps[n].begin(), c->deps[n].end());
+    todo.insert(todo.end(), deps[n].begin(), deps[n].end());
   }
   return std::all_of(seen.begin(), seen.end(), [](char v) { return v != 0; });
 }
@@ -38,11 +39,15 @@ bool all_joined(capture* c) {
 } // namespace
 
 void capture_node(stream_obj* s, work w) {
+  // The node depends on the stream's tips: its previous node, and the nodes of the events it
+  // has waited on since (CUDA Programming Guide, "Cross-stream Dependencies and Events").
   capture* c = s->cap;
-  const std::size_t index = c->graph->nodes.size();
-  c->graph->nodes.push_back(std::make_unique<work>(std::move(w)));
+  graph_obj& g = *c->graph;
+  const std::size_t index = g.nodes.size();
+  g.nodes.push_back(std::make_unique<work>(std::move(w)));
+  g.index[g.nodes.back().get()] = index;
   std::vector<std::size_t>& tips = c->tips[s];
-  c->deps.push_back(tips);
+  g.deps.push_back(tips);
   tips.assign(1, index);
 }
 

@@ -79,6 +79,7 @@ struct work {
     graph_end
   } kind;
   // kernel
+  const void* func = nullptr;         // the host function it was launched by
   cudasimExecuteFn execute = nullptr; // its model's, run when it completes
   std::vector<std::vector<unsigned char>> args;
   dim3 grid{}, block{};
@@ -95,8 +96,10 @@ struct work {
   const void* src = nullptr;
   std::size_t bytes = 0, width = 0, height = 0, dpitch = 0, spitch = 0;
   int value = 0;
-  // graph memory nodes and stream-ordered frees
+  cudaMemcpyKind copy_kind = cudaMemcpyDefault; // as the call gave it
+  // graph memory nodes (an allocation node's size in `bytes`) and stream-ordered frees
   void* ptr = nullptr;
+  int device = 0; // an allocation node's
   pool_obj* pool = nullptr;
   // cudaStreamWaitEvent
   done_ptr wait_for;
@@ -104,8 +107,15 @@ struct work {
   std::vector<void*> allocs;
 };
 
+/// A graph: its nodes (a node's handle is its work object) and, per node, the nodes it depends
+/// on (indices into `nodes`, in the order capture added them): the graph's edges.
 struct graph_obj {
   std::vector<std::unique_ptr<work>> nodes;
+  std::vector<std::vector<std::size_t>> deps;
+  std::map<const work*, std::size_t> index; // a node's position in `nodes`
+  // The argument pointers cudaGraphKernelNodeGetParams returns, owned by the node (written
+  // again at each query, with the same values).
+  std::map<std::size_t, std::vector<void*>> kernel_params;
 };
 struct graph_exec_obj {
   std::vector<work> nodes;
@@ -113,8 +123,9 @@ struct graph_exec_obj {
 };
 
 /// One capture sequence: the streams capturing into it (the origin, where it began, and those
-/// that joined it by waiting on one of its events), and each node's dependencies, by index into
-/// graph->nodes. A stream's tips are the nodes its next captured work depends on.
+/// that joined it by waiting on one of its events) and their tips, by index into graph->nodes
+/// (the graph holds each node's dependencies). A stream's tips are the nodes its next captured
+/// work depends on.
 struct capture {
   cudaStreamCaptureMode mode = cudaStreamCaptureModeGlobal;
   std::thread::id thread;
@@ -122,7 +133,6 @@ struct capture {
   bool invalidated = false;
   unsigned long long id = 0;
   stream_obj* origin = nullptr;
-  std::vector<std::vector<std::size_t>> deps;           // per node
   std::map<stream_obj*, std::vector<std::size_t>> tips; // per capturing stream
 };
 
