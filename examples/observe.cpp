@@ -11,7 +11,7 @@ void print(const gpushare::table_snapshot& t) {
   std::printf("table %s (%s): capacity %s, reserved %s, available %s\n", t.key.c_str(),
               t.object_name.c_str(), gpushare::format_capacity(t.capacity).c_str(),
               gpushare::format_bytes(t.reserved_total).c_str(),
-              gpushare::format_bytes(t.available).c_str());
+              gpushare::format_capacity(t.available).c_str());
   for (const auto& s : t.sessions)
     std::printf("  %-8s pid %d, %s: reserved %s, peak %s, %llu guards\n", s.name.c_str(), s.pid,
                 s.state(), gpushare::format_bytes(s.reserved).c_str(),

@@ -152,6 +152,22 @@ TEST_CASE("messages say unlimited, never 8.00 EiB, for an unlimited capacity") {
   CHECK_FALSE(has(notice, "EiB"));
   CHECK(format_capacity(unlimited_memory) == "unlimited");
   CHECK(format_capacity(4 * GiB) == "4.00 GiB");
+  // What is available in an unlimited table is unlimited too, whatever is committed (it was
+  // 2^63 - committed, which showed as "8.00 EiB" in the examples and `gpushare run`'s wait).
+  auto r = first.reserve(3 * MiB, 0ms);
+  const table_snapshot snap = t.open().snapshot();
+  CHECK(snap.committed_total == 3 * MiB);
+  CHECK(snap.available == unlimited_memory);
+  CHECK(format_capacity(snap.available) == "unlimited");
+}
+
+TEST_CASE("a limited table's available memory is its capacity less what is committed") {
+  test::unique_table t("avail");
+  session_options o = t.options("one");
+  o.capacity = 64 * MiB;
+  session s(t.key(), o);
+  auto r = s.reserve(24 * MiB, 0ms);
+  CHECK(t.open().snapshot().available == 40 * MiB);
 }
 
 TEST_CASE("seeded random reservations and capacity changes keep committed <= capacity") {

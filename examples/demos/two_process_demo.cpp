@@ -129,8 +129,9 @@ void print_table(const gpushare::table_snapshot& snap) {
                 format_bytes(i.peak).c_str(), static_cast<unsigned long long>(i.reserve_waits),
                 static_cast<unsigned long long>(i.reserve_wait_ns / 1'000'000));
   std::printf("    capacity %s, reserved %s, committed %s, available %s\n\n",
-              format_bytes(snap.capacity).c_str(), format_bytes(snap.reserved_total).c_str(),
-              format_bytes(snap.committed_total).c_str(), format_bytes(snap.available).c_str());
+              gpushare::format_capacity(snap.capacity).c_str(),
+              format_bytes(snap.reserved_total).c_str(), format_bytes(snap.committed_total).c_str(),
+              gpushare::format_capacity(snap.available).c_str());
 }
 
 int run(pid_t& trainer_pid, pid_t& inference_pid) {

@@ -122,7 +122,9 @@ struct table_snapshot {
   std::uint64_t capacity = 0;        ///< bytes its sessions may commit in all
   std::uint64_t reserved_total = 0;  ///< bytes held by reservations, all sessions
   std::uint64_t committed_total = 0; ///< reservations + external + unused guarantees
-  std::uint64_t available = 0;       ///< capacity - committed_total
+  /// capacity - committed_total; unlimited_memory for a table of unlimited capacity, so that
+  /// format_capacity() shows "unlimited" for both.
+  std::uint64_t available = 0;
   std::uint64_t lock_repairs = 0;    ///< times a locker found the lock's owner dead and repaired it
   std::uint64_t sessions_reclaimed = 0; ///< dead sessions whose resources a peer reclaimed
   std::uint64_t handovers = 0;          ///< times the device went from one session to another

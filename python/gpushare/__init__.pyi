@@ -581,6 +581,10 @@ class Table:
 
 # ---- text ---------------------------------------------------------------------------------
 
+#: 2**63: a table's unlimited capacity, a session's absent memory limit; format_bytes() shows
+#: it (and more) as "unlimited".
+UNLIMITED: int
+
 def format_bytes(bytes: int) -> str: ...
 def format_duration(ns: int) -> str: ...
 def format_percent(ppm: int) -> str: ...

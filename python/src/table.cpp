@@ -121,8 +121,12 @@ void bind_table_class(py::module_& m) {
 }
 
 void bind_text(py::module_& m) {
-  m.def("format_bytes", &gpushare::format_bytes, py::arg("bytes"),
-        "\"512 B\", \"1.50 KiB\", \"4.00 GiB\", as gpushare status shows them.");
+  // As `gpushare status` shows amounts: "unlimited" for an unlimited capacity, limit or
+  // available amount (unlimited_memory, 2**63, or more), never "8.00 EiB".
+  m.def("format_bytes", &gpushare::format_capacity, py::arg("bytes"),
+        "\"512 B\", \"1.50 KiB\", \"4.00 GiB\", and \"unlimited\" for 2**63 or more (a "
+        "table's unlimited capacity, a session's absent limit), as gpushare status shows them.");
+  m.attr("UNLIMITED") = gpushare::unlimited_memory;
   m.def("format_duration", &gpushare::format_duration, py::arg("ns"), "\"500us\", \"2min\".");
   m.def("format_percent", &gpushare::format_percent, py::arg("ppm"), "300000 -> \"30%\".");
   m.def(

@@ -186,6 +186,11 @@ def test_notices_and_helpers(key, settings):
         assert all(n.severity in ("note", "warning") for n in s.notices())
     keeper.leave()
     assert gpushare.format_bytes(3 * MiB // 2) == "1.50 MiB"
+    # An unlimited amount reads as gpushare status shows it, never as "8.00 EiB".
+    assert gpushare.UNLIMITED == 2**63
+    assert gpushare.format_bytes(gpushare.UNLIMITED) == "unlimited"
+    assert gpushare.format_bytes(2**64 - 1) == "unlimited"
+    assert gpushare.format_bytes(gpushare.UNLIMITED - 1) == "7.99 EiB"
     assert gpushare.format_duration(500_000) == "500us"
     assert gpushare.format_percent(300_000) == "30%"
     assert gpushare.parse_bytes("4GiB") == 4 * GiB

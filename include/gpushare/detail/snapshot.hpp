@@ -197,7 +197,8 @@ table_snapshot build_snapshot(const table_view& v, const std::string& name, Aliv
   s.capacity = h.capacity;
   s.reserved_total = h.reserved_total;
   s.committed_total = h.committed_total;
-  s.available = sat_sub(h.capacity, h.committed_total);
+  s.available = h.capacity >= max_memory_bytes ? max_memory_bytes
+                                               : sat_sub(h.capacity, h.committed_total);
   s.lock_repairs = h.lock_repairs;
   s.sessions_reclaimed = h.sessions_reclaimed;
   s.handovers = h.handovers;
