@@ -101,10 +101,16 @@ TEST_CASE("metrics --listen: requests trickled a byte at a time get 408 after 5 
   // timed out each read (5 s), not the request, so they held every worker for good.
   std::vector<trickler> slow;
   for (int i = 0; i < 20; ++i) slow.emplace_back(x.port());
-  std::atomic<bool> stop{false};
+  // The feeder alone touches the tricklers until it ends: when every one was answered and
+  // closed, or after 30 s; the test reads them after joining it.
   std::thread feeder([&] {
-    while (!stop.load()) {
-      for (auto& t : slow) t.step();
+    const auto give_up = clock_type::now() + 30s;
+    for (bool all_closed = false; !all_closed && clock_type::now() < give_up;) {
+      all_closed = true;
+      for (auto& t : slow) {
+        t.step();
+        all_closed = all_closed && t.closed;
+      }
       std::this_thread::sleep_for(300ms);
     }
   });
@@ -114,14 +120,6 @@ TEST_CASE("metrics --listen: requests trickled a byte at a time get 408 after 5 
     CHECK(r.status == 200);
     std::this_thread::sleep_for(500ms);
   }
-  const auto give_up = clock_type::now() + 30s;
-  const auto all_closed = [&] {
-    for (const auto& t : slow)
-      if (!t.closed) return false;
-    return true;
-  };
-  while (!all_closed() && clock_type::now() < give_up) std::this_thread::sleep_for(100ms);
-  stop.store(true);
   feeder.join();
   for (const auto& t : slow) {
     REQUIRE(t.closed);
