@@ -93,16 +93,9 @@ public:
         stop = state_->take_event(detail::event_kind::timing);
         if (cudaEventRecord(stop, stream_) == cudaSuccess) {
           handed = true;
-          // Drain only before a handover: decided under the table lock, and asked only when
-          // another session waits at all (a lock-free hint).
-          // The region's device time is not known yet: at least its host time, or the
-          // recent average region, whichever is longer.
-          const bool drain =
-              state_->core().others_waiting() &&
-              state_->core().handover_due(std::max(
-                  gpushare::detail::monotonic_ns() - entry_.start_ns, state_->average_region_ns()));
-          used = drain ? state_->region_ended_before_handover(start_, stop, mark_)
-                       : state_->region_ended(start_, stop, mark_);
+          // Only the oldest regions beyond the in-flight allowance are waited for here; the
+          // exit drains the rest if, under the table lock, it hands the device over (below).
+          used = state_->region_ended(start_, stop, mark_);
           start_ = stop = nullptr; // owned by the state now
         }
       } catch (...) {
@@ -111,7 +104,10 @@ public:
       state_->give_event(start_, detail::event_kind::timing);
       state_->give_event(stop, detail::event_kind::timing);
     }
-    state_->core().end_guard(entry_, used, gpushare::detail::monotonic_ns());
+    // The regions still in flight: drained by the exit if it hands the device over, while this
+    // guard still counts as running (guard.hpp, "Draining at the exit").
+    const gpushare::detail::session_core::exit_drain in_flight{this, &pending, &drain, &estimate};
+    state_->core().end_guard(entry_, used, gpushare::detail::monotonic_ns(), &in_flight);
     if (answer) state_->core().answer_reclaim_quietly();
     state_.reset();
   }
@@ -121,6 +117,35 @@ public:
   }
 
 private:
+  // The exit_drain of finish(); `g` is the scoped_kernel. With GPUSHARE_DRAIN=device there may
+  // always be work in flight (on streams no guard covers): a handover always drains then.
+  static bool pending(void* g) noexcept {
+    try {
+      detail::device_state& s = *static_cast<scoped_kernel*>(g)->state_;
+      return s.options().drain == drain_scope::device || s.regions_in_flight() > 0;
+    } catch (...) {
+      return false;
+    }
+  }
+  static std::uint64_t drain(void* g) noexcept {
+    try {
+      return static_cast<scoped_kernel*>(g)->state_->drain_for_handover();
+    } catch (...) {
+      return 0; // a CUDA error: what finished is accounted by a later drain
+    }
+  }
+  /// The device time of the regions in flight is not known yet: at least this guard's host
+  /// time, or the recent average region, whichever is longer.
+  static std::uint64_t estimate(void* g) noexcept {
+    auto* k = static_cast<scoped_kernel*>(g);
+    try {
+      return std::max(gpushare::detail::monotonic_ns() - k->entry_.start_ns,
+                      k->state_->average_region_ns());
+    } catch (...) {
+      return gpushare::detail::monotonic_ns() - k->entry_.start_ns;
+    }
+  }
+
   /// After the table let this guard in: records the region's start event on the stream (or
   /// counts a captured guard). On failure, leaves the table the way it entered and rethrows.
   void start_region() {

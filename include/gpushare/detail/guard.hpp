@@ -12,6 +12,7 @@
 // lease first, the locked way if it cannot be used) and leave with end_guard(), the same way.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -29,12 +30,12 @@ inline session_core::guard_entry session_core::begin_guard(std::uint64_t request
   return {enter_guard(requested_ns, timeout_ns), false};
 }
 
-inline void session_core::end_guard(const guard_entry& e, std::uint64_t used_ns,
-                                    std::uint64_t now) noexcept {
+inline void session_core::end_guard(const guard_entry& e, std::uint64_t used_ns, std::uint64_t now,
+                                    const exit_drain* drain) noexcept {
   if (e.on_lease)
-    exit_on_lease(used_ns, now);
+    exit_on_lease(used_ns, now, drain);
   else
-    exit_guard(e.start_ns, used_ns, now);
+    exit_guard(e.start_ns, used_ns, now, drain);
 }
 
 inline std::uint64_t session_core::enter_guard(std::uint64_t requested_ns,
@@ -45,16 +46,41 @@ inline std::uint64_t session_core::enter_guard(std::uint64_t requested_ns,
   return acquire_device(device_claim::guard, requested_ns, deadline, timeout_ns);
 }
 
+// Draining at the exit. A guard may leave work in flight (the CUDA layer's queued regions). If
+// its exit hands the device over, that work must be finished first, or the next holder starts
+// behind it. The decision is taken under the lock that makes the exit, not before it: if the
+// exit would hand over (handover_due_at_exit) with work still in flight, it changes nothing,
+// unlocks, drains while the guard still counts as running (so nobody can be granted the device
+// meanwhile), and locks again to exit, deciding afresh. The second look usually finds nothing in
+// flight; work that other threads of the session queued meanwhile is drained again, at most
+// max_drain_rounds times, then the exit goes ahead. A journaled exit (the lock could not be had)
+// does not drain: it is a lost cause's path.
+inline constexpr int max_drain_rounds = 3;
+
 inline void session_core::exit_guard(std::uint64_t start_ns, std::uint64_t used_ns,
-                                     std::uint64_t now) noexcept {
+                                     std::uint64_t now, const exit_drain* drain) noexcept {
   if (!joined_ || inherited_) return;
-  locked_or_journaled(
-      [&](locked& g, slot_record&) {
-        const std::int64_t wake = exit_step(table_.view(), slot_, start_ns, used_ns, now);
-        crash_point("guard.exit");
-        g.wake_after(wake);
-      },
-      [&](table_header& h, slot_record& s) { journal_guard_exit(h, s, start_ns, used_ns, now); });
+  for (int round = 0;; ++round) {
+    bool must_drain = false;
+    locked_or_journaled(
+        [&](locked& g, slot_record&) {
+          if (drain && round < max_drain_rounds && others_waiting() &&
+              handover_due_at_exit(table_.view(), slot_, now,
+                                   std::max(used_ns, drain->estimate(drain->context))) &&
+              drain->pending(drain->context)) {
+            must_drain = true; // nothing changed: the guard still runs
+            return;
+          }
+          const std::int64_t wake = exit_step(table_.view(), slot_, start_ns, used_ns, now);
+          crash_point("guard.exit");
+          g.wake_after(wake);
+        },
+        [&](table_header& h, slot_record& s) { journal_guard_exit(h, s, start_ns, used_ns, now); });
+    if (!must_drain) return;
+    crash_point("guard.exit.drain");
+    used_ns = sat_add(used_ns, drain->drain(drain->context));
+    now = monotonic_ns();
+  }
 }
 
 /// A joined session's slot is its own (only its leaving or its death frees it), so the slot is
@@ -76,16 +102,32 @@ inline bool session_core::try_enter_on_lease() noexcept {
   return false;
 }
 
-inline void session_core::exit_on_lease(std::uint64_t used_ns, std::uint64_t now) noexcept {
+inline void session_core::exit_on_lease(std::uint64_t used_ns, std::uint64_t now,
+                                        const exit_drain* drain) noexcept {
   const lease_operation op(*this);
   if (!op.joined()) return; // left: nothing is ours
   crash_point("lease.exit.checked");
   slot_record& s = own();
+  // A waiter settled the lease: this exit may be the one that hands the device over (the
+  // locked part below). Drain first, while this guard still counts in lease_guards, so that
+  // nobody is granted the device with the work queued. (A settle between this load and the
+  // decrement below is the residual window, a few instructions wide: docs/design.md section 12.)
+  bool drained = false;
+  if (drain && s.lease.load(std::memory_order_seq_cst) != 1 && drain->pending(drain->context)) {
+    crash_point("lease.exit.drain");
+    used_ns = sat_add(used_ns, drain->drain(drain->context));
+    now = monotonic_ns();
+    drained = true;
+  }
   s.lease_used_ns.fetch_add(used_ns, std::memory_order_relaxed);
   s.lease_exits.fetch_add(1, std::memory_order_relaxed);
   s.lease_last_exit_ns.store(now, std::memory_order_relaxed);
   leave_lease_guard(s); // (publishes the two adds above)
   if (s.lease.load(std::memory_order_seq_cst) == 1) return;
+  if (drain && !drained && drain->pending(drain->context)) { // settled in the residual window
+    s.lease_used_ns.fetch_add(drain->drain(drain->context), std::memory_order_relaxed);
+    now = monotonic_ns();
+  }
   lease_exit_locked(now);
 }
 

@@ -197,18 +197,32 @@ public:
   /// starts (after any wait). `timeout_ns`: the longest it waits (wait_forever_ns: no bound);
   /// past it, throws errc::timeout naming the session that holds the device.
   std::uint64_t enter_guard(std::uint64_t requested_ns, std::uint64_t timeout_ns = wait_forever_ns);
+  /// Work a guard leaves in flight past its end (the CUDA layer's queued regions): an exit that
+  /// hands the device over waits for it first, while the guard still counts as running, so that
+  /// no peer is granted the device with it still queued (guard.hpp, "Draining at the exit").
+  struct exit_drain {
+    void* context = nullptr;
+    bool (*pending)(void* context) noexcept = nullptr; ///< is any of it still in flight?
+    /// Waits for it (bounded by the caller's drain timeout); returns its device time.
+    std::uint64_t (*drain)(void* context) noexcept = nullptr;
+    /// Its estimated device time, not yet in used_ns (asked only when a handover is near).
+    std::uint64_t (*estimate)(void* context) noexcept = nullptr;
+  };
+
   /// Ends, at `now`, a guarded region that started at `start_ns` and used `used_ns` of device
   /// time. Never lost: if the table lock cannot be had, the exit goes into the slot's journal,
   /// which the next process to lock the table applies, whether or not this session ever calls
   /// gpushare again (journal.hpp).
-  void exit_guard(std::uint64_t start_ns, std::uint64_t used_ns, std::uint64_t now) noexcept;
+  void exit_guard(std::uint64_t start_ns, std::uint64_t used_ns, std::uint64_t now,
+                  const exit_drain* drain = nullptr) noexcept;
   /// A guard's entry on this session's lease (scheduler.hpp, "The lease"): without the table
   /// lock, when the session holds the device and nobody else waits. Returns whether it entered;
   /// if not, the caller takes the locked way (enter_guard).
   bool try_enter_on_lease() noexcept;
   /// Ends a guard that entered on the lease, at `now`, having used `used_ns` of device time:
   /// without the lock while the lease lasts.
-  void exit_on_lease(std::uint64_t used_ns, std::uint64_t now) noexcept;
+  void exit_on_lease(std::uint64_t used_ns, std::uint64_t now,
+                     const exit_drain* drain = nullptr) noexcept;
 
   /// How a guard entered: when it got the device, and whether on the lease (guard.hpp).
   struct guard_entry {
@@ -220,7 +234,9 @@ public:
   guard_entry begin_guard(std::uint64_t requested_ns, std::uint64_t timeout_ns = wait_forever_ns);
   /// The exit of every guard, at `now`, having used `used_ns` of device time: the way `e`
   /// entered (exit_on_lease or exit_guard).
-  void end_guard(const guard_entry& e, std::uint64_t used_ns, std::uint64_t now) noexcept;
+  /// `drain`, if given, is the work the guard leaves in flight (exit_drain).
+  void end_guard(const guard_entry& e, std::uint64_t used_ns, std::uint64_t now,
+                 const exit_drain* drain = nullptr) noexcept;
 
   /// Accounts `used_ns` of device time measured after its guard ended (the CUDA layer learns a
   /// region's time only when the region's work has finished on the device).
