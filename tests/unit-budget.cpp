@@ -119,9 +119,9 @@ TEST_CASE("clear_slot and recompute_totals agree with the slots") {
 }
 
 TEST_CASE("the layout is what every process expects") {
-  CHECK(sizeof(d::slot_record) == 1152);
+  CHECK(sizeof(d::slot_record) == 1216);
   CHECK(offsetof(d::table_prefix, init_state) == 12);
-  CHECK(d::table_size(256) == sizeof(d::table_header) + 256 * 1152);
+  CHECK(d::table_size(256) == sizeof(d::table_header) + 256 * 1216);
   CHECK(d::default_slot_count >= 256);
   CHECK(d::slot_lock_byte(0) != d::init_lock_byte);
 }

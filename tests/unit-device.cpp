@@ -56,30 +56,41 @@ TEST_CASE("device options default to 2% headroom, 60 s allocation timeout, 2 ms 
   CHECK_FALSE(r.context_overhead.has_value());
   CHECK(r.allocation_timeout_ns == 60'000'000'000ull);
   CHECK(r.max_in_flight_ns == 2'000'000ull);
+  CHECK(r.max_in_flight_lower_ns == 250'000ull);
 }
 
 TEST_CASE("device options: code beats the environment, the environment beats the default") {
   const std::map<std::string, std::string> env{{"GPUSHARE_DEVICE_HEADROOM", "1GiB"},
                                                {"GPUSHARE_CONTEXT_OVERHEAD", "300MiB"},
                                                {"GPUSHARE_ALLOC_TIMEOUT", "2min"},
-                                               {"GPUSHARE_MAX_IN_FLIGHT", "500us"}};
+                                               {"GPUSHARE_MAX_IN_FLIGHT", "500us"},
+                                               {"GPUSHARE_MAX_IN_FLIGHT_LOWER", "100us"}};
   const auto from_env = resolve({}, env);
   CHECK(from_env.headroom == memory_amount::of_bytes(GiB));
   CHECK_FALSE(from_env.headroom_is_default);
   CHECK(from_env.context_overhead == 300 * MiB);
   CHECK(from_env.allocation_timeout_ns == 120'000'000'000ull);
   CHECK(from_env.max_in_flight_ns == 500'000ull);
+  CHECK(from_env.max_in_flight_lower_ns == 100'000ull);
 
   gc::device_options o;
   o.headroom = memory_amount::of_ppm(50'000);
   o.context_overhead = 0;
   o.allocation_timeout = 0ms;
   o.max_in_flight = 10ms;
+  o.max_in_flight_lower = 1ms;
   const auto from_code = resolve(o, env);
   CHECK(from_code.headroom == memory_amount::of_ppm(50'000));
   CHECK(from_code.context_overhead == 0u);
   CHECK(from_code.allocation_timeout_ns == 0u);
   CHECK(from_code.max_in_flight_ns == 10'000'000ull);
+  CHECK(from_code.max_in_flight_lower_ns == 1'000'000ull);
+  o.max_in_flight_lower = 11s;
+  const auto over = thrown([&] { resolve(o); });
+  REQUIRE(over.has_value());
+  CHECK(over->code() == errc::invalid_argument);
+  CHECK(std::string(over->what()).find("device_options::max_in_flight_lower") != std::string::npos);
+  o.max_in_flight_lower = 1ms;
 
   o.allocation_timeout = std::chrono::nanoseconds::max();
   CHECK(resolve(o).allocation_timeout_ns == gc::no_timeout);
@@ -115,6 +126,8 @@ TEST_CASE("bad device option variables name the variable, the value and the acce
                             bad_case{"GPUSHARE_ALLOC_TIMEOUT", "", "set but empty"},
                             bad_case{"GPUSHARE_MAX_IN_FLIGHT", "20s", "10s"},
                             bad_case{"GPUSHARE_MAX_IN_FLIGHT", "fast", "must start with a digit"},
+                            bad_case{"GPUSHARE_MAX_IN_FLIGHT_LOWER", "0us", "1us"},
+                            bad_case{"GPUSHARE_MAX_IN_FLIGHT_LOWER", "soon", "a digit"},
                             bad_case{"GPUSHARE_DRAIN_TIMEOUT", "2", "a unit is required"}}) {
     CAPTURE(c.var);
     CAPTURE(c.value);

@@ -26,7 +26,7 @@ inline constexpr library_version version{GPUSHARE_VERSION_MAJOR, GPUSHARE_VERSIO
 
 /// Layout version of the shared table. Processes agree on a table only when this number matches;
 /// bump it whenever a byte of detail/layout.hpp changes meaning.
-inline constexpr unsigned table_layout_version = 12;
+inline constexpr unsigned table_layout_version = 13;
 
 } // namespace v0
 } // namespace gpushare

@@ -88,6 +88,7 @@ class DeviceSession:
         allocation_timeout: TimeoutArg = None,
         drain_timeout: TimeoutArg = None,
         max_in_flight: Optional[Duration] = None,
+        max_in_flight_lower: Optional[Duration] = None,
         drain: Optional[Literal["stream", "device"]] = None,
     ) -> None: ...
     @property

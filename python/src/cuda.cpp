@@ -43,6 +43,8 @@ cu::device_options device_options_from(const py::kwargs& kw) {
     o.drain_timeout = ns_setting(duration_ns_from(v, d::drain_timeout_option));
   if (py::object v = get("max_in_flight"); !v.is_none())
     o.max_in_flight = ns_setting(duration_ns_from(v, d::max_in_flight_option));
+  if (py::object v = get("max_in_flight_lower"); !v.is_none())
+    o.max_in_flight_lower = ns_setting(duration_ns_from(v, d::max_in_flight_option));
   if (py::object v = get("drain"); !v.is_none()) {
     if (!py::isinstance<py::str>(v)) throw py::type_error("drain must be \"stream\" or \"device\"");
     o.drain = d::parse_drain_scope(v.cast<std::string>());
@@ -125,6 +127,10 @@ py::dict statistics_of(device_session& s) {
   d["frees_kept_charged"] = st.frees_kept_charged;
   d["pool_bytes_held"] = st.pool_bytes_held;
   d["graph_bytes_held"] = st.graph_bytes_held;
+  d["lower_bound_exits"] = st.lower_bound_exits;
+  d["marked_exits"] = st.marked_exits;
+  d["mark_host_functions"] = st.mark_host_functions;
+  d["signalled_waits"] = st.signalled_waits;
   return d;
 }
 
@@ -160,7 +166,8 @@ void bind_device_session(py::module_& m) {
                          "counts as external usage. A context manager.");
   s.def(py::init([](int device, const py::kwargs& kw) {
           static const auto own = {"headroom",      "context_overhead", "allocation_timeout",
-                                   "drain_timeout", "max_in_flight",    "drain"};
+                                   "drain_timeout", "max_in_flight",    "max_in_flight_lower",
+                                   "drain"};
           const gpushare::session_options o = session_options_from(kw, own);
           const cu::device_options d = device_options_from(kw);
           py::gil_scoped_release release; // creating the CUDA context takes a while

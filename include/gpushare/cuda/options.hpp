@@ -45,6 +45,12 @@ struct device_options {
   /// Bounds how long a session that takes the device over may find the previous one's work in
   /// its way. Default 2 ms.
   std::optional<std::chrono::nanoseconds> max_in_flight;
+  /// GPUSHARE_MAX_IN_FLIGHT_LOWER: the same bound while a session of a higher priority class
+  /// than this one asked for the device within the last 100 ms ("250us"; 1 us .. 10 s; the
+  /// smaller of the two applies, and the newest region always stays queued). The higher class's
+  /// next request waits behind what is queued here, so this is its latency floor on top of the
+  /// longest kernel. Default 0.25 ms.
+  std::optional<std::chrono::nanoseconds> max_in_flight_lower;
   /// GPUSHARE_DRAIN_TIMEOUT: the longest a session waits for its own guarded work to finish
   /// before it hands the device over ("500ms", "2s", or "none"). Past it the device is handed
   /// over anyway and cuda_stats::drain_timeouts counts it: guarded work that waits on another
@@ -68,11 +74,26 @@ struct resolved_device_options {
   memory_amount headroom = memory_amount::of_ppm(default_headroom_ppm);
   bool headroom_is_default = true; ///< neither code nor environment set it (then at least 256 MiB)
   std::optional<std::uint64_t> context_overhead; ///< nullopt: measured when the session opens
-  std::uint64_t allocation_timeout_ns = default_allocation_timeout_ns; ///< in ns
-  std::uint64_t max_in_flight_ns = default_max_in_flight_ns;           ///< in ns
-  std::uint64_t drain_timeout_ns = default_drain_timeout_ns;           ///< in ns
-  drain_scope drain = drain_scope::stream;                             ///< device_options::drain
+  std::uint64_t allocation_timeout_ns = default_allocation_timeout_ns;   ///< in ns
+  std::uint64_t max_in_flight_ns = default_max_in_flight_ns;             ///< in ns
+  std::uint64_t max_in_flight_lower_ns = default_max_in_flight_lower_ns; ///< in ns
+  std::uint64_t drain_timeout_ns = default_drain_timeout_ns;             ///< in ns
+  drain_scope drain = drain_scope::stream;                               ///< device_options::drain
 };
+
+namespace detail {
+/// An in-flight bound: device_options::`field` in code, else environment variable `var`.
+inline std::optional<std::uint64_t> pick_in_flight(const std::optional<std::chrono::nanoseconds>& v,
+                                                   const env_lookup& env, const char* var,
+                                                   const char* field) {
+  return gpushare::detail::pick_option(
+      to_ns(v), env, var, gpushare::detail::duration_forms(max_in_flight_option),
+      parse_max_in_flight_ns, [&](std::uint64_t ns) {
+        gpushare::detail::check_duration(max_in_flight_option, ns,
+                                         std::string("device_options::") + field);
+      });
+}
+} // namespace detail
 
 /// Fills in every device option: code, then environment, then default. Malformed variables throw
 /// errc::invalid_environment naming the variable; bad values set in code, errc::invalid_argument.
@@ -103,14 +124,12 @@ inline resolved_device_options resolve_device_options(const device_options& o,
       "GPUSHARE_ALLOC_TIMEOUT", gpushare::detail::duration_forms(detail::allocation_timeout_option),
       detail::parse_timeout_ns, [](std::uint64_t) {});
   if (timeout) r.allocation_timeout_ns = *timeout;
-  const auto in_flight =
-      pick_option(detail::to_ns(o.max_in_flight), env, "GPUSHARE_MAX_IN_FLIGHT",
-                  gpushare::detail::duration_forms(detail::max_in_flight_option),
-                  detail::parse_max_in_flight_ns, [](std::uint64_t ns) {
-                    gpushare::detail::check_duration(detail::max_in_flight_option, ns,
-                                                     "device_options::max_in_flight");
-                  });
-  if (in_flight) r.max_in_flight_ns = *in_flight;
+  if (const auto b =
+          detail::pick_in_flight(o.max_in_flight, env, "GPUSHARE_MAX_IN_FLIGHT", "max_in_flight"))
+    r.max_in_flight_ns = *b;
+  if (const auto b = detail::pick_in_flight(o.max_in_flight_lower, env,
+                                            "GPUSHARE_MAX_IN_FLIGHT_LOWER", "max_in_flight_lower"))
+    r.max_in_flight_lower_ns = *b;
   const auto drain = pick_option(
       detail::timeout_in_code("drain_timeout", o.drain_timeout, "hand over at once"), env,
       "GPUSHARE_DRAIN_TIMEOUT", gpushare::detail::duration_forms(detail::drain_timeout_option),

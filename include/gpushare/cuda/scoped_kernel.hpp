@@ -35,10 +35,15 @@ namespace cuda {
 ///     GPUSHARE_DRAIN_TIMEOUT), so the next holder starts on an idle GPU and this session's
 ///     time is exact;
 ///   * otherwise it lets work stay queued, up to about GPUSHARE_MAX_IN_FLIGHT (default 2 ms) of
-///     recent average region time; older regions, and a region longer than that bound, are
-///     waited for (sleeping, not spinning).
+///     recent average region time, or GPUSHARE_MAX_IN_FLIGHT_LOWER (default 0.25 ms, at least
+///     the newest region) while a session of a higher priority class asked for the device in
+///     the last 100 ms; older regions, and a region longer than that bound, are waited for
+///     (sleeping, not spinning).
 /// A session that takes the GPU over therefore finds at most that much of the previous
-/// holder's work ahead of it.
+/// holder's work ahead of it. Work a guard leaves queued is marked in the table until it
+/// finished (a host function on a side stream clears the mark while a lower class is active):
+/// no session of a lower class is granted the GPU before, so a high-priority request's kernels
+/// never share the GPU with a lower class's that started after them.
 ///
 /// What a guard covers: the work enqueued on `stream` between its construction and its end.
 /// Work on other streams (a library's internal streams, NCCL's, async copies elsewhere) and
@@ -96,6 +101,9 @@ public:
           // Only the oldest regions beyond the in-flight allowance are waited for here; the
           // exit drains the rest if, under the table lock, it hands the device over (below).
           used = state_->region_ended(start_, stop, mark_);
+          // Work still queued past this guard holds lower classes back until it finished (a
+          // mark in the table, cleared by a host function; design.md section 12, rule 2).
+          state_->mark_in_flight(stop, gpushare::detail::monotonic_ns() - entry_.start_ns);
           start_ = stop = nullptr; // owned by the state now
         }
       } catch (...) {

@@ -36,6 +36,18 @@ struct cuda_stats {
   /// The device's graph memory pool keeps such memory after the graphs' frees ran, so it stays
   /// charged until device_session::release_graph_memory() or the session's end.
   std::uint64_t graph_bytes_held = 0;
+  /// Guard ends that kept the lower in-flight bound (GPUSHARE_MAX_IN_FLIGHT_LOWER) because a
+  /// session of a higher priority class had asked for the device lately.
+  std::uint64_t lower_bound_exits = 0;
+  /// Guard ends that left work in flight and marked it in the table, so that no lower class is
+  /// granted the device before it finished (or the mark's deadline passed).
+  std::uint64_t marked_exits = 0;
+  /// Of those, the marks a host function clears as the work finishes (a lower class was
+  /// active); the others end at their deadline.
+  std::uint64_t mark_host_functions = 0;
+  /// Waits for this session's GPU work (drains, the in-flight bound) that blocked on a host
+  /// function's signal rather than polling.
+  std::uint64_t signalled_waits = 0;
 };
 
 } // namespace cuda

@@ -26,6 +26,8 @@ namespace detail {
 
 inline session_core::guard_entry session_core::begin_guard(std::uint64_t requested_ns,
                                                            std::uint64_t timeout_ns) {
+  if (joined_.load(std::memory_order_relaxed) && !inherited_)
+    note_class_active(table_.header(), priority_.load(std::memory_order_relaxed), requested_ns);
   if (try_enter_on_lease()) return {requested_ns, true};
   return {enter_guard(requested_ns, timeout_ns), false};
 }
@@ -185,6 +187,37 @@ inline void session_core::lease_exit_locked(std::uint64_t now) noexcept {
   locked_or_journaled(
       [&](locked& g, slot_record&) { g.wake_after(lease_exit_step(table_.view(), slot_, now)); },
       [](table_header& h, slot_record& s) { journal_lease_exit(h, s); });
+}
+
+// Work left on the GPU past a guard's end (sched_gpu.hpp). The slot is this session's own while
+// it is joined; a host function that runs after the session left finds a mark of another
+// generation (or none) and changes nothing.
+
+inline bool session_core::higher_class_active(std::uint64_t now) noexcept {
+  if (!joined_.load(std::memory_order_relaxed) || inherited_) return false;
+  return classes_active(table_.header(), priority_.load(std::memory_order_relaxed) + 1, 7, now);
+}
+
+inline bool session_core::lower_class_active(std::uint64_t now) noexcept {
+  if (!joined_.load(std::memory_order_relaxed) || inherited_) return false;
+  return classes_active(table_.header(), 0, priority_.load(std::memory_order_relaxed) - 1, now);
+}
+
+inline std::uint64_t session_core::mark_gpu_work(std::uint64_t until_ns) noexcept {
+  if (!joined_.load(std::memory_order_relaxed) || inherited_) return 0;
+  const std::uint32_t n = gpu_marks_.fetch_add(1, std::memory_order_relaxed) + 1;
+  const std::uint64_t mark = gpu_mark_word(generation_, n);
+  detail::mark_gpu_work(own(), mark, until_ns);
+  return mark;
+}
+
+inline void session_core::gpu_work_finished(std::uint64_t mark) noexcept {
+  if (mark == 0) return;
+  const std::uint32_t w = clear_gpu_mark(own(), mark);
+  if (w != 0 && w <= table_.slot_count()) {
+    table_.slot(w - 1).grant_word.fetch_add(1, std::memory_order_release);
+    table_.wake_slot(w - 1);
+  }
 }
 
 } // namespace detail

@@ -50,6 +50,7 @@ inline constexpr std::string_view known_variables[] = {
     "GPUSHARE_CONTEXT_OVERHEAD",
     "GPUSHARE_ALLOC_TIMEOUT",
     "GPUSHARE_MAX_IN_FLIGHT",
+    "GPUSHARE_MAX_IN_FLIGHT_LOWER",
     "GPUSHARE_DRAIN",
     "GPUSHARE_DRAIN_TIMEOUT",
     "GPUSHARE_POD_NAME",

@@ -174,6 +174,12 @@ struct alignas(64) table_header {
   // ---- the memory waiters' order (detail/memory_queue.hpp), under `lock`
   std::uint64_t memory_tickets; ///< the last place given to a waiting reserve (0: none yet)
   std::uint64_t queue_holds;    ///< growths refused because a waiter ahead would not fit after
+
+  // ---- class activity (detail/sched_gpu.hpp), a lock-free hint on its own cache line
+  /// Per priority class: the monotonic time a session of that class last asked for the device
+  /// (refreshed at most once per class_active_refresh_ns). A lower class keeps less work in
+  /// flight while a higher class was active lately.
+  alignas(64) std::atomic<std::uint64_t> class_active_ns[8];
 };
 
 /// A session's settings: written when it joins (one assignment), and by the owner or a remote
@@ -375,6 +381,18 @@ struct alignas(64) slot_record {
   /// While it holds the device: the idle of its current turn that it held through (not counted
   /// in the turn's length, last_turn_ns, nor in its idle, holder_idle_ns). Under the lock.
   std::uint64_t hold_turn_ns;
+
+  // ---- work of its guards still running on the GPU after they ended (detail/sched_gpu.hpp;
+  // docs/design.md section 12, "Guards on streams", rule 2). Atomics: the owner's CUDA layer
+  // marks it without the lock; a host function on its stream clears it when the work finished.
+  /// (generation << 32) | a mark number of the owner's; 0: nothing marked in flight.
+  std::atomic<std::uint64_t> gpu_mark;
+  /// Monotonic time by which the marked work is expected to have finished at the latest: a mark
+  /// never holds anyone back past it (its owner stopped, its host function never ran).
+  std::atomic<std::uint64_t> gpu_until_ns;
+  /// Slot + 1 of a session that waits for the marked work to finish (the host function wakes it).
+  std::atomic<std::uint32_t> gpu_watcher;
+  std::uint32_t gpu_unused; ///< zero
 };
 
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
@@ -383,7 +401,7 @@ static_assert(std::is_standard_layout_v<table_prefix>);
 static_assert(offsetof(table_prefix, init_state) == 12);
 static_assert(sizeof(table_prefix) == 40);
 static_assert(std::is_standard_layout_v<slot_record>);
-static_assert(sizeof(slot_record) == 1152, "slot layout changed: bump table_layout_version");
+static_assert(sizeof(slot_record) == 1216, "slot layout changed: bump table_layout_version");
 static_assert(std::is_trivially_copyable_v<session_statistics>);
 static_assert(std::is_standard_layout_v<session_statistics>);
 static_assert(sizeof(slot_settings) == 56 && sizeof(slot_memory) == 32 &&
@@ -406,7 +424,9 @@ static_assert(sizeof(slot_queue) == 24);
 static_assert(offsetof(slot_record, queue) == 1112);
 static_assert(offsetof(slot_record, hold_debt_ns) == 1136);
 static_assert(offsetof(slot_record, hold_turn_ns) == 1144);
-static_assert(sizeof(table_header) == 1664, "header layout changed: bump table_layout_version");
+static_assert(offsetof(slot_record, gpu_mark) == 1152);
+static_assert(offsetof(table_header, class_active_ns) == 1664);
+static_assert(sizeof(table_header) == 1728, "header layout changed: bump table_layout_version");
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 static_assert(offsetof(table_header, lock) % 64 == 0);
 static_assert(offsetof(table_header, startup_wake) % 64 == 0);

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include <gpushare/detail/sched_gpu.hpp>
 #include <gpushare/detail/sched_vtime.hpp>
 
 namespace gpushare {
@@ -430,6 +431,7 @@ inline take_result try_take(const table_view& t, std::uint32_t i, std::uint64_t 
   if (holder == i) return take_own(t, i, now, liveness_recheck_ns);
   if (holder == nobody) {
     const std::int64_t b = best_claim(t, nobody, i, now);
+    if (const std::uint64_t left = gpu_work_left(t, b, now); left > 0) return {false, nobody, left};
     if (b != i) return {false, grant(t, static_cast<std::uint32_t>(b), now), liveness_recheck_ns};
     const std::int64_t p = last_holder(t);
     if (p != nobody && p != i && t.slots[p].compute.wants_device == 0)
@@ -468,6 +470,7 @@ inline take_result try_take(const table_view& t, std::uint32_t i, std::uint64_t 
   if (!takeover)
     return {false, nobody, recheck ? recheck : watch(t, hs, i, now, liveness_recheck_ns)};
   const std::int64_t b = best_claim(t, holder, i, now);
+  if (const std::uint64_t left = gpu_work_left(t, b, now); left > 0) return {false, nobody, left};
   if (b != i) return {false, grant(t, static_cast<std::uint32_t>(b), now), liveness_recheck_ns};
   grant(t, i, now);
   h.holder_started = 1;
@@ -532,6 +535,7 @@ inline std::int64_t release_at_guard_exit(const table_view& t, std::uint32_t i,
   if (hand && !must_pause && s.compute.wants_device > 0 &&
       claim_priority(t.slots[w], now) < s.settings.priority)
     hand = false;
+  if (hand && gpu_work_left(t, w, now, i) > 0) hand = false; // a higher class's work still runs
   if (hand) return grant(t, static_cast<std::uint32_t>(w), now);
   if (w == nobody && (must_pause || s.settings.handover_mode == handover_at_guard)) {
     end_turn(h, s);
@@ -582,16 +586,6 @@ inline bool handover_due_at_exit(const table_view& t, std::uint32_t i, std::uint
                                           : 0);
   return used >= s.settings.quantum_ns && wc >= s.settings.priority &&
          !(s.settings.handover_mode == handover_at_yield && used < yield_backstop(s));
-}
-
-/// yield() by holder `i` between guards: hand over to a waiter that should run now.
-inline std::int64_t hand_over_at_yield(const table_view& t, std::uint32_t i,
-                                       std::uint64_t now) noexcept {
-  const std::int64_t w = best_waiter(t, i, now);
-  if (w == nobody) return nobody;
-  charge_wall(t, t.slots[i], now);
-  if (!should_hand_over(*t.header, t.slots[i], t.slots[w], boundary::yield, now, &t)) return nobody;
-  return grant(t, static_cast<std::uint32_t>(w), now);
 }
 
 } // namespace detail

@@ -38,6 +38,16 @@ namespace gpushare {
 inline namespace v0 {
 namespace detail {
 
+/// yield() by holder `i` between guards: hand over to a waiter that should run now.
+inline std::int64_t hand_over_at_yield(const table_view& t, std::uint32_t i,
+                                       std::uint64_t now) noexcept {
+  const std::int64_t w = best_waiter(t, i, now);
+  if (w == nobody) return nobody;
+  charge_wall(t, t.slots[i], now);
+  if (!should_hand_over(*t.header, t.slots[i], t.slots[w], boundary::yield, now, &t)) return nobody;
+  return grant(t, static_cast<std::uint32_t>(w), now);
+}
+
 // ---------------------------------------------------------------------------------------------
 // The steps session_core takes under the table lock (and the simulation takes in its order)
 // ---------------------------------------------------------------------------------------------

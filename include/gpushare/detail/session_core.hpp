@@ -238,6 +238,21 @@ public:
   void end_guard(const guard_entry& e, std::uint64_t used_ns, std::uint64_t now,
                  const exit_drain* drain = nullptr) noexcept;
 
+  // ---- work left on the GPU past a guard's end (sched_gpu.hpp; implemented in guard.hpp) ----
+
+  /// Whether a session of a higher (lower) priority class than this one asked for the device
+  /// within the last class_active_window_ns. Lock-free hints.
+  bool higher_class_active(std::uint64_t now) noexcept;
+  bool lower_class_active(std::uint64_t now) noexcept;
+  /// Marks this session's work as still in flight on the GPU, finished by `until_ns` at the
+  /// latest: until then, or until gpu_work_finished(mark), no session of a lower class is
+  /// granted the device. Returns the mark (0: not joined, nothing marked). Lock-free.
+  std::uint64_t mark_gpu_work(std::uint64_t until_ns) noexcept;
+  /// The work marked `mark` finished: clears the mark (unless a later one replaced it) and wakes
+  /// the session waiting for it. Safe from a CUDA host function (no lock, no allocation, no
+  /// CUDA call); a no-op once the slot holds a later session.
+  void gpu_work_finished(std::uint64_t mark) noexcept;
+
   /// Accounts `used_ns` of device time measured after its guard ended (the CUDA layer learns a
   /// region's time only when the region's work has finished on the device).
   void add_device_time(std::uint64_t used_ns) noexcept {
@@ -467,6 +482,10 @@ private:
   std::uint32_t slot_ = 0;
   std::uint32_t generation_ = 0;
   std::atomic<bool> joined_{false};
+  std::atomic<std::uint32_t> gpu_marks_{0}; ///< marks made (mark_gpu_work)
+  /// The session's priority class as last read under the lock (join, each device wait): what
+  /// the lock-free paths (class activity, marks) use.
+  std::atomic<int> priority_{0};
   /// Set in a forked child (forked_into_child). Atomic although no thread of the child reads it
   /// concurrently: ThreadSanitizer carries the parent's threads' accesses into the child and
   /// reported the child's write against a parent thread's read (a forked gpushare CLI then exited

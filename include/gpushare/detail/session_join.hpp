@@ -123,6 +123,7 @@ inline bool session_core::activate(const resolved_options& r) {
     const slot_identity who{::getpid(), start_ticks, realtime_ns(), facts_.name, &r.identity};
     generation_ = join_slot(table_.view(), slot_, who,
                             join_settings(r, facts_.limit_at_join, guarantee), group);
+    priority_.store(own().settings.priority, std::memory_order_relaxed);
     joined_ = true;
     return true;
   }

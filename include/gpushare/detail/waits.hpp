@@ -230,6 +230,7 @@ inline std::uint64_t session_core::acquire_loop(device_claim claim, std::uint64_
     check_usable(); // leave() by another thread ends this wait
     locked g(*this);
     slot_record& s = own_checked();
+    priority_.store(s.settings.priority, std::memory_order_relaxed); // for lock-free readers
     if (!first) now = monotonic_ns();
     if (first) // how much this thread waits for a CPU (the reservation's test; cpu_wait.hpp)
       if (const std::optional<std::uint32_t> w = sample_cpu_wait(now)) note_cpu_wait(s, *w);

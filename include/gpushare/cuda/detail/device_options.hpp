@@ -32,6 +32,7 @@ inline constexpr std::uint64_t min_default_headroom = 256ull << 20;
 inline constexpr std::uint64_t estimated_context_overhead = 512ull << 20;
 inline constexpr std::uint64_t default_allocation_timeout_ns = 60'000'000'000; // 60 s
 inline constexpr std::uint64_t default_max_in_flight_ns = 2'000'000;           // 2 ms
+inline constexpr std::uint64_t default_max_in_flight_lower_ns = 250'000;       // 0.25 ms
 inline constexpr std::uint64_t default_drain_timeout_ns = 2'000'000'000;       // 2 s
 /// Never more unfinished guarded regions than this, whatever their measured length.
 inline constexpr std::uint32_t max_in_flight_regions = 64;
@@ -49,6 +50,7 @@ namespace detail {
 struct state_options {
   std::uint64_t allocation_timeout_ns = default_allocation_timeout_ns;
   std::uint64_t max_in_flight_ns = default_max_in_flight_ns;
+  std::uint64_t max_in_flight_lower_ns = default_max_in_flight_lower_ns;
   std::uint64_t drain_timeout_ns = default_drain_timeout_ns;
   drain_scope drain = drain_scope::stream;
 };
@@ -73,7 +75,7 @@ inline std::uint64_t parse_timeout_ns(std::string_view s) {
   return gpushare::detail::parse_duration(s, allocation_timeout_option);
 }
 
-/// GPUSHARE_MAX_IN_FLIGHT: "500us", "2ms", from 1us to 10s.
+/// GPUSHARE_MAX_IN_FLIGHT and GPUSHARE_MAX_IN_FLIGHT_LOWER: "500us", "2ms", from 1us to 10s.
 inline std::uint64_t parse_max_in_flight_ns(std::string_view s) {
   return gpushare::detail::parse_duration(s, max_in_flight_option);
 }

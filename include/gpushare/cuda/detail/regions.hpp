@@ -17,6 +17,7 @@
 #include <gpushare/cuda/detail/device_options.hpp>
 #include <gpushare/cuda/detail/errors.hpp>
 #include <gpushare/cuda/detail/event_pool.hpp>
+#include <gpushare/cuda/detail/host_signal.hpp>
 #include <gpushare/cuda/detail/timeline.hpp>
 #include <gpushare/cuda/stats.hpp>
 #include <gpushare/detail/budget.hpp>
@@ -37,16 +38,17 @@ enum class wait_limit {
 
 class in_flight_regions {
 public:
-  in_flight_regions(int ordinal, const state_options& options,
-                    accounting_timeline& timeline) noexcept
-      : ordinal_(ordinal), options_(options), timeline_(timeline) {}
+  in_flight_regions(int ordinal, const state_options& options, accounting_timeline& timeline,
+                    side_stream& side) noexcept
+      : ordinal_(ordinal), options_(options), timeline_(timeline), side_(side) {}
   in_flight_regions(const in_flight_regions&) = delete;
   in_flight_regions& operator=(const in_flight_regions&) = delete;
 
   /// A guarded region ended on the host (its events recorded, its mark from the timeline): waits
-  /// only for the oldest regions beyond the in-flight allowance. Returns the device time of the
+  /// only for the oldest regions beyond the in-flight allowance, of `bound_ns` of queued work
+  /// (with `keep_one`, at least the newest region stays). Returns the device time of the
   /// regions now known to be finished: the caller accounts it.
-  std::uint64_t ended(const region& r) {
+  std::uint64_t ended(const region& r, std::uint64_t bound_ns, bool keep_one) {
     add(r);
     relaxed_capture relaxed;
     std::vector<region> finished, unknown, to_wait;
@@ -58,7 +60,9 @@ public:
         (s == event_state::done ? finished : unknown).push_back(pending_.front());
         pending_.pop_front();
       }
-      const std::uint32_t allowed = in_flight_allowance(avg_region_ns_, options_.max_in_flight_ns);
+      std::uint32_t allowed = in_flight_allowance(avg_region_ns_, bound_ns);
+      if (keep_one && avg_region_ns_ != 0) allowed = std::max<std::uint32_t>(allowed, 1);
+      if (keep_one) ++stats_.lower_bound_exits;
       while (pending_.size() > allowed) {
         to_wait.push_back(pending_.front());
         pending_.pop_front();
@@ -141,35 +145,54 @@ private:
   }
 
   /// Waits for each region's stop event, sorting them into finished, unknown (CUDA cannot say)
-  /// and, when the drain timeout passes, back into pending_ (oldest first).
+  /// and, when the drain timeout passes, back into pending_ (oldest first). A bounded wait
+  /// blocks on a host_signal raised when the last of them executed (the thread wakes as the work
+  /// ends, no polling); where one cannot be armed, it polls (wait_polling).
   void wait_all(const std::vector<region>& rs, std::vector<region>& finished,
                 std::vector<region>& unknown, wait_limit limit) {
     const bool forever = limit == wait_limit::none || options_.drain_timeout_ns == no_timeout;
-    const std::uint64_t deadline = forever
-                                       ? 0
-                                       : gpushare::detail::sat_add(gpushare::detail::monotonic_ns(),
-                                                                   options_.drain_timeout_ns);
-    const std::uint64_t avg = average_ns();
-    // Sleep most of a region's expected length first, then poll every 1/32 of it (10 us to
-    // 1 ms): completion is seen within ~3% of a region, with a few queries.
-    const std::uint64_t pause = std::clamp<std::uint64_t>(avg / 32, 10'000, 1'000'000);
-    std::uint64_t first = std::max<std::uint64_t>(avg / 8 * 7, pause);
-    std::vector<region> late;
+    std::vector<region> open;
+    std::vector<cudaEvent_t> stops;
     for (const region& r : rs) {
-      const event_state s =
-          forever ? wait_for_event(r.stop) : wait_for_event(r.stop, deadline, first, pause);
-      first = pause; // the next regions ran meanwhile, mostly
-      if (s == event_state::done)
-        finished.push_back(r);
-      else if (s == event_state::unknown)
-        unknown.push_back(r);
-      else
-        late.push_back(r);
+      const event_state s = forever ? wait_for_event(r.stop) : query_event(r.stop);
+      if (s == event_state::pending) {
+        open.push_back(r);
+        stops.push_back(r.stop);
+      } else {
+        (s == event_state::done ? finished : unknown).push_back(r);
+      }
+    }
+    if (open.empty()) return;
+    const std::uint64_t deadline =
+        gpushare::detail::sat_add(gpushare::detail::monotonic_ns(), options_.drain_timeout_ns);
+    std::vector<region> late;
+    if (const auto sig = host_signal::after(side_, stops)) {
+      (void)sig->wait_until(deadline);
+      std::lock_guard lock(m_);
+      ++stats_.signalled_waits;
+    } else {
+      wait_polling(open, deadline);
+    }
+    for (const region& r : open) {
+      const event_state s = query_event(r.stop);
+      (s == event_state::done ? finished : s == event_state::unknown ? unknown : late).push_back(r);
     }
     if (late.empty()) return;
     std::lock_guard lock(m_);
     ++stats_.drain_timeouts;
     pending_.insert(pending_.begin(), late.begin(), late.end());
+  }
+
+  /// Without a host function: sleeps most of a region's expected length first, then polls
+  /// every 1/32 of it (10 us to 1 ms) until every region of `rs` finished or `deadline` passed.
+  void wait_polling(const std::vector<region>& rs, std::uint64_t deadline) {
+    const std::uint64_t avg = average_ns();
+    const std::uint64_t pause = std::clamp<std::uint64_t>(avg / 32, 10'000, 1'000'000);
+    std::uint64_t first = std::max<std::uint64_t>(avg / 8 * 7, pause);
+    for (const region& r : rs) {
+      if (wait_for_event(r.stop, deadline, first, pause) != event_state::done) return;
+      first = pause; // the next regions ran meanwhile, mostly
+    }
   }
 
   /// Regions whose completion CUDA cannot report: not accounted, events dropped (they may
@@ -212,6 +235,7 @@ private:
   int ordinal_;
   state_options options_;
   accounting_timeline& timeline_;
+  side_stream& side_;
   std::mutex m_;
   std::deque<region> pending_; // oldest first
   std::uint64_t avg_region_ns_ = 0;

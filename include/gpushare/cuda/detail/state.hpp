@@ -9,6 +9,9 @@
 //   * in_flight_regions (regions.hpp): guarded regions still in flight on the device (a start
 //     and a stop event each), to account their device time once finished and to bound how much
 //     work stays queued; the drains that wait for them;
+//   * side_stream (host_signal.hpp): the stream gpushare's own host functions run on;
+//   * gpu_marks (gpu_marks.hpp): the session's work left in flight past a guard, marked in the
+//     table so that no lower class is granted the device before it finished;
 //   * device_memory (device_memory.hpp): budgeted allocation with retries, composing
 //     stream_pool (stream_pool.hpp: the session's own memory pool, stream-ordered frees whose
 //     bytes return to the budget once executed and given back, graph memory) and
@@ -40,6 +43,8 @@
 #include <gpushare/cuda/detail/device_options.hpp>
 #include <gpushare/cuda/detail/errors.hpp>
 #include <gpushare/cuda/detail/event_pool.hpp>
+#include <gpushare/cuda/detail/gpu_marks.hpp>
+#include <gpushare/cuda/detail/host_signal.hpp>
 #include <gpushare/cuda/detail/regions.hpp>
 #include <gpushare/cuda/detail/timeline.hpp>
 #include <gpushare/cuda/stats.hpp>
@@ -59,7 +64,8 @@ public:
   device_state(std::shared_ptr<gpushare::detail::session_core> core, int ordinal,
                const state_options& options)
       : core_(std::move(core)), ordinal_(ordinal), options_(options), owner_(::getpid()),
-        events_(ordinal), timeline_(events_), regions_(ordinal, options, timeline_),
+        events_(ordinal), timeline_(events_), side_(ordinal),
+        regions_(ordinal, options, timeline_, side_), marks_(*core_, side_, options),
         memory_(*core_, ordinal, options, events_) {}
   device_state(const device_state&) = delete;
   device_state& operator=(const device_state&) = delete;
@@ -91,6 +97,7 @@ public:
   cuda_stats stats() {
     cuda_stats s = regions_.stats();
     memory_.pool().add_stats(s);
+    marks_.add_stats(s);
     return s;
   }
 
@@ -126,7 +133,26 @@ public:
   /// regions beyond the in-flight allowance. Returns the device time of the regions now known
   /// to be finished: the caller accounts it. The state owns the events now.
   std::uint64_t region_ended(cudaEvent_t start, cudaEvent_t stop, std::int64_t mark) {
-    return regions_.ended({start, stop, mark});
+    // While a higher class asked for the device lately, keep little queued (at least one
+    // region): its next request waits behind what is queued here (design.md section 12).
+    const bool lower = core_->higher_class_active(gpushare::detail::monotonic_ns());
+    return regions_.ended({start, stop, mark},
+                          lower
+                              ? std::min(options_.max_in_flight_ns, options_.max_in_flight_lower_ns)
+                              : options_.max_in_flight_ns,
+                          lower);
+  }
+  /// After region_ended, before the guard's exit: if work of this session is still in flight,
+  /// marks it in the table (gpu_marks), `stop` being the ended region's stop event and
+  /// `guard_ns` the guard's host time.
+  void mark_in_flight(cudaEvent_t stop, std::uint64_t guard_ns) noexcept {
+    try {
+      const std::size_t n = regions_.in_flight();
+      if (n == 0) return;
+      const std::uint64_t avg = regions_.average_ns();
+      marks_.guard_ended(core_, stop, (n - 1) * avg + std::max(avg, guard_ns));
+    } catch (...) {
+    }
   }
   /// region_ended when the device is about to be handed over: waits (up to the drain timeout)
   /// until every guarded region of this session has finished (see drain_for_handover).
@@ -215,7 +241,9 @@ private:
   // Declared in the order they depend on each other (each refers to those above it).
   event_pool events_;
   accounting_timeline timeline_;
+  side_stream side_;
   in_flight_regions regions_;
+  gpu_marks marks_;
   device_memory memory_;
 };
 
