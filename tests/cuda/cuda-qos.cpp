@@ -196,3 +196,59 @@ TEST_CASE("a wait for the session's GPU work blocks on a host function's signal 
   if (cudasim::active()) // one query before arming, one after the signal (polling: hundreds)
     CHECK(cudasim::api_calls("cuEventQuery") - queries <= 3);
 }
+
+namespace {
+
+/// A lower-class session that asks for the device right after a high-class helper process left
+/// a 300 ms kernel in flight, and what happens to the helper in between (`hurt`: stop or kill
+/// it). Returns how long the lower class waited for the device, in ms.
+std::uint64_t lower_wait_after_mark(int hurt) {
+  cutest::private_domain d(hurt == SIGSTOP ? "qosstop" : "qoskill");
+  gc::device_session low(0, of_class(d, "low", gpushare::priority::low), no_overhead());
+  d.uses(low.device().uuid);
+  stream st;
+  // The helper warms up, then waits 1.5 s before its long guard. Meanwhile the lower class
+  // runs a guard every 5 ms, up to 40 ms before that guard: it is active then (the mark gets a
+  // host function, which the stop keeps from running), and nobody waits at the guard's end (no
+  // drain: the work stays in flight).
+  cutest::helper high({"mark", d.name(), "300", "1500"});
+  REQUIRE(high.read_line() == "ready");
+  const std::uint64_t long_guard = now_ns() + 1'500'000'000;
+  while (now_ns() + 40'000'000 < long_guard) {
+    { gc::scoped_kernel g(low, st.s); }
+    std::this_thread::sleep_for(5ms);
+  }
+  const std::string line = high.read_line();
+  ::kill(high.pid(), hurt);
+  CHECK(line == "marked 1 1"); // one region in flight, one host function launched
+  const std::uint64_t t0 = now_ns();
+  bool granted = false;
+  {
+    gc::scoped_kernel g(low, 10s, st.s);
+    granted = true;
+  }
+  const std::uint64_t waited_ms = (now_ns() - t0) / 1'000'000;
+  CHECK(granted);
+  if (hurt == SIGSTOP) ::kill(high.pid(), SIGCONT);
+  high.kill_now();
+  (void)high.wait();
+  return waited_ms;
+}
+
+} // namespace
+
+TEST_CASE("a high-class process stopped with its work in flight holds a lower class back only "
+          "until its mark's deadline; a killed one, no longer than that") {
+  CUTEST_REQUIRE_GPU();
+  // Stopped right after its guard ended: its host function cannot run (the driver's thread is
+  // stopped too), its kernel still runs. The lower class waits, at most until the deadline
+  // (1 s after the mark, as the helper's drain timeout is 2 s), never for good.
+  const std::uint64_t stopped = lower_wait_after_mark(SIGSTOP);
+  CHECK(stopped >= 50); // its 300 ms kernel still ran when the lower class asked
+  CHECK(stopped <= 3'000);
+  // Killed: its slot is reclaimed or its mark expires; the lower class goes on.
+  const std::uint64_t killed = lower_wait_after_mark(SIGKILL);
+  CHECK(killed <= 3'000);
+  MESSAGE("lower class waited " << stopped << " ms behind the stopped helper, " << killed
+                                << " ms behind the killed one");
+}

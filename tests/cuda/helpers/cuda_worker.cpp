@@ -17,6 +17,12 @@
 //   cuda_worker overhead <domain> <device> <start_unix_ms> <until_unix_ms>
 //       at start_unix_ms, opens a device session on <device> (its context overhead measured);
 //       prints "overhead <bytes> <method>", keeps the session until until_unix_ms, exits 0.
+//   cuda_worker mark <domain> <kernel_ms> <delay_ms>
+//       opens a high-priority device session, runs 20 guards of 100 us kernels (a short average
+//       region), prints "ready", sleeps <delay_ms>, then runs one guard around a <kernel_ms>
+//       kernel, which its end leaves in flight and marks in the table; prints "marked <regions
+//       in flight> <host functions launched by that guard>", then sleeps until killed (the work
+//       is never waited for).
 //   cuda_worker identity <domain>
 //       opens a device session on device 0; prints "uuid <device_info::uuid>", "key <the table
 //       snapshot's key>", "table <table name>", "nvml_knows <0|1>" (NVML finds the device by
@@ -116,6 +122,36 @@ int run(int argc, char** argv) {
                 static_cast<unsigned long long>(i.guards));
     cudaStreamDestroy(stream);
     return 0;
+  }
+  if (mode == "mark" && argc == 5) {
+    gpushare::session_options o;
+    o.domain = argv[2];
+    o.name = "mark-" + std::to_string(::getpid());
+    o.priority = gpushare::priority::high;
+    gpushare::cuda::device_options d;
+    d.context_overhead = 0;
+    gpushare::cuda::device_session s(0, o, d);
+    cudaStream_t stream = nullptr;
+    if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) return 3;
+    for (int i = 0; i < 20; ++i) {
+      gpushare::cuda::scoped_kernel g(s, stream);
+      if (gpushare_test::launch_spin(stream, 100'000) != cudaSuccess) return 3;
+    }
+    s.synchronize();
+    std::printf("ready\n");
+    std::fflush(stdout);
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::strtoull(argv[4], nullptr, 10)));
+    const std::uint64_t before = s.statistics().mark_host_functions;
+    {
+      gpushare::cuda::scoped_kernel g(s, stream);
+      if (gpushare_test::launch_spin(stream, std::strtoull(argv[3], nullptr, 10) * 1'000'000) !=
+          cudaSuccess)
+        return 3;
+    }
+    std::printf("marked %zu %llu\n", s.shared_state()->regions_in_flight(),
+                static_cast<unsigned long long>(s.statistics().mark_host_functions - before));
+    std::fflush(stdout);
+    for (;;) ::pause();
   }
   if (mode == "overhead" && argc == 6) {
     const int device = std::atoi(argv[3]);
