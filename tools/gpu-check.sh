@@ -278,6 +278,11 @@ if wants bench; then
   if $simulated; then
     run_step bench 420 "${sim_env[@]}" LD_LIBRARY_PATH="$cudasim_lib" CUDASIM_STATE="$cudasim_state" \
       "$bench" "${bargs[@]}" --json "$work/bench.json"
+    # The simulated qos table must stay within stated bounds (issue 41, item 7): a change that
+    # makes the high class's latency or training's throughput grossly worse fails here.
+    if [[ -f "$work/bench.json" ]] && command -v python3 >/dev/null; then
+      run_step qos-bounds 60 python3 "$(dirname "$0")/../bench/gpu/qos_bounds.py" "$work/bench.json"
+    fi
   else
     run_step bench 480 "$bench" "${bargs[@]}" --json "$work/bench.json"
   fi
@@ -455,6 +460,14 @@ log_lines() { if [[ -f "$work/$1.log" ]]; then grep -E "$2" "$work/$1.log" || tr
       echo "(no summary table; the log's last lines:)"
       tail -n 15 "$work/bench.log"
     fi
+    echo '```'
+  fi
+  if [[ -f "$work/qos-bounds.log" ]]; then
+    echo
+    echo "## QoS bounds (bench/gpu/qos_bounds.py)$sim_tag"
+    echo
+    echo '```text'
+    cat "$work/qos-bounds.log"
     echo '```'
   fi
   # The demos' key figures (all of them are in the logs).
