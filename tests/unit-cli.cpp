@@ -20,6 +20,7 @@
 #include "cli_sample.hpp"
 #include "cli_set.hpp"
 #include "cli_status.hpp"
+#include "support/json.hpp"
 
 using namespace gpushare;
 using namespace gpushare::cli;
@@ -203,7 +204,8 @@ TEST_CASE("a text table lines up left- and right-aligned columns") {
 }
 
 TEST_CASE("JSON output: escaped strings, exact integers, nesting and empty containers") {
-  CHECK(json_quote("a\"b\\c\nd\x01\xe9") == "\"a\\\"b\\\\c\\nd\\u0001\\u00e9\"");
+  // A lone 0xe9 is no UTF-8: it becomes the text \xe9 (JSON has no raw bytes), not "é".
+  CHECK(json_quote("a\"b\\c\nd\x01\xe9") == "\"a\\\"b\\\\c\\nd\\u0001\\\\xe9\"");
   json_writer w;
   w.begin_object();
   w.field("n", std::uint64_t{18446744073709551615ull});
@@ -235,6 +237,56 @@ TEST_CASE("JSON output: escaped strings, exact integers, nesting and empty conta
                    "  \"empty\": [],\n"
                    "  \"pct\": 12.35\n"
                    "}\n");
+}
+
+TEST_CASE("JSON strings: UTF-8 text passes unchanged and reads back the same; other bytes are "
+          "written as \\xNN, controls as \\u00XX") {
+  // Well-formed UTF-8 of 2, 3 and 4 bytes: unchanged (the earlier writer made "é" "\u00c3\u00a9").
+  const std::string text = "caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x9a\x80";
+  CHECK(json_quote(text) == "\"" + text + "\"");
+  // C1 controls (U+0085), DEL: \u escapes of their code points.
+  CHECK(json_quote("\xc2\x85\x7f") == "\"\\u0085\\u007f\"");
+  // Not UTF-8: a truncated sequence, an overlong form, a surrogate, a stray continuation byte.
+  CHECK(json_quote("\xe6\x97") == "\"\\\\xe6\\\\x97\"");
+  CHECK(json_quote("\xc0\x80") == "\"\\\\xc0\\\\x80\"");
+  CHECK(json_quote("\xed\xa0\x80") == "\"\\\\xed\\\\xa0\\\\x80\"");
+  CHECK(json_quote("\x80") == "\"\\\\x80\"");
+  // Seeded random strings: always one valid JSON string that reads back as the same text where
+  // the input was UTF-8, and with each ill-formed byte as the text \xNN otherwise.
+  std::mt19937 rng(20261129);
+  for (int round = 0; round < 2000; ++round) {
+    std::string s;
+    const int n = static_cast<int>(rng() % 24);
+    for (int k = 0; k < n; ++k) {
+      switch (rng() % 4) {
+      case 0: s += static_cast<char>(rng() % 256); break;
+      case 1: s += "\xc3\xa9"; break;
+      case 2: s += static_cast<char>('a' + rng() % 26); break;
+      default: s += "\xe2\x82\xac"; break; // U+20AC
+      }
+    }
+    CAPTURE(round);
+    const std::string quoted = json_quote(s);
+    const test::json parsed = test::parse_json("[" + quoted + "]");
+    const std::string back = parsed[0].str();
+    bool utf8 = true;
+    for (std::size_t i = 0; i < s.size();) {
+      const auto c = static_cast<unsigned char>(s[i]);
+      if (c < 0x80) {
+        ++i;
+        continue;
+      }
+      const std::size_t len = gpushare::json::utf8_sequence(std::string_view(s).substr(i));
+      const bool c1 =
+          c == 0xC2 && i + 1 < s.size() && (static_cast<unsigned char>(s[i + 1]) & 0xE0) == 0x80;
+      if (len == 0 && !c1) utf8 = false;
+      i += len ? len : c1 ? 2 : 1;
+    }
+    if (utf8)
+      CHECK(back == s);
+    else
+      CHECK(back.find("\\x") != std::string::npos);
+  }
 }
 
 TEST_CASE("table strings: text escapes every byte outside printable ASCII") {

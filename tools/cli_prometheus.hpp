@@ -10,28 +10,9 @@
 #include <vector>
 
 #include "cli_format.hpp"
+#include "json_writer.hpp"
 
 namespace gpushare::cli {
-
-/// The length of the well-formed UTF-8 sequence at the start of `v` (2..4 bytes, no overlong
-/// form, no surrogate, at most U+10FFFF, and not a C1 control U+0080..U+009F), or 0.
-inline std::size_t utf8_sequence(std::string_view v) {
-  auto b = [&](std::size_t i) { return static_cast<unsigned char>(v[i]); };
-  auto cont = [&](std::size_t i) { return i < v.size() && (b(i) & 0xC0) == 0x80; };
-  const unsigned char c = b(0);
-  if (c >= 0xC2 && c <= 0xDF && cont(1)) return c == 0xC2 && b(1) < 0xA0 ? 0 : 2; // C1: 0
-  if (c >= 0xE0 && c <= 0xEF && cont(1) && cont(2)) {
-    if (c == 0xE0 && b(1) < 0xA0) return 0;  // overlong
-    if (c == 0xED && b(1) >= 0xA0) return 0; // surrogate
-    return 3;
-  }
-  if (c >= 0xF0 && c <= 0xF4 && cont(1) && cont(2) && cont(3)) {
-    if (c == 0xF0 && b(1) < 0x90) return 0;  // overlong
-    if (c == 0xF4 && b(1) >= 0x90) return 0; // above U+10FFFF
-    return 4;
-  }
-  return 0;
-}
 
 /// A label value escaped for the exposition format: backslash, double quote and line feed become
 /// \\, \" and \n (the format's only escapes); every other control byte (0x00-0x1f, 0x7f), every
@@ -52,7 +33,7 @@ inline std::string escape_label_value(std::string_view v) {
       out += "\\n";
     } else if (c >= 0x20 && c < 0x7f) {
       out += static_cast<char>(c);
-    } else if (const std::size_t n = c >= 0x80 ? utf8_sequence(v.substr(i)) : 0; n > 0) {
+    } else if (const std::size_t n = c >= 0x80 ? json::utf8_sequence(v.substr(i)) : 0; n > 0) {
       out += v.substr(i, n);
       i += n;
       continue;

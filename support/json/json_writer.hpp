@@ -14,13 +14,41 @@
 
 namespace gpushare::json {
 
-/// `s` as a JSON string literal, quotes included. Control characters and bytes outside ASCII are
-/// written as \u00XX (a byte is read as a Latin-1 character), so the result is always valid.
+/// The length of the well-formed UTF-8 sequence at the start of `v` (2..4 bytes, no overlong
+/// form, no surrogate, at most U+10FFFF, and not a C1 control U+0080..U+009F), or 0.
+inline std::size_t utf8_sequence(std::string_view v) {
+  auto b = [&](std::size_t i) { return static_cast<unsigned char>(v[i]); };
+  auto cont = [&](std::size_t i) { return i < v.size() && (b(i) & 0xC0) == 0x80; };
+  const unsigned char c = b(0);
+  if (c >= 0xC2 && c <= 0xDF && cont(1)) return c == 0xC2 && b(1) < 0xA0 ? 0 : 2; // C1: 0
+  if (c >= 0xE0 && c <= 0xEF && cont(1) && cont(2)) {
+    if (c == 0xE0 && b(1) < 0xA0) return 0;  // overlong
+    if (c == 0xED && b(1) >= 0xA0) return 0; // surrogate
+    return 3;
+  }
+  if (c >= 0xF0 && c <= 0xF4 && cont(1) && cont(2) && cont(3)) {
+    if (c == 0xF0 && b(1) < 0x90) return 0;  // overlong
+    if (c == 0xF4 && b(1) >= 0x90) return 0; // above U+10FFFF
+    return 4;
+  }
+  return 0;
+}
+
+/// `s` as a JSON string literal, quotes included, always valid JSON that reads back as the same
+/// text: well-formed UTF-8 passes unchanged ("é" stays "é"); control characters, DEL and the
+/// C1 controls (U+0080..U+009F) are written as \uXXXX; a byte that is not part of well-formed
+/// UTF-8 becomes the four characters \xNN (an escaped backslash, then xNN), as the CLI's text
+/// and the metrics show it, since JSON has no way to carry a raw byte.
 inline std::string json_quote(std::string_view s) {
   static constexpr char hex[] = "0123456789abcdef";
+  const auto u00 = [&](std::string& out, unsigned c) {
+    out += "\\u00";
+    out += hex[c >> 4];
+    out += hex[c & 15];
+  };
   std::string out = "\"";
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
+  for (std::size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
     switch (c) {
     case '"': out += "\\\""; break;
     case '\\': out += "\\\\"; break;
@@ -30,14 +58,26 @@ inline std::string json_quote(std::string_view s) {
     case '\b': out += "\\b"; break;
     case '\f': out += "\\f"; break;
     default:
-      if (c < 0x20 || c >= 0x7f) {
-        out += "\\u00";
+      if (c < 0x20 || c == 0x7f) {
+        u00(out, c);
+      } else if (c < 0x80) {
+        out += static_cast<char>(c);
+      } else if (const std::size_t n = utf8_sequence(s.substr(i)); n > 0) {
+        out += s.substr(i, n);
+        i += n;
+        continue;
+      } else if (c == 0xC2 && i + 1 < s.size() &&
+                 (static_cast<unsigned char>(s[i + 1]) & 0xE0) == 0x80) {
+        u00(out, static_cast<unsigned char>(s[i + 1])); // a C1 control, U+0080..U+009F
+        i += 2;
+        continue;
+      } else {
+        out += "\\\\x";
         out += hex[c >> 4];
         out += hex[c & 15];
-      } else {
-        out += static_cast<char>(c);
       }
     }
+    ++i;
   }
   return out + "\"";
 }

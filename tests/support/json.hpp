@@ -108,10 +108,22 @@ private:
         case 'r': c = '\r'; break;
         case 'b': c = '\b'; break;
         case 'f': c = '\f'; break;
-        case 'u': {
+        case 'u': { // a code point of the BMP, written back as UTF-8
           if (pos_ + 4 > in_.size()) fail("bad \\u escape");
-          c = static_cast<char>(std::stoi(std::string(in_.substr(pos_, 4)), nullptr, 16));
+          const auto cp =
+              static_cast<unsigned>(std::stoi(std::string(in_.substr(pos_, 4)), nullptr, 16));
           pos_ += 4;
+          if (cp < 0x80) {
+            c = static_cast<char>(cp);
+            break;
+          }
+          if (cp < 0x800) {
+            out += static_cast<char>(0xC0 | (cp >> 6));
+          } else {
+            out += static_cast<char>(0xE0 | (cp >> 12));
+            out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+          }
+          c = static_cast<char>(0x80 | (cp & 0x3F));
           break;
         }
         default: c = e;
