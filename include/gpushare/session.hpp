@@ -146,6 +146,16 @@ public:
   void yield() {
     if (core_) core_->yield();
   }
+  /// Asks to keep the device through the gaps after this session's guards for the next `d`
+  /// (at most 10 ms after the end of its last guard), against sessions of lower priority
+  /// classes: for a server that knows more work is due (requests queued, the next layer's
+  /// inputs on their way), so that a lower class's kernels do not start in between and delay
+  /// it. Sessions of its own or a higher class are not held back, nor is anyone while this
+  /// session runs no guard for 10 ms: an idle session never holds the device. Call it again to
+  /// extend; `d` of 0 ends it. One atomic store.
+  template <class Rep, class Period> void linger(std::chrono::duration<Rep, Period> d) {
+    core().linger(detail::to_ns(d));
+  }
 
   /// Declares memory this session uses outside its reservations (the CUDA layer records its
   /// context here). It counts against the session's limit and the table's capacity; it is a fact,

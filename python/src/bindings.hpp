@@ -53,6 +53,10 @@ gpushare::memory_amount memory_amount_from(py::handle value, const char* what);
 /// A duration from a timedelta, a number of seconds (int or float) or a string ("500us", "2s"),
 /// checked against `option` (its range; "none" where it allows none, read as option.none_ns).
 std::uint64_t duration_ns_from(py::handle value, const gpushare::duration_option& option);
+/// session::linger's argument: seconds, a timedelta, or a string ("2ms"); 0 ends it.
+inline constexpr gpushare::duration_option linger_option{
+    "linger", 0,  10'000'000'000, false,
+    0,        {}, 1'000'000,      "0.002 (seconds), \"2ms\" or a timedelta"};
 /// A wait's timeout: None (wait forever), a timedelta, seconds, or a string ("10s", "none").
 std::uint64_t timeout_ns_from(py::handle value);
 

@@ -216,6 +216,13 @@ void bind_device_session(py::module_& m) {
       "free", [](device_session& x, std::uintptr_t p) { x.free(reinterpret_cast<void*>(p)); },
       py::arg("ptr"), "Frees what malloc() returned and gives its bytes back.");
   s.def("yield_", [](device_session& x) { interruptible([&] { x.yield(); }); });
+  s.def(
+      "linger",
+      [](device_session& x, py::handle d) {
+        x.linger(std::chrono::nanoseconds(
+            static_cast<std::int64_t>(duration_ns_from(d, linger_option))));
+      },
+      py::arg("duration"));
   s.def("synchronize", [](device_session& x) { interruptible([&] { x.synchronize(); }); });
   s.def("statistics", &statistics_of, "The CUDA side's counters, a dict.");
   bind_session_surface(s);

@@ -203,6 +203,15 @@ void bind_session_class(py::module_& m) {
       "yield_", [](session& x) { interruptible([&] { x.yield(); }); },
       "A cheap moment to give way: hands the device to a session that should run now, and "
       "returns when it is this session's turn again.");
+  s.def(
+      "linger",
+      [](session& x, py::handle d) {
+        x.linger(std::chrono::nanoseconds(
+            static_cast<std::int64_t>(duration_ns_from(d, linger_option))));
+      },
+      py::arg("duration"),
+      "Keeps the device through the gaps after this session's guards against lower priority "
+      "classes for `duration` (at most 10 ms after its last guard): more work is due. 0 ends it.");
   s.def("info", &session::info, "This session's settings and statistics (SessionInfo).");
   s.def("snapshot", &session::snapshot, "The whole table at one instant (TableSnapshot).");
   s.def(

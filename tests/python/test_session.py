@@ -3,6 +3,7 @@
 import datetime
 import os
 import threading
+import time
 
 import pytest
 
@@ -102,6 +103,25 @@ def test_kernel_guard_counts_a_guard(key, settings):
         assert i.guards == 2 and i.active_guards == 0
         assert i.device_ns >= 250_000_000
         s.yield_()
+
+
+def test_linger_keeps_the_gaps_from_a_lower_class(key, settings):
+    with gpushare.Session(key, name="high", priority="high", **settings) as a, \
+            gpushare.Session(key, name="low", priority="low", **settings) as b:
+        with a.kernel():
+            pass
+        a.linger("50ms")  # more work is due: b (lower) does not take the gap (10 ms at most)
+        start = time.monotonic()
+        with b.kernel(timeout=5):
+            waited = time.monotonic() - start
+        assert waited >= 0.008  # 10 ms from a's last guard, just before
+        a.linger(0.002)
+        a.linger(datetime.timedelta(milliseconds=1))
+        a.linger(0)
+        with pytest.raises(TypeError):
+            a.linger([1])
+        with pytest.raises(gpushare.InvalidArgument):
+            a.linger("soon")
 
 
 def test_a_guard_waits_for_the_holder_and_times_out(key, settings):

@@ -137,6 +137,12 @@ public:
     sess().yield();
   }
 
+  /// Keeps the device through the gaps after this session's guards against lower classes for
+  /// the next `d`, at most 10 ms after its last guard (session::linger).
+  template <class Rep, class Period> void linger(std::chrono::duration<Rep, Period> d) {
+    sess().linger(d);
+  }
+
   /// Waits for this session's guarded work and stream-ordered frees still in flight, and
   /// accounts them.
   void synchronize() {

@@ -211,6 +211,12 @@ inline std::uint64_t session_core::mark_gpu_work(std::uint64_t until_ns) noexcep
   return mark;
 }
 
+inline void session_core::linger(std::uint64_t ns) noexcept {
+  if (!joined_.load(std::memory_order_relaxed) || inherited_) return;
+  own().linger_until_ns.store(ns == 0 ? 0 : sat_add(monotonic_ns(), std::min(ns, max_linger_ns)),
+                              std::memory_order_relaxed);
+}
+
 inline void session_core::gpu_work_finished(std::uint64_t mark) noexcept {
   if (mark == 0) return;
   const std::uint32_t w = clear_gpu_mark(own(), mark);

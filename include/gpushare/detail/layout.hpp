@@ -393,6 +393,9 @@ struct alignas(64) slot_record {
   /// Slot + 1 of a session that waits for the marked work to finish (the host function wakes it).
   std::atomic<std::uint32_t> gpu_watcher;
   std::uint32_t gpu_unused; ///< zero
+  /// Monotonic time until which the owner asked to keep the device through its gaps against
+  /// lower classes (session::linger; detail/sched_gpu.hpp). Written by the owner without the lock.
+  std::atomic<std::uint64_t> linger_until_ns;
 };
 
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
@@ -425,6 +428,7 @@ static_assert(offsetof(slot_record, queue) == 1112);
 static_assert(offsetof(slot_record, hold_debt_ns) == 1136);
 static_assert(offsetof(slot_record, hold_turn_ns) == 1144);
 static_assert(offsetof(slot_record, gpu_mark) == 1152);
+static_assert(offsetof(slot_record, linger_until_ns) == 1176);
 static_assert(offsetof(table_header, class_active_ns) == 1664);
 static_assert(sizeof(table_header) == 1728, "header layout changed: bump table_layout_version");
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);

@@ -105,12 +105,38 @@ inline std::uint64_t gpu_work_above(const table_view& t, std::uint32_t i, int cl
   return left;
 }
 
+/// The longest a session may keep the device through one gap by lingering (session::linger),
+/// counted from the end of its last guard: an idle high class never holds the device longer.
+inline constexpr std::uint64_t max_linger_ns = 10'000'000; // 10 ms
+
+/// Holder `hs`, between guards since the header's holder_idle_since_ns, asked to linger: how
+/// much longer it keeps the device from lower classes at `now` (0: not lingering).
+inline std::uint64_t linger_left(const table_header& h, const slot_record& hs,
+                                 std::uint64_t now) noexcept {
+  if (now == no_time) return 0;
+  const std::uint64_t until = std::min(hs.linger_until_ns.load(std::memory_order_relaxed),
+                                       sat_add(h.holder_idle_since_ns, max_linger_ns));
+  return sat_sub(until, now);
+}
+
 /// gpu_work_above() for slot `w` (nobody: 0) at its claim.
 inline std::uint64_t gpu_work_left(const table_view& t, std::int64_t w, std::uint64_t now,
                                    std::int64_t self = nobody) noexcept {
   if (w == nobody) return 0;
   const auto i = static_cast<std::uint32_t>(w);
   return gpu_work_above(t, i, claim_priority(t.slots[i], now), now, self);
+}
+
+/// try_take's look at a free device for `b`, the session it would grant: how long `b` must still
+/// wait for a higher class's marked work, or for `last` (the session that last freed the device)
+/// while it lingers and is of a higher class than `b` (0: grant now).
+inline std::uint64_t free_device_wait(const table_view& t, std::int64_t b, std::int64_t last,
+                                      std::uint64_t now) noexcept {
+  std::uint64_t left = gpu_work_left(t, b, now);
+  if (b != nobody && last != nobody && last != b &&
+      t.slots[last].settings.priority > claim_priority(t.slots[b], now))
+    left = std::max(left, linger_left(*t.header, t.slots[last], now));
+  return left;
 }
 
 } // namespace detail

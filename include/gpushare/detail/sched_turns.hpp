@@ -127,7 +127,8 @@ inline bool should_hand_over(const table_header& h, const slot_record& hs, const
   if (at == boundary::takeover && !h.holder_started) return false; // its start grace
   // A lower class gets the gaps of a holder whose idle debt is spent: the next gap is the lower
   // class's (handed over as the gap begins), but never when the holder starts a guard.
-  if (wc < hc) return at != boundary::guard_enter && lower_class_may_take(hs, 0);
+  if (wc < hc) // (unless it lingers: session::linger)
+    return at != boundary::guard_enter && lower_class_may_take(hs, 0) && !linger_left(h, hs, now);
   // Below its share, it keeps the device through a short pause (its pause hold; the gap so far
   // at a takeover, none yet at its exit): neither idle rule below hands it over.
   const std::uint64_t gap =
@@ -172,7 +173,8 @@ inline std::uint64_t idle_left(const table_header& h, const slot_record& hs, con
     return sat_sub(sat_add(h.holder_since_ns, std::max(idle_grace(hs), start_grace_ns)), now);
   const std::uint64_t gap = sat_sub(now, h.holder_idle_since_ns);
   if (claim_priority(ws, now) < hs.settings.priority)
-    return sat_sub(idle_grace_at_guard_ns, sat_add(hs.compute.lower_debt_ns, gap));
+    return std::max(sat_sub(idle_grace_at_guard_ns, sat_add(hs.compute.lower_debt_ns, gap)),
+                    linger_left(h, hs, now));
   const std::uint64_t left = sat_sub(idle_grace(hs), sat_add(h.holder_idle_ns, gap));
   if (claim_priority(ws, now) == hs.settings.priority && holds_through(hs, ws, gap, t))
     return std::max(left, pause_hold_burst_ns - sat_add(hs.hold_debt_ns, gap)); // its pause hold
@@ -431,7 +433,8 @@ inline take_result try_take(const table_view& t, std::uint32_t i, std::uint64_t 
   if (holder == i) return take_own(t, i, now, liveness_recheck_ns);
   if (holder == nobody) {
     const std::int64_t b = best_claim(t, nobody, i, now);
-    if (const std::uint64_t left = gpu_work_left(t, b, now); left > 0) return {false, nobody, left};
+    if (const std::uint64_t left = free_device_wait(t, b, last_holder(t), now); left > 0)
+      return {false, nobody, left};
     if (b != i) return {false, grant(t, static_cast<std::uint32_t>(b), now), liveness_recheck_ns};
     const std::int64_t p = last_holder(t);
     if (p != nobody && p != i && t.slots[p].compute.wants_device == 0)

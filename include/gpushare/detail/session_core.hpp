@@ -252,6 +252,9 @@ public:
   /// the session waiting for it. Safe from a CUDA host function (no lock, no allocation, no
   /// CUDA call); a no-op once the slot holds a later session.
   void gpu_work_finished(std::uint64_t mark) noexcept;
+  /// session::linger: keep the device through its gaps against lower classes until now + `ns`
+  /// (the scheduler caps it at max_linger_ns after its last guard). Lock-free.
+  void linger(std::uint64_t ns) noexcept;
 
   /// Accounts `used_ns` of device time measured after its guard ended (the CUDA layer learns a
   /// region's time only when the region's work has finished on the device).
