@@ -15,6 +15,8 @@
 #include <gpushare/detail/slot.hpp>
 #include <gpushare/options.hpp>
 
+#include "sched_fake_table.hpp"
+
 namespace d = gpushare::detail;
 namespace prio = gpushare::priority;
 using u64 = std::uint64_t;
@@ -24,31 +26,7 @@ constexpr u64 us = 1'000;
 constexpr u64 ms = 1'000'000;
 constexpr u64 liveness = 100 * ms;
 
-struct fake_table {
-  explicit fake_table(std::uint32_t n = 4)
-      : header(std::make_unique<d::table_header>()), slots(n) {}
-  d::table_view view() {
-    return {header.get(), slots.data(), static_cast<std::uint32_t>(slots.size())};
-  }
-  d::slot_record& join(std::uint32_t i, int priority) {
-    d::slot_settings st{};
-    st.priority = priority;
-    st.share = 1;
-    st.quantum_ns = 5 * ms;
-    st.compute_limit_ppm = 1'000'000;
-    d::join_slot(view(), i, {}, st);
-    return slots[i];
-  }
-  void hold(std::uint32_t i, u64 since, u64 idle_since) {
-    header->holder = i + 1;
-    header->holder_generation = slots[i].generation;
-    header->holder_since_ns = header->quantum_start_ns = since;
-    header->holder_idle_since_ns = idle_since;
-    header->holder_started = 1;
-  }
-  std::unique_ptr<d::table_header> header;
-  std::vector<d::slot_record> slots;
-};
+using sched_test::fake_table;
 } // namespace
 
 TEST_CASE("a mark of a higher class's work holds a lower class back from a free device until it "
