@@ -277,6 +277,13 @@ TEST_CASE(
   if (overhead) {
     CHECK(std::fabs(r.figure("overhead.small.ratio.gpushare") - 1) < 0.5);
     CHECK(std::fabs(r.figure("overhead.large.ratio.gpushare") - 1) < 0.5);
+    // The host time per launch, with and without a guard, and what the guard adds.
+    CHECK(r.figure("overhead.small.host_us.unmanaged") > 0);
+    CHECK(r.figure("overhead.small.host_us.gpushare") > 0);
+    CHECK(std::fabs(r.figure("overhead.small.host_us_added.gpushare") -
+                    (r.figure("overhead.small.host_us.gpushare") -
+                     r.figure("overhead.small.host_us.unmanaged"))) < 50);
+    CHECK(r.output.find("small kernels, host us added per launch") != std::string::npos);
   }
 
   // Handover: a longer low-priority guard is measured as longer and delays the request more. (The

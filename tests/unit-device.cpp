@@ -185,6 +185,29 @@ TEST_CASE("GPUSHARE_DRAIN picks what a handover waits for: the guarded streams o
   CHECK(e->code() == errc::invalid_argument);
 }
 
+TEST_CASE("GPUSHARE_GUARD_TIMING picks batched or per-guard timing") {
+  CHECK(resolve({}).timing == gc::guard_timing::batched);
+  CHECK(resolve({}, {{"GPUSHARE_GUARD_TIMING", "each"}}).timing == gc::guard_timing::each);
+  CHECK(resolve({}, {{"GPUSHARE_GUARD_TIMING", "Batched"}}).timing == gc::guard_timing::batched);
+  gc::device_options o;
+  o.timing = gc::guard_timing::batched;
+  CHECK(resolve(o, {{"GPUSHARE_GUARD_TIMING", "each"}}).timing == gc::guard_timing::batched);
+  for (const char* bad : {"", "batch", "every", "1"}) {
+    CAPTURE(bad);
+    const auto e = thrown([&] { resolve({}, {{"GPUSHARE_GUARD_TIMING", bad}}); });
+    REQUIRE(e.has_value());
+    CHECK(e->code() == errc::invalid_environment);
+    const std::string m = e->what();
+    CHECK(m.find("GPUSHARE_GUARD_TIMING") != std::string::npos);
+    if (*bad) CHECK(m.find("\"batched\" or \"each\"") != std::string::npos);
+  }
+  o.timing = static_cast<gc::guard_timing>(9);
+  const auto e = thrown([&] { resolve(o); });
+  REQUIRE(e.has_value());
+  CHECK(e->code() == errc::invalid_argument);
+  CHECK(std::string(e->what()).find("device_options::timing") != std::string::npos);
+}
+
 TEST_CASE("accounted intervals: only the part not covered yet counts") {
   gc::detail::interval_set s;
   CHECK(s.add(10, 20) == 10);
@@ -258,14 +281,22 @@ TEST_CASE("a device table's capacity is the device memory less the headroom") {
   CHECK(thrown([&] { (void)gc::capacity_for_device(100 * MiB, resolve({})); }).has_value());
 }
 
-TEST_CASE("the in-flight allowance fits the bound at the average region length") {
-  using gc::detail::in_flight_allowance;
-  CHECK(in_flight_allowance(0, 2'000'000) == 0);         // nothing measured yet: wait, measure
-  CHECK(in_flight_allowance(1'000'000, 2'000'000) == 2); // 1 ms regions, 2 ms bound
-  CHECK(in_flight_allowance(2'000'001, 2'000'000) == 0); // longer than the bound: none queued
-  CHECK(in_flight_allowance(5'000'000, 2'000'000) == 0);
-  CHECK(in_flight_allowance(10'000, 2'000'000) == 64); // capped
-  CHECK(in_flight_allowance(1, UINT64_MAX) == gc::max_in_flight_regions);
+TEST_CASE("the in-flight allowance fits the bound at the average guard's device time") {
+  using gc::detail::in_flight_guards_allowed;
+  CHECK(in_flight_guards_allowed(0, 2'000'000) == 0);         // nothing measured: wait, measure
+  CHECK(in_flight_guards_allowed(1'000'000, 2'000'000) == 2); // 1 ms guards, 2 ms bound
+  CHECK(in_flight_guards_allowed(2'000'001, 2'000'000) == 0); // longer than the bound: none
+  CHECK(in_flight_guards_allowed(5'000'000, 2'000'000) == 0);
+  CHECK(in_flight_guards_allowed(10'000, 2'000'000) == 200); // (regions: max_in_flight_regions)
+
+  // A batch holds a quarter of the bound's work, and at least two guards or it is not one.
+  using gc::detail::batch_guard_limit;
+  CHECK(gc::detail::batch_span_ns(2'000'000) == 500'000);
+  CHECK(batch_guard_limit(0, 2'000'000) == 0); // nothing measured yet: time each guard
+  CHECK(batch_guard_limit(5'000, 2'000'000) == 100);
+  CHECK(batch_guard_limit(250'000, 2'000'000) == 2);
+  CHECK(batch_guard_limit(250'001, 2'000'000) == 0); // one guard fills the span
+  CHECK(batch_guard_limit(1, 10'000'000'000) == gc::detail::max_batch_guards);
 
   using gc::detail::update_average;
   CHECK(update_average(0, 800) == 800);

@@ -27,6 +27,7 @@ struct board {
   demo::start_gate gate;
   std::uint64_t launches = 0;
   std::uint64_t elapsed_ns = 0;
+  std::uint64_t host_ns = 0; ///< in the launch loop (the final wait for the GPU left out)
 };
 
 enum class variant { small, small_batched, large };
@@ -61,25 +62,36 @@ inline void worker(phase& ph, const config& cfg, board& b, variant v, bool manag
   e.sync();
   std::uint64_t launches = 0;
   const std::uint64_t t0 = now_ns();
-  while (now_ns() - t0 < duration) {
+  std::uint64_t t = t0;
+  while (t - t0 < duration) {
     launch_batch();
     launches += static_cast<std::uint64_t>(batch);
+    t = now_ns();
   }
+  b.host_ns = t - t0;
   e.sync();
   b.elapsed_ns = now_ns() - t0;
   b.launches = launches;
 }
 
-/// Launches per second of one measurement.
+/// One measurement: launches per second, and the host time per launch in the launch loop (the
+/// cost of a bare cudaLaunchKernel without gpushare; with it, that of a launch and its share of
+/// a guard; while the GPU is behind, the launch queue's waits too).
+struct measured {
+  double per_s = NAN;
+  double host_us_per_launch = NAN;
+};
+
 /// `cpu_waits` gets the worker's run-queue wait (phase.hpp).
-inline double measure(const device_info& dev, const config& cfg, const std::string& tag, variant v,
-                      bool managed, std::vector<double>& cpu_waits) {
+inline measured measure(const device_info& dev, const config& cfg, const std::string& tag,
+                        variant v, bool managed, std::vector<double>& cpu_waits) {
   phase ph(dev, tag);
   demo::shared<board> b;
   ph.workers().spawn("solo", [&] { worker(ph, cfg, *b, v, managed); });
   ph.start(b->gate, 1);
   cpu_waits.push_back(ph.finish());
-  return ratio(static_cast<double>(b->launches) * 1e9, static_cast<double>(b->elapsed_ns));
+  return {ratio(static_cast<double>(b->launches) * 1e9, static_cast<double>(b->elapsed_ns)),
+          ratio(static_cast<double>(b->host_ns) / 1e3, static_cast<double>(b->launches))};
 }
 
 inline figures run(const device_info& dev, const config& cfg, int repeat) {
@@ -89,13 +101,13 @@ inline figures run(const device_info& dev, const config& cfg, int repeat) {
     const std::string base = std::string("overhead.") + name(v);
     const std::string tag =
         "o" + std::to_string(repeat) + "-" + std::to_string(static_cast<int>(v));
-    std::vector<double> without, with, ratios;
+    std::vector<double> without, with, ratios, host_without, host_with, host_extra;
     for (int round = 0; round < 2; ++round) {
       const auto one = [&](bool managed) {
         return measure(dev, cfg, tag + (managed ? "-g" : "-u") + std::to_string(round), v, managed,
                        cpu_waits);
       };
-      double a = 0, b = 0; // without, with; the second round runs them in the other order
+      measured a, b; // without, with; the second round runs them in the other order
       if (round % 2 == 1) {
         b = one(true);
         a = one(false);
@@ -103,13 +115,19 @@ inline figures run(const device_info& dev, const config& cfg, int repeat) {
         a = one(false);
         b = one(true);
       }
-      without.push_back(a);
-      with.push_back(b);
-      ratios.push_back(ratio(b, a));
+      without.push_back(a.per_s);
+      with.push_back(b.per_s);
+      ratios.push_back(ratio(b.per_s, a.per_s));
+      host_without.push_back(a.host_us_per_launch);
+      host_with.push_back(b.host_us_per_launch);
+      host_extra.push_back(b.host_us_per_launch - a.host_us_per_launch);
     }
     f.set(base + ".per_s.unmanaged", median(without));
     f.set(base + ".per_s.gpushare", median(with));
     f.set(base + ".ratio.gpushare", median(ratios));
+    f.set(base + ".host_us.unmanaged", median(host_without));
+    f.set(base + ".host_us.gpushare", median(host_with));
+    f.set(base + ".host_us_added.gpushare", median(host_extra));
     f.add_series(base + ".rounds_per_s.unmanaged", without);
     f.add_series(base + ".rounds_per_s.gpushare", with);
   }

@@ -70,6 +70,14 @@ inline std::vector<row> summary_rows(const config& cfg) {
                       base + ".per_s.gpushare", "", nullptr, 0});
       rows.push_back({"overhead", name + ", with / without", "", base + ".ratio.gpushare",
                       ">= 0.99", at_least(0.99), 3});
+      // Host time per launch in the launch loop: a bare cudaLaunchKernel beside a launch with
+      // its guard; the difference is what a guard adds (issue 41's goal: at most 1 us).
+      rows.push_back({"overhead", name + ", host us per launch", base + ".host_us.unmanaged",
+                      base + ".host_us.gpushare", "", nullptr, 2});
+      const bool per_launch = std::string(kind) == "small"; // GPU-bound otherwise
+      rows.push_back({"overhead", name + ", host us added per launch", "",
+                      base + ".host_us_added.gpushare", per_launch ? "<= 1" : "",
+                      per_launch ? at_most(1.0) : std::function<bool(double)>(), 2});
     }
   if (cfg.runs("handover")) {
     rows.push_back(

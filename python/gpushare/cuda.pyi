@@ -90,6 +90,7 @@ class DeviceSession:
         max_in_flight: Optional[Duration] = None,
         max_in_flight_lower: Optional[Duration] = None,
         drain: Optional[Literal["stream", "device"]] = None,
+        guard_timing: Optional[Literal["batched", "each"]] = None,
     ) -> None: ...
     @property
     def host(self) -> Session: ...

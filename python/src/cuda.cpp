@@ -49,6 +49,11 @@ cu::device_options device_options_from(const py::kwargs& kw) {
     if (!py::isinstance<py::str>(v)) throw py::type_error("drain must be \"stream\" or \"device\"");
     o.drain = d::parse_drain_scope(v.cast<std::string>());
   }
+  if (py::object v = get("guard_timing"); !v.is_none()) {
+    if (!py::isinstance<py::str>(v))
+      throw py::type_error("guard_timing must be \"batched\" or \"each\"");
+    o.timing = d::parse_guard_timing(v.cast<std::string>());
+  }
   return o;
 }
 
@@ -128,6 +133,7 @@ py::dict statistics_of(device_session& s) {
   d["pool_bytes_held"] = st.pool_bytes_held;
   d["graph_bytes_held"] = st.graph_bytes_held;
   d["lower_bound_exits"] = st.lower_bound_exits;
+  d["batched_guards"] = st.batched_guards;
   d["marked_exits"] = st.marked_exits;
   d["mark_host_functions"] = st.mark_host_functions;
   d["signalled_waits"] = st.signalled_waits;
@@ -167,7 +173,7 @@ void bind_device_session(py::module_& m) {
   s.def(py::init([](int device, const py::kwargs& kw) {
           static const auto own = {"headroom",      "context_overhead", "allocation_timeout",
                                    "drain_timeout", "max_in_flight",    "max_in_flight_lower",
-                                   "drain"};
+                                   "drain",         "guard_timing"};
           const gpushare::session_options o = session_options_from(kw, own);
           const cu::device_options d = device_options_from(kw);
           py::gil_scoped_release release; // creating the CUDA context takes a while

@@ -37,8 +37,8 @@ gpushare::session_options of_class(cutest::private_domain& d, const char* name, 
   return o;
 }
 
-/// `n` guards, each around one kernel of `ns`, back to back; returns the most regions that were
-/// still in flight after a guard ended.
+/// `n` guards, each around one kernel of `ns`, back to back; returns the most guards whose work
+/// was still in flight after a guard ended (a batch's guards each: guard_timing::batched).
 std::size_t guards(gc::device_session& s, cudaStream_t st, int n, std::uint64_t ns) {
   std::size_t most = 0;
   for (int i = 0; i < n; ++i) {
@@ -46,7 +46,7 @@ std::size_t guards(gc::device_session& s, cudaStream_t st, int n, std::uint64_t 
       gc::scoped_kernel g(s, st);
       REQUIRE(gpushare_test::launch_spin(st, ns) == cudaSuccess);
     }
-    most = std::max(most, s.shared_state()->regions_in_flight());
+    most = std::max<std::size_t>(most, s.shared_state()->guards_in_flight());
   }
   return most;
 }

@@ -18,7 +18,7 @@ from gpushare.cuda import DeviceSession
 out = {}
 with DeviceSession(0, name="py-device", domain="%(domain)s", memory_limit="2GiB",
                    allocation_timeout="5s", headroom="1GiB", drain="stream",
-                   reclaim_deadline="500ms") as ds:
+                   reclaim_deadline="500ms", guard_timing="each") as ds:
     out["uuid"] = ds.device.uuid
     out["total"] = ds.device.total_memory
     out["capacity"] = ds.snapshot().capacity
@@ -78,6 +78,7 @@ def test_device_session_on_cudasim(cudasim_env):
         assert out["after_free"] == 0
         assert out["guards"] == 1
         assert "drains" in out["stats_keys"]
+        assert "batched_guards" in out["stats_keys"]
         assert out["over_limit"] == "over_limit"
         assert out["reclaimable"] == [True, True, 160 * MiB]
         assert out["joined_after"] is False

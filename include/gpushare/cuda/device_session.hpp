@@ -307,8 +307,12 @@ private:
 
   /// What the CUDA-side state uses of the resolved options.
   static detail::state_options state_options_of(const resolved_device_options& r) noexcept {
-    return {r.allocation_timeout_ns, r.max_in_flight_ns, r.max_in_flight_lower_ns,
-            r.drain_timeout_ns, r.drain};
+    return {r.allocation_timeout_ns,
+            r.max_in_flight_ns,
+            r.max_in_flight_lower_ns,
+            r.drain_timeout_ns,
+            r.drain,
+            r.timing};
   }
 
   /// Makes sure this process has its context on the device; returns the device's memory.

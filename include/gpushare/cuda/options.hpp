@@ -65,6 +65,14 @@ struct device_options {
   /// stream of the process is being captured; do not use `device` while the application captures
   /// on a non-blocking stream, which that check cannot see.
   std::optional<drain_scope> drain;
+  /// GPUSHARE_GUARD_TIMING ("batched" or "each"): how guards are timed on the device. `batched`
+  /// (the default): while the session is uncontended (nobody else waits, no other priority class
+  /// asked for the device in the last 100 ms), consecutive guards on one stream are timed as one
+  /// region, which costs a guard one event record and no other CUDA call; the time between them
+  /// counts (a batch closes at a host gap over 20 us, and at about a quarter of the in-flight
+  /// bound of work). `each`: every guard is timed on its own (two event records, a query and two
+  /// elapsed-time reads per guard), for exact per-guard figures.
+  std::optional<guard_timing> timing;
 };
 
 /// The device options with every field filled in (resolve_device_options()): code, then
@@ -79,6 +87,7 @@ struct resolved_device_options {
   std::uint64_t max_in_flight_lower_ns = default_max_in_flight_lower_ns; ///< in ns
   std::uint64_t drain_timeout_ns = default_drain_timeout_ns;             ///< in ns
   drain_scope drain = drain_scope::stream;                               ///< device_options::drain
+  guard_timing timing = guard_timing::batched;                           ///< device_options::timing
 };
 
 namespace detail {
@@ -142,6 +151,13 @@ inline resolved_device_options resolve_device_options(const device_options& o,
                               "is not a drain_scope");
       });
   if (scope) r.drain = *scope;
+  const auto timing = pick_option(
+      o.timing, env, "GPUSHARE_GUARD_TIMING", detail::guard_timing_forms,
+      detail::parse_guard_timing, [](guard_timing t) {
+        detail::check_in_code("timing", t == guard_timing::batched || t == guard_timing::each,
+                              "is not a guard_timing");
+      });
+  if (timing) r.timing = *timing;
   return r;
 }
 

@@ -28,6 +28,10 @@ namespace cuda {
 /// have executed, is what the arbitration accounts (the host time of asynchronous launches says
 /// nothing about the GPU).
 ///
+/// While the session is uncontended, consecutive guards on one stream are timed as one region
+/// (device_options::timing, GPUSHARE_GUARD_TIMING=batched, the default): such a guard makes
+/// one CUDA call of its own, the record of the batch's stop event.
+///
 /// Launches are asynchronous, so a region may still be running on the GPU when its guard ends.
 /// The guard bounds that:
 ///   * if the guard's end hands the GPU to another session (decided under the table lock), it
@@ -89,9 +93,16 @@ public:
     counted_ = false;
     // A request to give memory back is answered at the exit of a thread's outermost guard, never
     // in a capture (its handler frees device memory, which a capture forbids).
-    const bool answer = start_ != nullptr && detail::guards_on_this_thread == 0;
-    std::uint64_t used = 0;
-    if (start_) {
+    const bool answer =
+        (start_ != nullptr || batch_stop_ != nullptr) && detail::guards_on_this_thread == 0;
+    std::uint64_t used = carried_;
+    if (batch_stop_) {
+      try {
+        used += state_->batch_exit(stream_, batch_stop_,
+                                   gpushare::detail::monotonic_ns() - entry_.start_ns);
+      } catch (...) {
+      }
+    } else if (start_) {
       cudaEvent_t stop = nullptr;
       bool handed = false;
       try {
@@ -100,7 +111,7 @@ public:
           handed = true;
           // Only the oldest regions beyond the in-flight allowance are waited for here; the
           // exit drains the rest if, under the table lock, it hands the device over (below).
-          used = state_->region_ended(start_, stop, mark_);
+          used += state_->region_ended(start_, stop, mark_);
           // Work still queued past this guard holds lower classes back until it finished (a
           // mark in the table, cleared by a host function; design.md section 12, rule 2).
           state_->mark_in_flight(stop, gpushare::detail::monotonic_ns() - entry_.start_ns);
@@ -166,6 +177,12 @@ private:
         counted_ = true;
         return;
       }
+      batch_stop_ = state_->batch_enter(stream_, entry_.on_lease, carried_);
+      if (batch_stop_) { // timed with others
+        ++detail::guards_on_this_thread;
+        counted_ = true;
+        return;
+      }
       start_ = state_->take_event(detail::event_kind::timing);
       detail::check(cudaEventRecord(start_, stream_),
                     "cudaEventRecord (is the stream on the session's device?)");
@@ -175,7 +192,7 @@ private:
     } catch (...) {
       state_->give_event(start_, detail::event_kind::timing);
       start_ = nullptr;
-      state_->core().end_guard(entry_, 0, gpushare::detail::monotonic_ns());
+      state_->core().end_guard(entry_, carried_, gpushare::detail::monotonic_ns());
       throw;
     }
   }
@@ -185,8 +202,10 @@ private:
   std::uint64_t requested_ns_;
   gpushare::detail::session_core::guard_entry entry_; ///< when it got the GPU; on lease or locked
   cudaEvent_t start_ = nullptr;
-  std::int64_t mark_ = 0; // from device_state::region_opened
-  bool counted_ = false;  // in detail::guards_on_this_thread
+  std::int64_t mark_ = 0;            // from device_state::region_opened
+  std::uint64_t carried_ = 0;        // device time of a batch this guard closed at its entry
+  cudaEvent_t batch_stop_ = nullptr; // timed in the session's batch: its stop event
+  bool counted_ = false;             // in detail::guards_on_this_thread
 };
 
 } // namespace cuda

@@ -48,6 +48,9 @@ struct cuda_stats {
   /// Waits for this session's GPU work (drains, the in-flight bound) that blocked on a host
   /// function's signal rather than polling.
   std::uint64_t signalled_waits = 0;
+  /// Guards timed in a batch with others (guard_timing::batched: the session was uncontended),
+  /// rather than by a start and a stop event of their own.
+  std::uint64_t batched_guards = 0;
 };
 
 } // namespace cuda

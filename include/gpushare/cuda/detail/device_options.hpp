@@ -38,6 +38,16 @@ inline constexpr std::uint64_t default_drain_timeout_ns = 2'000'000'000;       /
 inline constexpr std::uint32_t max_in_flight_regions = 64;
 inline constexpr std::uint64_t no_timeout = UINT64_MAX;
 
+/// How a session times its guards on the device (device_options::guard_timing).
+enum class guard_timing {
+  /// While the session is uncontended (its guards run on its lease, nobody else waits, no other
+  /// priority class asked lately), consecutive guards on one stream share one region: a start
+  /// event at the first, a stop event each guard re-records, closed at about a quarter of the
+  /// in-flight bound of work or at a host gap over 20 us. The rest of the time, as `each`.
+  batched,
+  each, ///< every guard its own region: a start and a stop event, timed and settled each
+};
+
 /// What a session waits for before it hands the device over (device_options::drain).
 enum class drain_scope {
   stream, ///< its guarded regions (the streams it guards)
@@ -53,6 +63,7 @@ struct state_options {
   std::uint64_t max_in_flight_lower_ns = default_max_in_flight_lower_ns;
   std::uint64_t drain_timeout_ns = default_drain_timeout_ns;
   drain_scope drain = drain_scope::stream;
+  guard_timing timing = guard_timing::batched;
 };
 
 /// The duration options of a device session (device_options, GPUSHARE_*): the one grammar of
@@ -101,6 +112,16 @@ inline drain_scope parse_drain_scope(std::string_view s) {
   gpushare::detail::reject({"drain scope", drain_forms}, s, "unknown scope");
 }
 
+inline constexpr std::string_view guard_timing_forms = "\"batched\" or \"each\"";
+
+/// "batched" or "each" (any case).
+inline guard_timing parse_guard_timing(std::string_view s) {
+  using gpushare::detail::iequals;
+  if (iequals(s, "batched")) return guard_timing::batched;
+  if (iequals(s, "each")) return guard_timing::each;
+  gpushare::detail::reject({"guard timing", guard_timing_forms}, s, "unknown timing");
+}
+
 inline void check_in_code(const char* field, bool ok, const std::string& why) {
   if (!ok) throw error(errc::invalid_argument, std::string("device_options::") + field + " " + why);
 }
@@ -124,17 +145,33 @@ timeout_in_code(const char* field, const std::optional<std::chrono::nanoseconds>
   return to_ns(d);
 }
 
-/// How many guarded regions may still be unfinished on the device when a guard ends and nobody
-/// else waits: as many as fit in `max_in_flight_ns` at the recent average region length, at most
-/// max_in_flight_regions. A region longer than the bound fits 0 times: the guard's exit then
-/// waits for it, so queued work never exceeds the bound (as estimated by the average). With no
-/// measurement yet: 0 (the first region is waited for, which measures it).
-inline std::uint32_t in_flight_allowance(std::uint64_t avg_region_ns,
-                                         std::uint64_t max_in_flight_ns) noexcept {
-  if (avg_region_ns == 0) return 0;
-  const std::uint64_t n = max_in_flight_ns / avg_region_ns;
-  return static_cast<std::uint32_t>(std::min<std::uint64_t>(n, max_in_flight_regions));
+/// How many guards' work may still be unfinished when a guard ends: as many as fit in
+/// `max_in_flight_ns` at the recent average device time per guard (a batch of regions counts
+/// each of its guards); 0 with no measurement yet.
+inline std::uint64_t in_flight_guards_allowed(std::uint64_t avg_guard_ns,
+                                              std::uint64_t max_in_flight_ns) noexcept {
+  return avg_guard_ns == 0 ? 0 : max_in_flight_ns / avg_guard_ns;
 }
+
+/// A batch of guards (guard_timing::batched) closes once it holds about a quarter of the
+/// in-flight bound of work, so that with the regions queued before it the session keeps about
+/// the bound queued, or once this much host time passed since it opened.
+inline std::uint64_t batch_span_ns(std::uint64_t max_in_flight_ns) noexcept {
+  return std::max<std::uint64_t>(max_in_flight_ns / 4, 1);
+}
+/// The most guards one batch holds: its span at the average device time per guard, at most
+/// max_batch_guards; 0 (no batching) with no measurement yet or when a guard alone fills the span.
+inline constexpr std::uint32_t max_batch_guards = 4096;
+inline std::uint32_t batch_guard_limit(std::uint64_t avg_guard_ns,
+                                       std::uint64_t max_in_flight_ns) noexcept {
+  if (avg_guard_ns == 0) return 0;
+  const std::uint64_t n = batch_span_ns(max_in_flight_ns) / avg_guard_ns;
+  return n < 2 ? 0 : static_cast<std::uint32_t>(std::min<std::uint64_t>(n, max_batch_guards));
+}
+/// A batch closes at a guard's entry when the session's last guard left it longer ago than this:
+/// the GPU may have been idle meanwhile, and a batch counts the time between its guards.
+inline constexpr std::uint64_t max_batch_gap_ns = 20'000;
+
 /// Exponentially weighted average of region lengths (weight 1/8 for the newest sample).
 inline std::uint64_t update_average(std::uint64_t avg, std::uint64_t sample) noexcept {
   if (avg == 0) return sample;

@@ -10,9 +10,9 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <new>
 
 #include <gpushare/cuda/detail/calls.hpp>
@@ -73,18 +73,14 @@ public:
         now, gpu_mark_span(estimate_ns, lower, options_.drain_timeout_ns));
     const std::uint64_t mark = core_.mark_gpu_work(until);
     if (mark == 0) return;
-    {
-      std::lock_guard lock(m_);
-      ++marked_;
-    }
+    marked_.fetch_add(1, std::memory_order_relaxed);
     if (!lower) return;
     try {
       relaxed_capture relaxed;
       auto t = std::make_unique<gpu_mark_ticket>(gpu_mark_ticket{core, mark});
       if (side_.after({stop}, &gpu_work_done, t.get())) {
         (void)t.release(); // the host function owns it now
-        std::lock_guard lock(m_);
-        ++host_functions_;
+        host_functions_.fetch_add(1, std::memory_order_relaxed);
       }
     } catch (...) {
       // no side stream, no memory: the mark ends at its deadline
@@ -92,19 +88,17 @@ public:
   }
 
   /// Adds marked_exits and mark_host_functions to `s`.
-  void add_stats(cuda_stats& s) {
-    std::lock_guard lock(m_);
-    s.marked_exits += marked_;
-    s.mark_host_functions += host_functions_;
+  void add_stats(cuda_stats& s) const noexcept {
+    s.marked_exits += marked_.load(std::memory_order_relaxed);
+    s.mark_host_functions += host_functions_.load(std::memory_order_relaxed);
   }
 
 private:
   gpushare::detail::session_core& core_;
   side_stream& side_;
   state_options options_;
-  std::mutex m_;
-  std::uint64_t marked_ = 0;
-  std::uint64_t host_functions_ = 0;
+  std::atomic<std::uint64_t> marked_{0};
+  std::atomic<std::uint64_t> host_functions_{0};
 };
 
 } // namespace detail

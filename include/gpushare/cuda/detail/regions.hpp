@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <mutex>
@@ -57,15 +58,15 @@ public:
       while (!pending_.empty()) {
         const event_state s = query_event(pending_.front().stop);
         if (s == event_state::pending) break;
-        (s == event_state::done ? finished : unknown).push_back(pending_.front());
-        pending_.pop_front();
+        (s == event_state::done ? finished : unknown).push_back(pop_front());
       }
-      std::uint32_t allowed = in_flight_allowance(avg_region_ns_, bound_ns);
-      if (keep_one && avg_region_ns_ != 0) allowed = std::max<std::uint32_t>(allowed, 1);
+      const std::uint64_t avg = avg_region_ns_.load(std::memory_order_relaxed);
+      const std::uint64_t allowed = in_flight_guards_allowed(avg, bound_ns);
       if (keep_one) ++stats_.lower_bound_exits;
-      while (pending_.size() > allowed) {
-        to_wait.push_back(pending_.front());
-        pending_.pop_front();
+      while (!pending_.empty() &&
+             (pending_.size() > max_in_flight_regions || pending_guards_ > allowed)) {
+        if (keep_one && avg != 0 && pending_.size() == 1) break; // the newest stays queued
+        to_wait.push_back(pop_front());
       }
     }
     wait_all(to_wait, finished, unknown, wait_limit::drain_timeout);
@@ -98,17 +99,20 @@ public:
     return used;
   }
 
-  /// Regions recorded but not yet known to be finished.
-  std::size_t in_flight() {
-    std::lock_guard lock(m_);
-    return pending_.size();
+  /// Regions recorded but not yet known to be finished (no lock: may be a moment old).
+  std::size_t in_flight() const noexcept { return size_.load(std::memory_order_relaxed); }
+  /// The guards those regions time.
+  std::uint64_t guards_in_flight() const noexcept {
+    return guards_.load(std::memory_order_relaxed);
   }
 
-  /// The recent average device time of a region (0 before the first one finished).
-  std::uint64_t average_ns() {
-    std::lock_guard lock(m_);
-    return avg_region_ns_;
+  /// The recent average device time per guard (0 before the first region finished).
+  std::uint64_t average_ns() const noexcept {
+    return avg_region_ns_.load(std::memory_order_relaxed);
   }
+
+  /// Adds a region as in flight, without waiting for any (a batch closed before a drain).
+  void add_region(const region& r) { add(r); }
 
   void count_captured_guard() noexcept {
     std::lock_guard lock(m_);
@@ -125,6 +129,23 @@ private:
   void add(const region& r) {
     std::lock_guard lock(m_);
     pending_.push_back(r);
+    pending_guards_ += r.guards;
+    publish();
+  }
+
+  /// Publishes pending_'s size and guards for the lock-free readers. Call with m_ held.
+  void publish() noexcept {
+    size_.store(pending_.size(), std::memory_order_relaxed);
+    guards_.store(pending_guards_, std::memory_order_relaxed);
+  }
+
+  /// The oldest region in flight, taken off. Call with m_ held and pending_ not empty.
+  region pop_front() noexcept {
+    const region r = pending_.front();
+    pending_.pop_front();
+    pending_guards_ -= std::min<std::uint64_t>(pending_guards_, r.guards);
+    publish();
+    return r;
   }
 
   /// Takes every region in flight, counting a drain.
@@ -132,6 +153,8 @@ private:
     std::lock_guard lock(m_);
     std::vector<region> all(pending_.begin(), pending_.end());
     pending_.clear();
+    pending_guards_ = 0;
+    publish();
     ++stats_.drains;
     return all;
   }
@@ -181,6 +204,8 @@ private:
     std::lock_guard lock(m_);
     ++stats_.drain_timeouts;
     pending_.insert(pending_.begin(), late.begin(), late.end());
+    for (const region& r : late) pending_guards_ += r.guards;
+    publish();
   }
 
   /// Without a host function: sleeps most of a region's expected length first, then polls
@@ -212,7 +237,8 @@ private:
   std::uint64_t settle(const std::vector<region>& rs) {
     return timeline_.settle(rs, [this](std::uint64_t ns) {
       std::lock_guard lock(m_); // inside the timeline's mutex (state.hpp's lock order)
-      avg_region_ns_ = update_average(avg_region_ns_, ns);
+      avg_region_ns_.store(update_average(avg_region_ns_.load(std::memory_order_relaxed), ns),
+                           std::memory_order_relaxed);
     });
   }
 
@@ -237,8 +263,11 @@ private:
   accounting_timeline& timeline_;
   side_stream& side_;
   std::mutex m_;
-  std::deque<region> pending_; // oldest first
-  std::uint64_t avg_region_ns_ = 0;
+  std::deque<region> pending_;                  // oldest first
+  std::uint64_t pending_guards_ = 0;            // the guards pending_'s regions time
+  std::atomic<std::uint64_t> avg_region_ns_{0}; // per guard; written with m_ held
+  std::atomic<std::size_t> size_{0};            // pending_.size(), for in_flight()
+  std::atomic<std::uint64_t> guards_{0};        // pending_guards_, for guards_in_flight()
   cuda_stats stats_; // drains, drain_timeouts, device drains, captured_guards, unknown_regions
 };
 

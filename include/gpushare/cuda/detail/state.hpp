@@ -9,6 +9,8 @@
 //   * in_flight_regions (regions.hpp): guarded regions still in flight on the device (a start
 //     and a stop event each), to account their device time once finished and to bound how much
 //     work stays queued; the drains that wait for them;
+//   * region_batch (batch.hpp): while the session is uncontended, consecutive guards on one
+//     stream timed as one region (guard_timing::batched);
 //   * side_stream (host_signal.hpp): the stream gpushare's own host functions run on;
 //   * gpu_marks (gpu_marks.hpp): the session's work left in flight past a guard, marked in the
 //     table so that no lower class is granted the device before it finished;
@@ -24,7 +26,9 @@
 //
 // Lock order. Each component has its own mutex. Only two are ever held together: the timeline's
 // is taken before the regions' (settling a region updates the average region length), never the
-// other way round. The event pool's, the stream pool's, the registry's and graph_memory's are
+// other way round. The batch's (taken before the others, never while one is held, and released
+// before any of them is taken, except the timeline's and the event pool's by its opener), the
+// event pool's, the stream pool's, the registry's and graph_memory's are
 // leaves: nothing else is locked while one of them is held, except that the timeline's mutex may
 // be held while the event pool's is taken (settling returns events). No component's mutex is
 // held while calling into the session core (the table lock).
@@ -38,6 +42,7 @@
 #include <string>
 #include <utility>
 
+#include <gpushare/cuda/detail/batch.hpp>
 #include <gpushare/cuda/detail/calls.hpp>
 #include <gpushare/cuda/detail/device_memory.hpp>
 #include <gpushare/cuda/detail/device_options.hpp>
@@ -65,8 +70,8 @@ public:
                const state_options& options)
       : core_(std::move(core)), ordinal_(ordinal), options_(options), owner_(::getpid()),
         events_(ordinal), timeline_(events_), side_(ordinal),
-        regions_(ordinal, options, timeline_, side_), marks_(*core_, side_, options),
-        memory_(*core_, ordinal, options, events_) {}
+        regions_(ordinal, options, timeline_, side_), batch_(events_, timeline_, regions_),
+        marks_(*core_, side_, options), memory_(*core_, ordinal, options, events_) {}
   device_state(const device_state&) = delete;
   device_state& operator=(const device_state&) = delete;
   ~device_state() {
@@ -96,6 +101,7 @@ public:
 
   cuda_stats stats() {
     cuda_stats s = regions_.stats();
+    s.batched_guards = batch_.batched_guards();
     memory_.pool().add_stats(s);
     marks_.add_stats(s);
     return s;
@@ -106,6 +112,7 @@ public:
   void shutdown() noexcept {
     if (forked()) return;
     try {
+      (void)batch_.close_idle();
       core_->add_device_time(regions_.drain(wait_limit::drain_timeout));
       memory_.pool().release_finished_frees(frees_wait::wait);
       memory_.pool().release_pool_memory(pool_trim::always);
@@ -133,26 +140,47 @@ public:
   /// regions beyond the in-flight allowance. Returns the device time of the regions now known
   /// to be finished: the caller accounts it. The state owns the events now.
   std::uint64_t region_ended(cudaEvent_t start, cudaEvent_t stop, std::int64_t mark) {
-    // While a higher class asked for the device lately, keep little queued (at least one
-    // region): its next request waits behind what is queued here (design.md section 12).
-    const bool lower = core_->higher_class_active(gpushare::detail::monotonic_ns());
-    return regions_.ended({start, stop, mark},
-                          lower
-                              ? std::min(options_.max_in_flight_ns, options_.max_in_flight_lower_ns)
-                              : options_.max_in_flight_ns,
-                          lower);
+    bool keep_one = false;
+    const std::uint64_t bound = in_flight_bound(gpushare::detail::monotonic_ns(), keep_one);
+    return regions_.ended({start, stop, mark}, bound, keep_one);
   }
-  /// After region_ended, before the guard's exit: if work of this session is still in flight,
-  /// marks it in the table (gpu_marks), `stop` being the ended region's stop event and
-  /// `guard_ns` the guard's host time.
-  void mark_in_flight(cudaEvent_t stop, std::uint64_t guard_ns) noexcept {
-    try {
-      const std::size_t n = regions_.in_flight();
-      if (n == 0) return;
-      const std::uint64_t avg = regions_.average_ns();
-      marks_.guard_ended(core_, stop, (n - 1) * avg + std::max(avg, guard_ns));
-    } catch (...) {
-    }
+  /// After region_ended (or batch_exit), before the guard's exit: if work of this session is
+  /// still in flight, marks it in the table (gpu_marks), `stop` being the event recorded after
+  /// the ended guard's work, `guard_ns` the guard's host time and `open_guards` those of a batch
+  /// still open.
+  void mark_in_flight(cudaEvent_t stop, std::uint64_t guard_ns,
+                      std::uint32_t open_guards = 0) noexcept {
+    const std::uint64_t n = regions_.guards_in_flight() + open_guards;
+    if (n == 0) return;
+    const std::uint64_t avg = regions_.average_ns();
+    marks_.guard_ended(core_, stop, (n - 1) * avg + std::max(avg, guard_ns));
+  }
+
+  /// A guard entered on `stream` (on the session's lease or not): if it is timed in the
+  /// session's batch (region_batch), the batch's stop event (the guard records no event of its
+  /// own at its entry), else nullptr. `used` gets the device time of an idle batch the guard
+  /// closed (to account at its exit).
+  cudaEvent_t batch_enter(cudaStream_t stream, bool on_lease, std::uint64_t& used) {
+    if (options_.timing != guard_timing::batched) return nullptr;
+    const std::uint64_t now = gpushare::detail::monotonic_ns();
+    bool keep_one = false;
+    const std::uint64_t bound = in_flight_bound(now, keep_one);
+    return batch_.enter(stream, on_lease ? batch_limit(now) : 0,
+                        batch_span_ns(options_.max_in_flight_ns), now, bound, keep_one, used);
+  }
+  /// A guard timed in the batch ends on `stream`, `guard_ns` after it entered: the batch's stop
+  /// event `stop` (from batch_enter) is recorded after its work; the batch closes if the session
+  /// is contended now (or it is full). Returns the device time of regions now known to be
+  /// finished.
+  std::uint64_t batch_exit(cudaStream_t stream, cudaEvent_t stop, std::uint64_t guard_ns) {
+    const std::uint64_t now = gpushare::detail::monotonic_ns();
+    bool keep_one = false;
+    const std::uint64_t bound = in_flight_bound(now, keep_one);
+    const std::uint32_t limit = batch_limit(now);
+    const region_batch::exit_result r = batch_.exit(
+        stream, stop, limit != 0, limit, batch_span_ns(options_.max_in_flight_ns), bound, keep_one);
+    mark_in_flight(r.stop, guard_ns, r.open_guards);
+    return r.used;
   }
   /// region_ended when the device is about to be handed over: waits (up to the drain timeout)
   /// until every guarded region of this session has finished (see drain_for_handover).
@@ -165,13 +193,23 @@ public:
   /// wait_limit::drain_timeout: gives up after the drain timeout, leaves the unfinished regions
   /// in flight and counts a drain timeout. wait_limit::none (synchronize()): waits as long as it
   /// takes.
-  std::uint64_t drain_regions(wait_limit limit) { return regions_.drain(limit); }
+  /// An idle batch is closed first; one a guard of another thread still runs in is not waited
+  /// for (its work is that guard's, not yet ended).
+  std::uint64_t drain_regions(wait_limit limit) {
+    (void)batch_.close_idle();
+    return regions_.drain(limit);
+  }
   /// The drain before a handover (yield()): bounded by the drain timeout, and with
   /// drain_scope::device also waits for all other work of this process on the device.
-  std::uint64_t drain_for_handover() { return regions_.drain_for_handover(); }
+  std::uint64_t drain_for_handover() {
+    (void)batch_.close_idle();
+    return regions_.drain_for_handover();
+  }
 
-  /// Regions recorded but not yet known to be finished.
-  std::size_t regions_in_flight() { return regions_.in_flight(); }
+  /// Regions recorded but not yet known to be finished, an open batch counting as one.
+  std::size_t regions_in_flight() { return regions_.in_flight() + (batch_.is_open() ? 1 : 0); }
+  /// The guards whose work those regions time (a batch's guards each).
+  std::uint64_t guards_in_flight() { return regions_.guards_in_flight() + batch_.open_guards(); }
   /// The recent average device time of a guarded region (0 before the first one finished).
   std::uint64_t average_region_ns() { return regions_.average_ns(); }
   void count_captured_guard() noexcept { regions_.count_captured_guard(); }
@@ -234,6 +272,22 @@ public:
   }
 
 private:
+  /// The in-flight bound that applies now: the lower one while a higher class asked for the
+  /// device lately (`keep_one` set then: the newest region stays queued; design.md section 12).
+  std::uint64_t in_flight_bound(std::uint64_t now, bool& keep_one) noexcept {
+    keep_one = core_->higher_class_active(now);
+    return keep_one ? std::min(options_.max_in_flight_ns, options_.max_in_flight_lower_ns)
+                    : options_.max_in_flight_ns;
+  }
+  /// How many guards a batch may hold now: 0 (time each guard) while anybody else waits for the
+  /// device or another priority class asked for it lately (region_batch).
+  std::uint32_t batch_limit(std::uint64_t now) noexcept {
+    if (core_->others_waiting() || core_->higher_class_active(now) ||
+        core_->lower_class_active(now))
+      return 0;
+    return batch_guard_limit(regions_.average_ns(), options_.max_in_flight_ns);
+  }
+
   std::shared_ptr<gpushare::detail::session_core> core_;
   int ordinal_;
   state_options options_;
@@ -243,6 +297,7 @@ private:
   accounting_timeline timeline_;
   side_stream side_;
   in_flight_regions regions_;
+  region_batch batch_;
   gpu_marks marks_;
   device_memory memory_;
 };

@@ -28,10 +28,12 @@ inline namespace v0 {
 namespace cuda {
 namespace detail {
 
-/// A guarded region recorded on a stream: its start and stop events (timing ones) and its mark.
+/// A guarded region recorded on a stream: its start and stop events (timing ones), its mark, and
+/// how many guards it times (more than one for a batch: guard_timing::batched).
 struct region {
   cudaEvent_t start, stop;
-  std::int64_t mark; // from accounting_timeline::open
+  std::int64_t mark;        // from accounting_timeline::open
+  std::uint32_t guards = 1; // the guards it times
 };
 
 class accounting_timeline {
@@ -66,8 +68,8 @@ public:
 
   /// Device time of finished regions not accounted yet: for each region, in order, its elapsed
   /// time, then the part of it the timeline does not cover yet; `measured(ns)` is called with
-  /// each region's elapsed time (with this timeline's mutex held: see state.hpp for the lock
-  /// order). Regions on one stream never overlap; guards of the session on several streams do,
+  /// each region's elapsed time per guard (with this timeline's mutex held: see state.hpp for the
+  /// lock order). Regions on one stream never overlap; guards of the session on several streams do,
   /// and then the session held the device once, not twice. Returns the events to the pool.
   template <class F> std::uint64_t settle(const std::vector<region>& rs, F&& measured) {
     if (rs.empty()) return 0;
@@ -79,7 +81,7 @@ public:
       if (cudaEventElapsedTime(&ms, r.start, r.stop) == cudaSuccess && ms > 0)
         ns = static_cast<std::uint64_t>(static_cast<double>(ms) * 1e6);
       sum = gpushare::detail::sat_add(sum, ns > 0 ? uncovered(r.start, ns) : 0);
-      measured(ns);
+      measured(ns / std::max<std::uint32_t>(r.guards, 1));
       forget_mark(r.mark);
       if (r.start != ref_) events_.give(r.start, event_kind::timing);
       events_.give(r.stop, event_kind::timing);
