@@ -185,6 +185,26 @@ TEST_CASE("GPUSHARE_DRAIN picks what a handover waits for: the guarded streams o
   CHECK(e->code() == errc::invalid_argument);
 }
 
+TEST_CASE("stream priorities follow the priority classes within the device's range") {
+  using gc::detail::stream_priority_for;
+  // An H100/H200's range: 0 (the default) .. -5.
+  CHECK(stream_priority_for(gpushare::priority::low, 0, -5) == 0);
+  CHECK(stream_priority_for(gpushare::priority::normal, 0, -5) == 0);
+  CHECK(stream_priority_for(gpushare::priority::high, 0, -5) == -1);
+  CHECK(stream_priority_for(6, 0, -5) == -5);
+  CHECK(stream_priority_for(7, 0, -5) == -5); // clamped to the range
+  CHECK(stream_priority_for(-3, 0, -5) == 0); // out-of-range classes as the nearest
+  CHECK(stream_priority_for(42, 0, -5) == -5);
+  CHECK(stream_priority_for(gpushare::priority::high, 0, 0) == 0);   // no priorities: all default
+  CHECK(stream_priority_for(gpushare::priority::high, -5, 0) == -1); // range given the other way
+  // Monotone: a higher class never gets a less urgent stream.
+  for (int least : {0, 2})
+    for (int greatest : {least, least - 1, least - 5})
+      for (int c = gpushare::min_priority; c < gpushare::max_priority; ++c)
+        CHECK(stream_priority_for(c + 1, least, greatest) <=
+              stream_priority_for(c, least, greatest));
+}
+
 TEST_CASE("GPUSHARE_GUARD_TIMING picks batched or per-guard timing") {
   CHECK(resolve({}).timing == gc::guard_timing::batched);
   CHECK(resolve({}, {{"GPUSHARE_GUARD_TIMING", "each"}}).timing == gc::guard_timing::each);

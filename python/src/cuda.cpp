@@ -231,6 +231,10 @@ void bind_device_session(py::module_& m) {
       py::arg("duration"));
   s.def("synchronize", [](device_session& x) { interruptible([&] { x.synchronize(); }); });
   s.def("statistics", &statistics_of, "The CUDA side's counters, a dict.");
+  s.def_property_readonly(
+      "stream_priority", [](device_session& x) { return x.stream_priority(); },
+      "The CUDA stream priority matching this session's priority class, for "
+      "torch.cuda.Stream(priority=...) when sessions of several classes share this process.");
   bind_session_surface(s);
   s.def("__enter__", [](py::object self) { return self; });
   s.def("__exit__", [](device_session& x, py::args) {

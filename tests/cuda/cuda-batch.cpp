@@ -291,3 +291,35 @@ TEST_CASE("guards of several threads on one stream and on two share batches safe
   CHECK(accounted >= work.load() / 3 * 2); // guards on two streams overlap: their union counts
   CHECK(s.info().guards >= 450);
 }
+
+TEST_CASE("a session's streams get the CUDA priority of its class") {
+  CUTEST_REQUIRE_GPU();
+  cutest::private_domain d("streamprio");
+  gpushare::session_options ho = d.options("high");
+  ho.priority = gpushare::priority::high;
+  gc::device_session high(0, ho, cutest::no_overhead());
+  d.uses(high.device().uuid);
+  gc::device_session normal(0, d.options("normal"), cutest::no_overhead());
+  int least = 0, greatest = 0;
+  REQUIRE(cudaDeviceGetStreamPriorityRange(&least, &greatest) == cudaSuccess);
+  CHECK(normal.stream_priority() == least);
+  CHECK(high.stream_priority() == (greatest < least ? least - 1 : least));
+  const cudaStream_t st = high.create_stream();
+  int got = 99;
+  unsigned flags = 0;
+  CHECK(cudaStreamGetPriority(st, &got) == cudaSuccess);
+  CHECK(cudaStreamGetFlags(st, &flags) == cudaSuccess);
+  CHECK(got == high.stream_priority());
+  CHECK(flags == cudaStreamNonBlocking);
+  { // a guard on it is like any other
+    gc::scoped_kernel g(high, st);
+    REQUIRE(gpushare_test::launch_spin(st, 10'000) == cudaSuccess);
+  }
+  high.synchronize();
+  CHECK(cudaStreamDestroy(st) == cudaSuccess);
+  // A class change is seen by the next stream.
+  gpushare::settings_change c;
+  c.priority = 5;
+  normal.configure(c);
+  CHECK(normal.stream_priority() == std::max(greatest, least - 4));
+}

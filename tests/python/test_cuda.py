@@ -35,6 +35,7 @@ with DeviceSession(0, name="py-device", domain="%(domain)s", memory_limit="2GiB"
     out["after_free"] = ds.info().reserved
     out["guards"] = ds.info().guards
     out["stats_keys"] = sorted(ds.statistics())
+    out["stream_priority"] = ds.stream_priority
     with ds.reserve("128MiB", timeout=5, reclaimable=True) as cache:
         extra = ds.try_reserve("32MiB", reclaimable=True)
         out["reclaimable"] = [cache.reclaimable, extra.reclaimable, ds.info().reclaim.reclaimable]
@@ -79,6 +80,7 @@ def test_device_session_on_cudasim(cudasim_env):
         assert out["guards"] == 1
         assert "drains" in out["stats_keys"]
         assert "batched_guards" in out["stats_keys"]
+        assert out["stream_priority"] == 0  # the normal class: the default priority
         assert out["over_limit"] == "over_limit"
         assert out["reclaimable"] == [True, True, 160 * MiB]
         assert out["joined_after"] is False

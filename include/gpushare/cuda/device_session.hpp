@@ -202,6 +202,34 @@ public:
   /// graph_bytes_held; the session's end trims the pool too.
   std::uint64_t release_graph_memory() { return usable().release_graph_memory(); }
 
+  /// The CUDA stream priority that matches this session's priority class (stream_priority_for:
+  /// the default up to priority::normal, one step more urgent per class above, within the
+  /// device's range), for streams the application creates itself (cudaStreamCreateWithPriority,
+  /// torch.cuda.Stream(priority=...)). It matters when sessions of different classes share one
+  /// process, hence one context: the GPU then schedules the higher class's blocks first, where
+  /// gpushare's arbitration can only order whole guards. Between processes the GPU time-slices
+  /// contexts and stream priorities do not apply.
+  int stream_priority() {
+    int least = 0, greatest = 0;
+    {
+      detail::device_scope on(info_.ordinal);
+      detail::check(cudaDeviceGetStreamPriorityRange(&least, &greatest),
+                    "cudaDeviceGetStreamPriorityRange");
+    }
+    return detail::stream_priority_for(sess().info().priority, least, greatest);
+  }
+  /// A new stream on this session's device with stream_priority(); `flags` as for
+  /// cudaStreamCreateWithFlags (default: not synchronising with the legacy default stream).
+  /// The caller destroys it (cudaStreamDestroy).
+  [[nodiscard]] cudaStream_t create_stream(unsigned flags = cudaStreamNonBlocking) {
+    const int priority = stream_priority();
+    detail::device_scope on(info_.ordinal);
+    cudaStream_t s = nullptr;
+    detail::check(cudaStreamCreateWithPriority(&s, flags, priority),
+                  "cudaStreamCreateWithPriority");
+    return s;
+  }
+
   /// Device memory this process uses outside gpushare's allocations: `extra` (e.g. a cuBLAS
   /// workspace), plus the context overhead while this session carries it. Replaces an earlier
   /// extra amount.

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include <gpushare/detail/parse.hpp>
 #include <gpushare/error.hpp>
@@ -171,6 +172,19 @@ inline std::uint32_t batch_guard_limit(std::uint64_t avg_guard_ns,
 /// A batch closes at a guard's entry when the session's last guard left it longer ago than this:
 /// the GPU may have been idle meanwhile, and a batch counts the time between its guards.
 inline constexpr std::uint64_t max_batch_gap_ns = 20'000;
+
+/// The CUDA stream priority for gpushare priority class `cls`, given the device's range (CUDA's
+/// numbers: `least` is the default, 0 on current GPUs, and `greatest` the most urgent, -5 there;
+/// a lower number is more urgent). Classes up to priority::normal get the default; each class
+/// above it one step more, down to `greatest`: low and normal streams compete as equals with the
+/// process's other streams, a high (2) stream's blocks are scheduled before theirs, class 3
+/// before class 2, and so on.
+inline int stream_priority_for(int cls, int least, int greatest) noexcept {
+  if (greatest > least) std::swap(least, greatest); // a runtime that numbers the other way
+  const int above = std::clamp(cls, 0, 7) - 1;      // priority::normal is 1
+  if (above <= 0) return least;
+  return std::max(greatest, least - above);
+}
 
 /// Exponentially weighted average of region lengths (weight 1/8 for the newest sample).
 inline std::uint64_t update_average(std::uint64_t avg, std::uint64_t sample) noexcept {
