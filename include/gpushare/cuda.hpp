@@ -8,6 +8,7 @@
 
 #include <gpushare/gpushare.hpp>
 
+#include <gpushare/cuda/chunked.hpp>
 #include <gpushare/cuda/default_stream.hpp>
 #include <gpushare/cuda/device.hpp>
 #include <gpushare/cuda/device_session.hpp>

@@ -146,6 +146,13 @@ public:
   void yield() {
     if (core_) core_->yield();
   }
+  /// Whether a session that should run now waits for the device (a higher priority class, or an
+  /// equal one once this session's quantum is used): the end of this session's last open guard,
+  /// or yield(), would hand the device over now. For work that can stop early (a persistent
+  /// kernel that polls a flag, a loop of chunks): check between pieces and end the guard when
+  /// it says so (docs/design.md section 12, "Long kernels"). One relaxed load when nobody waits;
+  /// otherwise one table lock.
+  bool give_way_due() { return core_ && core_->others_waiting() && core_->handover_due(0); }
   /// Asks to keep the device through the gaps after this session's guards for the next `d`
   /// (at most 10 ms after the end of its last guard), against sessions of lower priority
   /// classes: for a server that knows more work is due (requests queued, the next layer's

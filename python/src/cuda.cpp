@@ -222,6 +222,8 @@ void bind_device_session(py::module_& m) {
       "free", [](device_session& x, std::uintptr_t p) { x.free(reinterpret_cast<void*>(p)); },
       py::arg("ptr"), "Frees what malloc() returned and gives its bytes back.");
   s.def("yield_", [](device_session& x) { interruptible([&] { x.yield(); }); });
+  s.def("give_way_due", &device_session::give_way_due,
+        "Whether a session that should run now waits (see Session.give_way_due).");
   s.def(
       "linger",
       [](device_session& x, py::handle d) {

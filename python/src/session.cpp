@@ -212,6 +212,9 @@ void bind_session_class(py::module_& m) {
       py::arg("duration"),
       "Keeps the device through the gaps after this session's guards against lower priority "
       "classes for `duration` (at most 10 ms after its last guard): more work is due. 0 ends it.");
+  s.def("give_way_due", &session::give_way_due,
+        "Whether a session that should run now waits: end the guard (or stop the loop of "
+        "chunks) at the next point that can.");
   s.def("info", &session::info, "This session's settings and statistics (SessionInfo).");
   s.def("snapshot", &session::snapshot, "The whole table at one instant (TableSnapshot).");
   s.def(

@@ -124,6 +124,30 @@ def test_linger_keeps_the_gaps_from_a_lower_class(key, settings):
             a.linger("soon")
 
 
+def test_give_way_due_when_a_higher_class_waits(key, settings):
+    with gpushare.Session(key, name="low", priority="low", **settings) as a, \
+            gpushare.Session(key, name="high", priority="high", **settings) as b:
+        assert a.give_way_due() is False  # nobody waits
+        granted = threading.Event()
+
+        def wait_for_device():
+            with b.kernel(timeout=10):
+                granted.set()
+
+        with a.kernel():
+            t = threading.Thread(target=wait_for_device)
+            t.start()
+            deadline = time.monotonic() + 10
+            while b.info().waiting_for_device == 0 and time.monotonic() < deadline:
+                time.sleep(0.001)
+            assert a.give_way_due() is True  # its guard's end hands the device over
+            assert b.give_way_due() is False
+            assert not granted.is_set()
+        t.join()
+        assert granted.is_set()
+        assert a.give_way_due() is False
+
+
 def test_a_guard_waits_for_the_holder_and_times_out(key, settings):
     with gpushare.Session(key, name="holder", **settings) as a, \
             gpushare.Session(key, name="waiter", **settings) as b:

@@ -137,6 +137,10 @@ public:
     sess().yield();
   }
 
+  /// As gpushare::session::give_way_due(): whether a session that should run now waits (end the
+  /// guard, or the persistent kernel, at the next point that can).
+  bool give_way_due() { return state_ && sess().give_way_due(); }
+
   /// Keeps the device through the gaps after this session's guards against lower classes for
   /// the next `d`, at most 10 ms after its last guard (session::linger).
   template <class Rep, class Period> void linger(std::chrono::duration<Rep, Period> d) {
