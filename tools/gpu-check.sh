@@ -22,6 +22,9 @@ then runs, each step under a timeout and the next one even if it failed:
   python    builds the Python module, the PyTorch allocator and the gpushare tool, then runs
             ctest -L python (the module's tests, and test_torch_gpu against the PyTorch that
             python3 imports, on the GPU); needs pybind11 and the Python headers
+  torchqos  bench/gpu/torch_qos.py (PyTorch inference next to training: solo, unmanaged,
+            gpushare, oracle), BERT-like at load 0.5, one repeat of 10 s phases; on a GPU
+            with PyTorch only
 and writes one record: device, driver, CUDA versions, commit, every command with its exit status
 and wall time, test counts and failures, the benchmark's table, and the tests on which the real
 runtime and cudasim disagreed. Without a GPU, or with --simulated, the same flow runs on cudasim
@@ -34,7 +37,8 @@ options:
   --build-dir DIR     build directory (default: build-gpu-check). In simulated mode an already
                       configured DIR is used as it is (CI reuses build); in GPU mode DIR is
                       (re)configured as Release for the GPU's architecture
-  --steps LIST        steps to run, from build,cuda,cudasim,bench,demos,torch (default: all)
+  --steps LIST        steps to run, from build,cuda,cudasim,bench,demos,torch,python,torchqos
+                      (default: all)
   --bench-args ARGS   gpushare_bench_gpu's options instead of the defaults (one string)
   --arch LIST         CMAKE_CUDA_ARCHITECTURES instead of the detected one (e.g. 90)
   --jobs N            parallel build and ctest jobs (default: the number of CPUs)
@@ -72,7 +76,7 @@ while (($#)); do
   shift
 done
 [[ "$jobs" =~ ^[1-9][0-9]*$ ]] || die "--jobs needs a positive number, not '$jobs'"
-all_steps="build cuda cudasim bench demos torch python"
+all_steps="build cuda cudasim bench demos torch python torchqos"
 steps="$all_steps"
 if [[ -n "$steps_arg" ]]; then
   steps="${steps_arg//,/ }"
@@ -365,6 +369,20 @@ if wants python; then
   fi
 fi
 
+# ---- PyTorch qos (issue 41, item 6): a GPU and PyTorch only -----------------------------------
+if wants torchqos; then
+  if $simulated; then
+    note_step torchqos "skipped: simulated mode (tests/python/test_torch_qos.py runs its harness on the CPU)" 0
+  elif ! timeout 120 python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
+    note_step torchqos "skipped: python3 has no PyTorch that sees the GPU" 0
+  elif [[ ! -d "$B/python/gpushare" ]]; then
+    note_step torchqos "skipped: the Python module is not built (the python step builds it)" 0
+  else
+    run_step torchqos 420 env PYTHONPATH="$B/python" python3 bench/gpu/torch_qos.py \
+      --model bert --load 0.5 --repeats 1 --phase-seconds 10 --json "$work/torch_qos.json"
+  fi
+fi
+
 # ---- the record ------------------------------------------------------------------------------
 log_lines() { if [[ -f "$work/$1.log" ]]; then grep -E "$2" "$work/$1.log" || true; fi; }
 {
@@ -472,6 +490,19 @@ log_lines() { if [[ -f "$work/$1.log" ]]; then grep -E "$2" "$work/$1.log" || tr
     else
       echo "(no summary table; the log's last lines:)"
       tail -n 15 "$work/bench.log"
+    fi
+    echo '```'
+  fi
+  if [[ -f "$work/torchqos.log" ]]; then
+    echo
+    echo "## PyTorch qos: bench/gpu/torch_qos.py (GPU)"
+    echo
+    echo '```text'
+    if grep -q '^=== torch_qos' "$work/torchqos.log"; then
+      awk '/^=== torch_qos/ { p = 1 } p' "$work/torchqos.log"
+    else
+      echo "(no table; the log's last lines:)"
+      tail -n 15 "$work/torchqos.log"
     fi
     echo '```'
   fi
