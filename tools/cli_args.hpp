@@ -46,22 +46,6 @@ struct parsed_args {
   }
 };
 
-/// Edit distance between `a` and `b` (insertions, deletions, substitutions and swaps of two
-/// neighbouring characters count 1 each: "stauts" is 1 from "status"; optimal string alignment).
-inline std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
-  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
-  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i)
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-    }
-  return d[a.size()][b.size()];
-}
-
 /// The candidate the user most likely meant by `word`, if one is close enough: the only candidate
 /// that `word` begins ("stat" -> "status"), else the nearest by edit_distance, at most 1 away for
 /// a word of up to 4 characters and at most 2 for a longer one. Leading dashes are ignored, so

@@ -102,7 +102,7 @@ struct cleaner {
     // Another owner's object: never without --force, never forcibly, and only by root, and then
     // only what remove_unused_table() verifies, under the table's own lock, to be an unused table.
     const bool foreign =
-        e.file_uid != euid && !(members_remove && e.group && detail::in_group(e.file_gid));
+        e.file_uid != euid && !(members_remove && e.group && caller_in_group(e.file_gid));
     if (foreign && !(force && euid == 0)) {
       ++matching;
       out += "kept " + e.object_name + ": owned by uid " + std::to_string(e.file_uid) +

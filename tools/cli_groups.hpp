@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include <gpushare/detail/budget.hpp>
 #include <gpushare/table.hpp>
+#include <gpushare/types.hpp>
 
 #include "cli_format.hpp"
 #include "cli_json.hpp"
@@ -40,9 +40,9 @@ inline std::vector<group_summary> groups_of(const table_snapshot& s) {
       it = out.end() - 1;
     }
     ++it->sessions;
-    it->committed = detail::sat_add(it->committed,
-                                    detail::commitment(i.reserved, i.external, i.memory_guarantee));
-    it->reserved = detail::sat_add(it->reserved, i.reserved);
+    it->committed = saturating_add(it->committed,
+                                   memory_commitment(i.reserved, i.external, i.memory_guarantee));
+    it->reserved = saturating_add(it->reserved, i.reserved);
   }
   std::sort(out.begin(), out.end(),
             [](const group_summary& a, const group_summary& b) { return a.name < b.name; });

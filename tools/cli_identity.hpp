@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include <gpushare/detail/identity.hpp>
 #include <gpushare/table_types.hpp>
+#include <gpushare/text.hpp>
 
 #include "cli_format.hpp"
 #include "cli_json.hpp"
@@ -26,7 +26,7 @@ inline bool any_identity(const std::vector<session_info>& sessions) {
 
 /// The IDENTITY cell: "default/infer-7d9f/server job 1234.0", "-" when none is known.
 inline std::string identity_cell(const session_info& i) {
-  const std::string t = detail::identity_text(i.identity);
+  const std::string t = identity_text(i.identity);
   return t.empty() ? "-" : safe_text(t);
 }
 
@@ -50,7 +50,7 @@ inline void identity_json(json_writer& w, const platform_identity& id) {
   number("slurm_step_id", id.slurm_step_id);
   w.key("slurm_step");
   if (id.slurm_step_id)
-    w.string(detail::slurm_step_text(*id.slurm_step_id));
+    w.string(slurm_step_text(*id.slurm_step_id));
   else
     w.null();
   number("slurm_array_job_id", id.slurm_array_job_id);
@@ -72,7 +72,7 @@ identity_labels(const platform_identity& id) {
           {"namespace", id.pod_namespace},
           {"container", id.container},
           {"slurm_job_id", job},
-          {"slurm_step_id", id.slurm_step_id ? detail::slurm_step_text(*id.slurm_step_id) : ""}};
+          {"slurm_step_id", id.slurm_step_id ? slurm_step_text(*id.slurm_step_id) : ""}};
 }
 
 } // namespace gpushare::cli

@@ -33,7 +33,8 @@ inline void declare_table_metrics(exposition& x) {
   x.declare("gpushare_table_committed_bytes", "gauge",
             "Bytes committed to sessions: reservations, external usage and unused guarantees.");
   x.declare("gpushare_table_reserved_bytes", "gauge", "Bytes held by reservations.");
-  x.declare("gpushare_table_available_bytes", "gauge", "Capacity minus committed bytes (9223372036854775808 means unlimited).");
+  x.declare("gpushare_table_available_bytes", "gauge",
+            "Capacity minus committed bytes (9223372036854775808 means unlimited).");
   x.declare("gpushare_table_sessions", "gauge", "Live sessions in the table.");
   x.declare("gpushare_table_slots", "gauge", "Session slots of the table.");
   x.declare("gpushare_table_dead_sessions", "gauge",

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include <gpushare/detail/budget.hpp>
 #include <gpushare/table.hpp>
+#include <gpushare/types.hpp>
 
 #include "cli_format.hpp"
 #include "cli_json.hpp"
@@ -109,7 +109,7 @@ inline std::string reclaim_prospect(const table_snapshot& s, const session_info&
                                      : std::string("deadline passed"));
     else if (r.reclaimable > 0 && r.skipped_now)
       skipped += (skipped.empty() ? "" : ", ") + session_label(i);
-    const std::uint64_t held = detail::sat_add(i.reserved, i.external);
+    const std::uint64_t held = saturating_add(i.reserved, i.external);
     holders = holders || (r.reclaimable > 0 && held > i.memory_guarantee);
   }
   if (!asked.empty()) return asked;

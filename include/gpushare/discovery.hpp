@@ -31,6 +31,7 @@
 #include <gpushare/detail/object_name.hpp>
 #include <gpushare/detail/shm.hpp>
 #include <gpushare/detail/table_core.hpp>
+#include <gpushare/detail/table_dir.hpp>
 #include <gpushare/error.hpp>
 #include <gpushare/removal.hpp>
 #include <gpushare/table_types.hpp>
@@ -110,6 +111,10 @@ split_keys(const std::vector<table_entry>& tables) {
   std::erase_if(by_key, [](const auto& kv) { return kv.second.size() < 2; });
   return by_key;
 }
+
+/// Whether this process is in group `gid` (its effective group or a supplementary one): the
+/// members of a group-mode table's group may remove it when nobody uses it.
+inline bool caller_in_group(gid_t gid) { return detail::in_group(gid); }
 
 } // namespace v0
 } // namespace gpushare

@@ -15,7 +15,11 @@
 #include <string>
 #include <string_view>
 
+#include <optional>
+
 #include <gpushare/detail/elapsed.hpp>
+#include <gpushare/detail/identity.hpp>
+#include <gpushare/detail/join_notices.hpp>
 #include <gpushare/detail/object_name.hpp>
 #include <gpushare/detail/parse.hpp>
 #include <gpushare/detail/parse_pause_hold.hpp>
@@ -102,6 +106,35 @@ inline std::uint64_t parse_capacity(std::string_view s) { return detail::parse_c
 /// GPUSHARE_DOMAIN: throws unless `s` is a domain the library accepts (1 to 32 characters from
 /// A-Z, a-z, 0-9, '.', '_' and '-', not starting with '.').
 inline void validate_domain(std::string_view s) { detail::validate_domain(s); }
+
+/// GPUSHARE_NAME: throws unless `s` is a session name the library accepts (what its message
+/// says: length and characters).
+inline void validate_session_name(std::string_view s) { detail::validate_session_name(s); }
+/// GPUSHARE_TABLE_MODE: "user" or "0600" -> table_access::user; "group" or "0660" ->
+/// table_access::group (any case); anything else throws naming the accepted forms.
+inline table_access parse_table_access(std::string_view s) { return detail::parse_table_access(s); }
+/// Whether `a` and `b` are equal ignoring the case of ASCII letters: how every keyword the
+/// library reads ("none", "guard", "group") is compared.
+inline bool iequals(std::string_view a, std::string_view b) { return detail::iequals(a, b); }
+
+/// The edit distance of `a` and `b`: insertions, deletions, substitutions and swaps of two
+/// neighbouring characters count 1 each ("stauts" is 1 from "status"; optimal string
+/// alignment). What the library's "did you mean" hints for GPUSHARE_* names, and the tool's for
+/// its commands and options, measure.
+inline std::size_t edit_distance(std::string_view a, std::string_view b) {
+  return detail::edit_distance(a, b);
+}
+
+/// A Slurm step id as SLURM_STEP_ID gives it: a number, or "batch", "extern", "interactive"
+/// (Slurm's special steps, held as their numbers); nullopt for anything else.
+inline std::optional<std::uint32_t> parse_slurm_step(std::string_view s) {
+  return detail::parse_slurm_step(s);
+}
+/// A Slurm step id as text: "batch", "extern", "interactive" or its number.
+inline std::string slurm_step_text(std::uint32_t step) { return detail::slurm_step_text(step); }
+/// A session's platform identity as `gpushare status` shows it: "<namespace>/<pod>/<container>"
+/// (the parts known) and "job <id>[_<task>][.<step>]", space-separated; "" when none is known.
+inline std::string identity_text(const platform_identity& id) { return detail::identity_text(id); }
 
 /// GPUSHARE_DIR: a table directory as given -> its normalised absolute path, "" for /dev/shm (the
 /// default). Throws errc::invalid_argument for a relative path, "." or "..", or the root. Looks

@@ -20,6 +20,20 @@
 namespace gpushare {
 inline namespace v0 {
 
+/// a + b, or the largest value when that overflows: how the library adds byte counts (a
+/// corrupt or hostile figure cannot wrap a total round to a small one).
+inline constexpr std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) noexcept {
+  return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+/// The bytes of the capacity a session keeps from the others: what it reserved plus its
+/// external usage, or its memory guarantee if that is more (loans aside: section 15 of
+/// docs/design.md). `gpushare status` sums these.
+inline constexpr std::uint64_t memory_commitment(std::uint64_t reserved, std::uint64_t external,
+                                                 std::uint64_t guarantee) noexcept {
+  const std::uint64_t used = saturating_add(reserved, external);
+  return used > guarantee ? used : guarantee;
+}
+
 /// Priority classes: a higher number runs first. Any integer in [min_priority, max_priority] is
 /// valid; these are the named ones accepted by GPUSHARE_PRIORITY.
 namespace priority {

@@ -60,8 +60,9 @@ inline constexpr gpushare::duration_option linger_option{
 /// A wait's timeout: None (wait forever), a timedelta, seconds, or a string ("10s", "none").
 std::uint64_t timeout_ns_from(py::handle value);
 
-/// The value of gpushare's wait_forever timeout (detail::wait_forever_ns).
-inline constexpr std::uint64_t wait_forever = gpushare::detail::wait_forever_ns;
+/// The timeout that means "wait without end" here (timeout_duration() makes it
+/// nanoseconds::max(), which the library takes so).
+inline constexpr std::uint64_t wait_forever = UINT64_MAX;
 
 /// Runs `f` (a blocking wait of the library) with the GIL released and the thread's waits
 /// interruptible by Python signals: Ctrl-C raises KeyboardInterrupt (any exception a signal

@@ -29,7 +29,6 @@ std::chrono::nanoseconds ns_setting(std::uint64_t ns) {
 
 /// The CUDA layer's own settings among the keywords.
 cu::device_options device_options_from(const py::kwargs& kw) {
-  namespace d = cu::detail;
   cu::device_options o;
   auto get = [&](const char* k) -> py::object {
     return kw.contains(k) ? py::reinterpret_borrow<py::object>(kw[k]) : py::none();
@@ -38,21 +37,21 @@ cu::device_options device_options_from(const py::kwargs& kw) {
   if (py::object v = get("context_overhead"); !v.is_none())
     o.context_overhead = bytes_from(v, "context_overhead");
   if (py::object v = get("allocation_timeout"); !v.is_none())
-    o.allocation_timeout = ns_setting(duration_ns_from(v, d::allocation_timeout_option));
+    o.allocation_timeout = ns_setting(duration_ns_from(v, cu::timeout_setting));
   if (py::object v = get("drain_timeout"); !v.is_none())
-    o.drain_timeout = ns_setting(duration_ns_from(v, d::drain_timeout_option));
+    o.drain_timeout = ns_setting(duration_ns_from(v, cu::timeout_setting));
   if (py::object v = get("max_in_flight"); !v.is_none())
-    o.max_in_flight = ns_setting(duration_ns_from(v, d::max_in_flight_option));
+    o.max_in_flight = ns_setting(duration_ns_from(v, cu::in_flight_setting));
   if (py::object v = get("max_in_flight_lower"); !v.is_none())
-    o.max_in_flight_lower = ns_setting(duration_ns_from(v, d::max_in_flight_option));
+    o.max_in_flight_lower = ns_setting(duration_ns_from(v, cu::in_flight_setting));
   if (py::object v = get("drain"); !v.is_none()) {
     if (!py::isinstance<py::str>(v)) throw py::type_error("drain must be \"stream\" or \"device\"");
-    o.drain = d::parse_drain_scope(v.cast<std::string>());
+    o.drain = cu::parse_drain(v.cast<std::string>());
   }
   if (py::object v = get("guard_timing"); !v.is_none()) {
     if (!py::isinstance<py::str>(v))
       throw py::type_error("guard_timing must be \"batched\" or \"each\"");
-    o.timing = d::parse_guard_timing(v.cast<std::string>());
+    o.timing = cu::parse_guard_timing(v.cast<std::string>());
   }
   return o;
 }

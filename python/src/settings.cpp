@@ -142,7 +142,7 @@ std::string str_setting(py::handle v, const char* what) {
 std::uint32_t slurm_id_setting(py::handle v, const char* what, bool step) {
   if (step && is_str(v)) {
     const std::string s = v.cast<std::string>();
-    if (const auto id = gpushare::detail::parse_slurm_step(s)) return *id;
+    if (const auto id = gpushare::parse_slurm_step(s)) return *id;
     bad(std::string(what) + " \"" + s + "\" is none: give an int, \"batch\", \"extern\" or " +
         "\"interactive\"");
   }
@@ -268,7 +268,7 @@ gpushare::session_options session_options_from(const py::kwargs& kw,
        }},
       {"table_mode",
        [&](py::handle v) {
-         o.access = gpushare::detail::parse_table_access(str_setting(v, "table_mode"));
+         o.access = gpushare::parse_table_access(str_setting(v, "table_mode"));
        }},
       {"capacity",
        [&](py::handle v) {

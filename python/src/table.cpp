@@ -136,7 +136,7 @@ void bind_text(py::module_& m) {
       "table_name",
       [](const std::string& key, const std::string& domain, const std::string& table_mode,
          std::optional<std::string> directory) {
-        const auto access = gpushare::detail::parse_table_access(table_mode);
+        const auto access = gpushare::parse_table_access(table_mode);
         return directory ? gpushare::table_name(*directory, domain, key, access)
                          : gpushare::table_name(domain, key, access);
       },

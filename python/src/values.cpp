@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include <gpushare/detail/identity.hpp>
+#include <gpushare/text.hpp>
 
 namespace gpushare_python {
 namespace {
@@ -98,7 +98,7 @@ void bind_platform_identity(py::module_& m) {
       "slurm_step",
       [](const platform_identity& i) -> std::optional<std::string> {
         if (!i.slurm_step_id) return std::nullopt;
-        return gpushare::detail::slurm_step_text(*i.slurm_step_id);
+        return gpushare::slurm_step_text(*i.slurm_step_id);
       },
       "The step as Slurm names it: \"0\", \"batch\", \"extern\", \"interactive\"; None.");
   r.F(platform_identity, slurm_array_job_id).F(platform_identity, slurm_array_task_id);

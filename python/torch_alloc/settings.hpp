@@ -25,13 +25,13 @@ inline constexpr std::string_view known_keys =
 /// "0" (fail at once), "none" (wait without end) or a duration ("500ms", "30s").
 inline std::chrono::nanoseconds parse_alloc_timeout(std::string_view v) {
   if (v == "0") return std::chrono::nanoseconds(0);
-  const std::uint64_t ns = gpushare::cuda::detail::parse_timeout_ns(v);
+  const std::uint64_t ns = gpushare::cuda::parse_timeout(v);
   if (ns == gpushare::cuda::no_timeout) return std::chrono::nanoseconds::max();
   return std::chrono::nanoseconds(static_cast<std::int64_t>(ns));
 }
 
 inline bool parse_flag(std::string_view key, std::string_view v) {
-  using gpushare::detail::iequals;
+  using gpushare::iequals;
   if (v == "1" || iequals(v, "true") || iequals(v, "yes") || iequals(v, "on")) return true;
   if (v == "0" || iequals(v, "false") || iequals(v, "no") || iequals(v, "off")) return false;
   throw gpushare::error(gpushare::errc::invalid_argument,
@@ -44,7 +44,7 @@ inline bool parse_flag(std::string_view key, std::string_view v) {
 
 /// Applies one "key=value" setting to `s`.
 inline void apply_setting(alloc_settings& s, std::string_view key, std::string_view v) {
-  namespace d = gpushare::detail;
+  namespace d = gpushare; // its public text forms (<gpushare/text.hpp>)
   if (key == "name") {
     d::validate_session_name(v);
     s.session.name = std::string(v);

@@ -161,6 +161,20 @@ inline resolved_device_options resolve_device_options(const device_options& o,
   return r;
 }
 
+/// The text forms of the CUDA layer's settings, as GPUSHARE_* variables take them (for programs
+/// and bindings that read the same settings from elsewhere: they agree to the byte).
+/// GPUSHARE_ALLOC_TIMEOUT and GPUSHARE_DRAIN_TIMEOUT: "500ms", "30s", "2min" (at most 24 h) or
+/// "none" (no_timeout).
+inline std::uint64_t parse_timeout(std::string_view s) { return detail::parse_timeout_ns(s); }
+/// The range and forms of those timeouts, for gpushare::parse_duration.
+inline constexpr duration_option timeout_setting = detail::allocation_timeout_option;
+/// The range and forms of GPUSHARE_MAX_IN_FLIGHT and GPUSHARE_MAX_IN_FLIGHT_LOWER (1 us .. 10 s).
+inline constexpr duration_option in_flight_setting = detail::max_in_flight_option;
+/// GPUSHARE_DRAIN: "stream" or "device" (any case).
+inline drain_scope parse_drain(std::string_view s) { return detail::parse_drain_scope(s); }
+/// GPUSHARE_GUARD_TIMING: "batched" or "each" (any case).
+inline guard_timing parse_guard_timing(std::string_view s) { return detail::parse_guard_timing(s); }
+
 /// The capacity a new device table gets: the device's memory less the headroom. A headroom that
 /// leaves nothing is an error (errc::invalid_argument or, from the environment, the caller's).
 inline std::uint64_t capacity_for_device(std::uint64_t device_total,

@@ -19,13 +19,14 @@
 #include <cstdint>
 
 #include <gpushare/detail/layout.hpp>
+#include <gpushare/types.hpp>
 
 namespace gpushare {
 inline namespace v0 {
 namespace detail {
 
 inline constexpr std::uint64_t sat_add(std::uint64_t a, std::uint64_t b) noexcept {
-  return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+  return saturating_add(a, b); // types.hpp: the public form
 }
 inline constexpr std::uint64_t sat_sub(std::uint64_t a, std::uint64_t b) noexcept {
   return a > b ? a - b : 0;
@@ -38,7 +39,7 @@ inline constexpr std::uint32_t sat_sub32(std::uint32_t a, std::uint32_t b) noexc
 /// Bytes of the capacity this slot keeps from the others.
 inline constexpr std::uint64_t commitment(std::uint64_t reserved, std::uint64_t external,
                                           std::uint64_t guarantee) noexcept {
-  return std::max(sat_add(reserved, external), guarantee);
+  return memory_commitment(reserved, external, guarantee); // types.hpp: the public form
 }
 /// The same for slot `s` with these figures; what it holds on loan is not counted.
 inline std::uint64_t commitment(const slot_record& s, std::uint64_t reserved,
