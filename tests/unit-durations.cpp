@@ -4,6 +4,8 @@
 // whether a number alone counts (the CLI's --interval: seconds). Public API only.
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -231,4 +233,46 @@ TEST_CASE("format_elapsed rounds a measured duration to three digits in its larg
     if (unit != "h" && unit != "ns") CHECK(significant <= 3);
     CHECK(std::abs(shown - static_cast<double>(ns)) <= static_cast<double>(ns) * 0.005 + 0.5);
   }
+}
+
+TEST_CASE("the public text and total helpers read and write as the library does") {
+  using gpushare::table_access;
+  CHECK(gpushare::parse_table_access("GROUP") == table_access::group);
+  CHECK(gpushare::parse_table_access("0600") == table_access::user);
+  CHECK_THROWS_AS(gpushare::parse_table_access("0644"), gpushare::error);
+  CHECK(gpushare::iequals("None", "nONE"));
+  CHECK_FALSE(gpushare::iequals("none", "nones"));
+  CHECK(gpushare::edit_distance("stauts", "status") == 1); // a swap of neighbours counts 1
+  CHECK(gpushare::edit_distance("", "abc") == 3);
+  CHECK(gpushare::edit_distance("kitten", "sitting") == 3);
+  for (const char* step : {"batch", "extern", "interactive", "0", "17"}) {
+    CAPTURE(step);
+    const auto id = gpushare::parse_slurm_step(step);
+    REQUIRE(id.has_value());
+    CHECK(gpushare::slurm_step_text(*id) == step);
+  }
+  CHECK_FALSE(gpushare::parse_slurm_step("step1").has_value());
+  gpushare::platform_identity id;
+  CHECK(gpushare::identity_text(id).empty());
+  id.pod_namespace = "ml";
+  id.pod = "trainer-0";
+  CHECK(gpushare::identity_text(id) == "ml/trainer-0");
+  CHECK_THROWS_AS(gpushare::validate_session_name(std::string(300, 'x')), gpushare::error);
+  CHECK_NOTHROW(gpushare::validate_session_name("trainer"));
+  // Totals saturate instead of wrapping; a guarantee above the usage is what is committed.
+  CHECK(gpushare::saturating_add(UINT64_MAX - 1, 5) == UINT64_MAX);
+  CHECK(gpushare::saturating_add(2, 3) == 5);
+  CHECK(gpushare::memory_commitment(1, 2, 5) == 5);
+  CHECK(gpushare::memory_commitment(5, 2, 1) == 7);
+  CHECK(gpushare::memory_commitment(UINT64_MAX, 1, 0) == UINT64_MAX);
+  CHECK(gpushare::caller_in_group(::getegid()));
+  // The CUDA layer's settings, in the forms their variables take.
+  namespace gc = gpushare::cuda;
+  CHECK(gc::parse_timeout("none") == gc::no_timeout);
+  CHECK(gc::parse_timeout("500ms") == 500'000'000);
+  CHECK(gc::parse_drain("DEVICE") == gc::drain_scope::device);
+  CHECK(gc::parse_guard_timing("each") == gc::guard_timing::each);
+  CHECK_THROWS_AS(gc::parse_guard_timing("sometimes"), gpushare::error);
+  CHECK(gpushare::parse_duration("2ms", gc::in_flight_setting) == 2'000'000);
+  CHECK_THROWS_AS(gpushare::parse_duration("0us", gc::in_flight_setting), gpushare::error);
 }
