@@ -13,7 +13,11 @@
 #include <thread>
 
 #include "sim_kernels.hpp"
+#include "sim_objects.hpp"
 #include "sim_util.hpp"
+
+using simtest::new_event;
+using simtest::new_stream;
 
 using namespace std::chrono_literals;
 using simtest::fresh_state;
@@ -48,18 +52,6 @@ struct gate {
     cv.notify_all();
   }
 };
-
-cudaStream_t new_stream() {
-  cudaStream_t s = nullptr;
-  REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
-  return s;
-}
-
-cudaEvent_t new_event() {
-  cudaEvent_t e = nullptr;
-  REQUIRE(cudaEventCreate(&e) == cudaSuccess);
-  return e;
-}
 
 cudaStreamCaptureStatus capture_status(cudaStream_t s) {
   cudaStreamCaptureStatus status{};

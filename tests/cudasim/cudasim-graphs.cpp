@@ -13,7 +13,11 @@
 
 #include "sim_graph.hpp"
 #include "sim_kernels.hpp"
+#include "sim_objects.hpp"
 #include "sim_util.hpp"
+
+using simtest::new_event;
+using simtest::new_stream;
 
 using simtest::as_set;
 using simtest::dependencies;
@@ -27,18 +31,6 @@ using simtest::node_type;
 using simtest::root_nodes;
 
 namespace {
-
-cudaStream_t new_stream() {
-  cudaStream_t s = nullptr;
-  REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
-  return s;
-}
-
-cudaEvent_t new_event() {
-  cudaEvent_t e = nullptr;
-  REQUIRE(cudaEventCreate(&e) == cudaSuccess);
-  return e;
-}
 
 int host_calls = 0;
 void CUDART_CB count_call(void* counter) { ++*static_cast<int*>(counter); }
