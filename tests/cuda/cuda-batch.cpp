@@ -25,12 +25,14 @@
 
 #include "cuda_test_util.hpp"
 #include "kernels.hpp"
+#include "parking.hpp"
 
 namespace gc = gpushare::cuda;
 using namespace std::chrono_literals;
 
 namespace {
 
+using cutest::parking;
 using cutest::stream;
 
 gc::device_options timed(gc::guard_timing t, std::chrono::nanoseconds in_flight = 2ms) {
@@ -56,42 +58,6 @@ double calls_per_guard(gc::device_session& s, cudaStream_t st, int n) {
   s.synchronize();
   return static_cast<double>(calls - 2ull * static_cast<unsigned>(n)) / n;
 }
-
-/// Parks the thread that reaches crash point `where` once, until release().
-struct parking {
-  static inline std::mutex m;
-  static inline std::condition_variable cv;
-  static inline std::string_view where;
-  static inline std::thread::id only;
-  static inline bool parked = false, released = false, used = false;
-
-  static void arm(std::string_view at, std::thread::id who) {
-    std::lock_guard lock(m);
-    where = at;
-    only = who;
-    parked = released = used = false;
-    gpushare::detail::crash_point_hook = &hook;
-  }
-  static void hook(const char* w) {
-    std::unique_lock lock(m);
-    if (used || w != where || std::this_thread::get_id() != only) return;
-    used = parked = true;
-    cv.notify_all();
-    cv.wait(lock, [] { return released; });
-  }
-  static bool wait_parked() {
-    std::unique_lock lock(m);
-    return cv.wait_for(lock, 30s, [] { return parked; });
-  }
-  static void release() {
-    {
-      std::lock_guard lock(m);
-      released = true;
-    }
-    cv.notify_all();
-  }
-  static void disarm() { gpushare::detail::crash_point_hook = nullptr; }
-};
 
 void CUDART_CB set_flag(void* flag) { static_cast<std::atomic<bool>*>(flag)->store(true); }
 

@@ -22,6 +22,7 @@
 
 #include "cuda_test_util.hpp"
 #include "kernels.hpp"
+#include "parking.hpp"
 
 namespace gc = gpushare::cuda;
 using namespace std::chrono_literals;
@@ -29,44 +30,8 @@ using namespace std::chrono_literals;
 namespace {
 
 using cutest::no_overhead;
+using cutest::parking;
 using cutest::stream;
-
-/// Parks the thread that reaches crash point `where` (only the thread `only`, once) until
-/// release(); the test sees when it is parked.
-struct parking {
-  static inline std::mutex m;
-  static inline std::condition_variable cv;
-  static inline const char* where = nullptr;
-  static inline std::thread::id only;
-  static inline bool parked = false, released = false, used = false;
-
-  static void arm(const char* at, std::thread::id who) {
-    std::lock_guard lock(m);
-    where = at;
-    only = who;
-    parked = released = used = false;
-    gpushare::detail::crash_point_hook = &hook;
-  }
-  static void hook(const char* w) {
-    std::unique_lock lock(m);
-    if (used || std::string_view(w) != where || std::this_thread::get_id() != only) return;
-    used = parked = true;
-    cv.notify_all();
-    cv.wait(lock, [] { return released; });
-  }
-  static bool wait_parked(std::chrono::milliseconds limit) {
-    std::unique_lock lock(m);
-    return cv.wait_for(lock, limit, [] { return parked; });
-  }
-  static void release() {
-    {
-      std::lock_guard lock(m);
-      released = true;
-    }
-    cv.notify_all();
-  }
-  static void disarm() { gpushare::detail::crash_point_hook = nullptr; }
-};
 
 void CUDART_CB set_flag(void* flag) { static_cast<std::atomic<bool>*>(flag)->store(true); }
 
