@@ -133,6 +133,7 @@ py::dict statistics_of(device_session& s) {
   d["graph_bytes_held"] = st.graph_bytes_held;
   d["lower_bound_exits"] = st.lower_bound_exits;
   d["batched_guards"] = st.batched_guards;
+  d["batches"] = st.batches;
   d["marked_exits"] = st.marked_exits;
   d["mark_host_functions"] = st.mark_host_functions;
   d["signalled_waits"] = st.signalled_waits;

@@ -51,6 +51,9 @@ struct cuda_stats {
   /// Guards timed in a batch with others (guard_timing::batched: the session was uncontended),
   /// rather than by a start and a stop event of their own.
   std::uint64_t batched_guards = 0;
+  /// The batches those guards made, closed so far (each is one region: a start and a stop
+  /// event, timed and settled once).
+  std::uint64_t batches = 0;
 };
 
 } // namespace cuda

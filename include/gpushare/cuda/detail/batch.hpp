@@ -151,6 +151,11 @@ public:
     std::lock_guard lock(m_);
     return batched_ + (b_ ? b_->guards : 0);
   }
+  /// The batches closed so far.
+  std::uint64_t batches() {
+    std::lock_guard lock(m_);
+    return batches_;
+  }
 
 private:
   struct open_batch {
@@ -172,6 +177,7 @@ private:
   region detach() noexcept {
     const region r{b_->start, b_->stop, b_->mark, b_->guards};
     batched_ += b_->guards;
+    ++batches_;
     b_.reset();
     return r;
   }
@@ -223,6 +229,7 @@ private:
   std::mutex m_;
   std::optional<open_batch> b_;
   std::uint64_t batched_ = 0; // guards of closed batches
+  std::uint64_t batches_ = 0; // closed batches
 };
 
 } // namespace detail

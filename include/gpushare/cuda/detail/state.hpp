@@ -102,6 +102,7 @@ public:
   cuda_stats stats() {
     cuda_stats s = regions_.stats();
     s.batched_guards = batch_.batched_guards();
+    s.batches = batch_.batches();
     memory_.pool().add_stats(s);
     marks_.add_stats(s);
     return s;
