@@ -74,7 +74,14 @@ public:
         opening = true;
       }
     }
-    if (closed) used += close(*closed, broken, bound_ns, keep_one);
+    if (closed) {
+      try {
+        used += close(*closed, broken, bound_ns, keep_one);
+      } catch (...) {
+        // (no memory to wait for it: the region stays in flight, accounted by a later drain)
+        // This guard has joined or is opening a batch: it must not leave without its exit.
+      }
+    }
     if (joined) return joined;
     return opening ? record_start(stream) : nullptr;
   }
