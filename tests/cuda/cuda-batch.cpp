@@ -271,9 +271,7 @@ TEST_CASE("guards of several threads on one stream and on two share batches safe
 TEST_CASE("a session's streams get the CUDA priority of its class") {
   CUTEST_REQUIRE_GPU();
   cutest::private_domain d("streamprio");
-  gpushare::session_options ho = d.options("high");
-  ho.priority = gpushare::priority::high;
-  gc::device_session high(0, ho, cutest::no_overhead());
+  gc::device_session high(0, d.options("high", gpushare::priority::high), cutest::no_overhead());
   d.uses(high.device().uuid);
   gc::device_session normal(0, d.options("normal"), cutest::no_overhead());
   int least = 0, greatest = 0;

@@ -79,12 +79,9 @@ TEST_CASE("launch_chunked covers every item once, in order, a guard per chunk") 
 TEST_CASE("a higher class asking while a lower one runs chunked work waits about a chunk") {
   CUTEST_REQUIRE_GPU();
   cutest::private_domain d("chunkwait");
-  gpushare::session_options lo = d.options("low"), ho = d.options("high");
-  lo.priority = gpushare::priority::low;
-  ho.priority = gpushare::priority::high;
-  gc::device_session low(0, lo, cutest::no_overhead());
+  gc::device_session low(0, d.options("low", gpushare::priority::low), cutest::no_overhead());
   d.uses(low.device().uuid);
-  gc::device_session high(0, ho, cutest::no_overhead());
+  gc::device_session high(0, d.options("high", gpushare::priority::high), cutest::no_overhead());
   cutest::stream sl, sh;
   std::atomic<bool> done{false};
   std::thread worker([&] { // 200 ms of work in 1 ms chunks
@@ -121,12 +118,9 @@ TEST_CASE("a higher class asking while a lower one runs chunked work waits about
 TEST_CASE("give_way_due says when a waiting session should have the device") {
   CUTEST_REQUIRE_GPU();
   cutest::private_domain d("giveway");
-  gpushare::session_options lo = d.options("low"), ho = d.options("high");
-  lo.priority = gpushare::priority::low;
-  ho.priority = gpushare::priority::high;
-  gc::device_session low(0, lo, cutest::no_overhead());
+  gc::device_session low(0, d.options("low", gpushare::priority::low), cutest::no_overhead());
   d.uses(low.device().uuid);
-  gc::device_session high(0, ho, cutest::no_overhead());
+  gc::device_session high(0, d.options("high", gpushare::priority::high), cutest::no_overhead());
   cutest::stream sl, sh;
   CHECK_FALSE(low.give_way_due()); // nobody waits
   std::atomic<bool> granted{false};

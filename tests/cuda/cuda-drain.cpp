@@ -96,12 +96,6 @@ grant_seen finished_at_grant(gc::device_session& a, gc::device_session& b, const
   return seen;
 }
 
-gpushare::session_options high(cutest::private_domain& d) {
-  gpushare::session_options o = d.options("high");
-  o.priority = gpushare::priority::high;
-  return o;
-}
-
 } // namespace
 
 TEST_CASE("a lease guard's exit drains its queued work before it hands the device to a waiter "
@@ -110,7 +104,7 @@ TEST_CASE("a lease guard's exit drains its queued work before it hands the devic
   cutest::private_domain d("drainlease");
   gc::device_session a(0, d.options("low"), no_overhead());
   d.uses(a.device().uuid);
-  gc::device_session b(0, high(d), no_overhead());
+  gc::device_session b(0, d.options("high", gpushare::priority::high), no_overhead());
   stream st;
   warm_up(a, st.s); // a now holds the device on its lease
   const std::uint64_t on_lease = a.info().guards_on_lease;
@@ -132,7 +126,7 @@ TEST_CASE("a locked guard's exit decides to drain under its own lock and the wai
   oa.compute_limit_ppm = 999'999; // no lease: every guard enters and exits the locked way
   gc::device_session a(0, oa, no_overhead());
   d.uses(a.device().uuid);
-  gc::device_session b(0, high(d), no_overhead());
+  gc::device_session b(0, d.options("high", gpushare::priority::high), no_overhead());
   stream st;
   warm_up(a, st.s);
   CHECK(a.info().guards_on_lease == 0);

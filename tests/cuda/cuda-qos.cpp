@@ -31,12 +31,6 @@ namespace {
 using cutest::no_overhead;
 using cutest::stream;
 
-gpushare::session_options of_class(cutest::private_domain& d, const char* name, int priority) {
-  gpushare::session_options o = d.options(name);
-  o.priority = priority;
-  return o;
-}
-
 /// `n` guards, each around one kernel of `ns`, back to back; returns the most guards whose work
 /// was still in flight after a guard ended (a batch's guards each: guard_timing::batched).
 std::size_t guards(gc::device_session& s, cudaStream_t st, int n, std::uint64_t ns) {
@@ -61,7 +55,7 @@ TEST_CASE("a lower class keeps little work queued while a higher class is active
           "allowance otherwise") {
   CUTEST_REQUIRE_GPU();
   cutest::private_domain d("qosbound");
-  gc::device_session low(0, of_class(d, "low", gpushare::priority::low), no_overhead());
+  gc::device_session low(0, d.options("low", gpushare::priority::low), no_overhead());
   d.uses(low.device().uuid);
   stream st;
   // Alone (no higher class has asked for the device): 100 us regions queue up to about 2 ms.
@@ -78,7 +72,7 @@ TEST_CASE("a lower class keeps little work queued while a higher class is active
   CHECK(low.statistics().lower_bound_exits == 0);
   // A high-class session asks for the device once: for the next 100 ms the lower class keeps at
   // most 0.25 ms queued (2 regions of 100 us), its newest region at least.
-  gc::device_session high(0, of_class(d, "high", gpushare::priority::high), no_overhead());
+  gc::device_session high(0, d.options("high", gpushare::priority::high), no_overhead());
   stream sh;
   { gc::scoped_kernel g(high, sh.s); }
   const std::uint64_t t0 = now_ns();
@@ -102,9 +96,9 @@ TEST_CASE("a lower class is not granted the device while a higher class's work s
           "though it asked only after the higher guard ended") {
   CUTEST_REQUIRE_GPU();
   cutest::private_domain d("qosmark");
-  gc::device_session low(0, of_class(d, "low", gpushare::priority::low), no_overhead());
+  gc::device_session low(0, d.options("low", gpushare::priority::low), no_overhead());
   d.uses(low.device().uuid);
-  gc::device_session high(0, of_class(d, "high", gpushare::priority::high), no_overhead());
+  gc::device_session high(0, d.options("high", gpushare::priority::high), no_overhead());
   stream sl, sh;
   (void)guards(low, sl.s, 5, 100'000); // the lower class is active: marks get a host function
   low.synchronize();
@@ -135,10 +129,10 @@ TEST_CASE("a mark nobody clears holds a lower class back until its deadline, nev
           "and never holds back its own class or a higher one") {
   CUTEST_REQUIRE_GPU();
   cutest::private_domain d("qosdeadline");
-  gc::device_session low(0, of_class(d, "low", gpushare::priority::low), no_overhead());
+  gc::device_session low(0, d.options("low", gpushare::priority::low), no_overhead());
   d.uses(low.device().uuid);
-  gc::device_session mid(0, of_class(d, "mid", gpushare::priority::normal), no_overhead());
-  gc::device_session mid2(0, of_class(d, "mid2", gpushare::priority::normal), no_overhead());
+  gc::device_session mid(0, d.options("mid", gpushare::priority::normal), no_overhead());
+  gc::device_session mid2(0, d.options("mid2", gpushare::priority::normal), no_overhead());
   stream st;
   gpushare::detail::session_core& core = mid.shared_state()->core();
   { gc::scoped_kernel g(mid, st.s); } // (the lower class does not hold the device)
@@ -210,7 +204,7 @@ namespace {
 /// it). Returns how long the lower class waited for the device, in ms.
 std::uint64_t lower_wait_after_mark(int hurt) {
   cutest::private_domain d(hurt == SIGSTOP ? "qosstop" : "qoskill");
-  gc::device_session low(0, of_class(d, "low", gpushare::priority::low), no_overhead());
+  gc::device_session low(0, d.options("low", gpushare::priority::low), no_overhead());
   d.uses(low.device().uuid);
   stream st;
   // The helper warms up, then waits 1.5 s before its long guard. Meanwhile the lower class

@@ -171,6 +171,12 @@ public:
     o.name = session_name;
     return o;
   }
+  /// The same for a session of priority class `priority`.
+  gpushare::session_options options(const std::string& session_name, int priority) {
+    gpushare::session_options o = options(session_name);
+    o.priority = priority;
+    return o;
+  }
 
 private:
   std::string name_, uuid_;

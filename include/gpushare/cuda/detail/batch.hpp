@@ -78,8 +78,8 @@ public:
       try {
         used += close(*closed, broken, bound_ns, keep_one);
       } catch (...) {
-        // (no memory to wait for it: the region stays in flight, accounted by a later drain)
-        // This guard has joined or is opening a batch: it must not leave without its exit.
+        // No memory to wait for it: the region stays in flight, accounted by a later drain.
+        // Not rethrown: this guard has joined (or opens) a batch and must reach its exit.
       }
     }
     if (joined) return joined;

@@ -166,7 +166,7 @@ public:
     const std::uint64_t now = gpushare::detail::monotonic_ns();
     bool keep_one = false;
     const std::uint64_t bound = in_flight_bound(now, keep_one);
-    return batch_.enter(stream, on_lease ? batch_limit(now) : 0,
+    return batch_.enter(stream, on_lease ? batch_limit(now, keep_one) : 0,
                         batch_span_ns(options_.max_in_flight_ns), now, bound, keep_one, used);
   }
   /// A guard timed in the batch ends on `stream`, `guard_ns` after it entered: the batch's stop
@@ -177,7 +177,7 @@ public:
     const std::uint64_t now = gpushare::detail::monotonic_ns();
     bool keep_one = false;
     const std::uint64_t bound = in_flight_bound(now, keep_one);
-    const std::uint32_t limit = batch_limit(now);
+    const std::uint32_t limit = batch_limit(now, keep_one);
     const region_batch::exit_result r = batch_.exit(
         stream, stop, limit != 0, limit, batch_span_ns(options_.max_in_flight_ns), bound, keep_one);
     mark_in_flight(r.stop, guard_ns, r.open_guards);
@@ -281,11 +281,10 @@ private:
                     : options_.max_in_flight_ns;
   }
   /// How many guards a batch may hold now: 0 (time each guard) while anybody else waits for the
-  /// device or another priority class asked for it lately (region_batch).
-  std::uint32_t batch_limit(std::uint64_t now) noexcept {
-    if (core_->others_waiting() || core_->higher_class_active(now) ||
-        core_->lower_class_active(now))
-      return 0;
+  /// device or another priority class asked for it lately (region_batch). `higher_active`: what
+  /// in_flight_bound found for now (its `keep_one`), not looked up twice.
+  std::uint32_t batch_limit(std::uint64_t now, bool higher_active) noexcept {
+    if (higher_active || core_->others_waiting() || core_->lower_class_active(now)) return 0;
     return batch_guard_limit(regions_.average_ns(), options_.max_in_flight_ns);
   }
 
